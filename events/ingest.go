@@ -1,0 +1,59 @@
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// HashBytes returns the content address of b.
+func HashBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// BlobPutter stores a payload under its content address. Putting a hash that
+// is already stored must be a cheap no-op.
+type BlobPutter interface {
+	PutBlob(ctx context.Context, hash string, data []byte) error
+}
+
+// TokenCounter counts tokens in text.
+type TokenCounter interface {
+	Count(s string) int
+}
+
+// Prepare turns an event in input form into its stored form: an inline tool
+// output moves to the blob store and is replaced by its content address, and
+// token counts are filled in once, here, so nothing downstream tokenizes
+// again. Events already in stored form are returned unchanged.
+func Prepare(ctx context.Context, e Event, blobs BlobPutter, tc TokenCounter) (Event, error) {
+	switch p := e.Data.(type) {
+	case *Message:
+		if p.Tokens == 0 && p.Text != "" {
+			cp := *p
+			cp.Tokens = tc.Count(p.Text)
+			e.Data = &cp
+		}
+	case *ToolCall:
+		if p.InputTokens == 0 && len(p.Input) > 0 {
+			cp := *p
+			cp.InputTokens = tc.Count(string(p.Input))
+			e.Data = &cp
+		}
+	case *ToolResult:
+		if p.Output != nil {
+			cp := *p
+			data := []byte(*p.Output)
+			h := HashBytes(data)
+			if err := blobs.PutBlob(ctx, h, data); err != nil {
+				return e, fmt.Errorf("store output of %s: %w", p.Item, err)
+			}
+			cp.OutputRef = &ContentRef{Hash: h, Bytes: len(data), Tokens: tc.Count(*p.Output)}
+			cp.Output = nil
+			e.Data = &cp
+		}
+	}
+	return e, nil
+}

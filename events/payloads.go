@@ -1,0 +1,427 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Role is who authored a message item.
+type Role string
+
+// Message roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// MessageKind distinguishes visible text from model reasoning blocks.
+type MessageKind string
+
+// Message kinds. Thinking blocks are rendered back verbatim with their
+// signature and are never pruned.
+const (
+	KindText     MessageKind = "text"
+	KindThinking MessageKind = "thinking"
+)
+
+// Determinism is a tool's determinism class: whether two identical calls can
+// be assumed to observe the same thing.
+type Determinism string
+
+// Determinism classes (see the eligibility package for how each is used).
+const (
+	DeterminismUnknown    Determinism = ""
+	DeterminismPure       Determinism = "pure"
+	DeterminismVersioned  Determinism = "versioned"
+	DeterminismState      Determinism = "state"
+	DeterminismSideEffect Determinism = "side_effect"
+)
+
+func (d Determinism) valid() bool {
+	switch d {
+	case DeterminismUnknown, DeterminismPure, DeterminismVersioned, DeterminismState, DeterminismSideEffect:
+		return true
+	}
+	return false
+}
+
+// SessionStarted opens a session and says where it came from.
+type SessionStarted struct {
+	// Format is the source format ("native", "claude-code", "opencode", ...).
+	Format string `json:"format"`
+	// SourcePath is the file the session was imported from, if any.
+	SourcePath string `json:"source_path,omitempty"`
+	// SourceID is the session id the source used (Claude Code sessionId,
+	// OpenCode ses_...).
+	SourceID string `json:"source_id,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	CWD      string `json:"cwd,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Title    string `json:"title,omitempty"`
+}
+
+// EventType implements Payload.
+func (*SessionStarted) EventType() Type { return TypeSessionStarted }
+
+func (p *SessionStarted) validate() error {
+	if p.Format == "" {
+		return dataErr("format", "missing")
+	}
+	return nil
+}
+
+// Message is one text item: a system prompt, a user message, assistant text
+// or an assistant thinking block.
+type Message struct {
+	// Item is the item id, unique within the session. Importers use the id
+	// the source gave the message so a user can find it in the original.
+	Item string      `json:"item"`
+	Role Role        `json:"role"`
+	Kind MessageKind `json:"kind,omitempty"`
+	Text string      `json:"text"`
+	// Signature is the provider's signature of a thinking block.
+	Signature string `json:"signature,omitempty"`
+	// Tokens is the item's token count, filled once when the event enters
+	// the log.
+	Tokens int `json:"tokens,omitempty"`
+	// Meta marks harness-injected content (reminders, hook output).
+	Meta bool `json:"meta,omitempty"`
+}
+
+// EventType implements Payload.
+func (*Message) EventType() Type { return TypeMessage }
+
+func (p *Message) validate() error {
+	if err := validItem("item", p.Item); err != nil {
+		return err
+	}
+	switch p.Role {
+	case RoleSystem, RoleUser, RoleAssistant:
+	case "":
+		return dataErr("role", "missing")
+	default:
+		return dataErr("role", "bad value %q (want system, user or assistant)", p.Role)
+	}
+	switch p.Kind {
+	case "", KindText:
+	case KindThinking:
+		if p.Role != RoleAssistant {
+			return dataErr("kind", "thinking is only valid for role assistant")
+		}
+	default:
+		return dataErr("kind", "bad value %q (want text or thinking)", p.Kind)
+	}
+	if p.Tokens < 0 {
+		return dataErr("tokens", "negative")
+	}
+	return nil
+}
+
+// ToolCall is the model's request to run a tool. Its input is an item of its
+// own (id CallItem(call_id) by convention of the importers).
+type ToolCall struct {
+	Item   string `json:"item"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Input is the tool's arguments as a JSON value (usually an object).
+	Input json.RawMessage `json:"input"`
+	// InputTokens is filled once when the event enters the log.
+	InputTokens int `json:"input_tokens,omitempty"`
+}
+
+// EventType implements Payload.
+func (*ToolCall) EventType() Type { return TypeToolCall }
+
+func (p *ToolCall) validate() error {
+	if err := validItem("item", p.Item); err != nil {
+		return err
+	}
+	if p.CallID == "" {
+		return dataErr("call_id", "missing")
+	}
+	if p.Tool == "" {
+		return dataErr("tool", "missing")
+	}
+	if len(p.Input) == 0 {
+		return dataErr("input", "missing (use {} for no arguments)")
+	}
+	if !json.Valid(p.Input) {
+		return dataErr("input", "not valid JSON")
+	}
+	if p.InputTokens < 0 {
+		return dataErr("input_tokens", "negative")
+	}
+	return nil
+}
+
+// ToolError describes a failed tool call.
+type ToolError struct {
+	// Type is a short class of error ("exit_code", "not_found",
+	// "invalid_parameter", "rejected", ...), as known.
+	Type    string `json:"type,omitempty"`
+	Message string `json:"message"`
+}
+
+// ContentRef is a content address: the payload itself lives in the blob
+// store under Hash, so identical outputs are stored once and L0 comparison is
+// a hash comparison.
+type ContentRef struct {
+	// Hash is "sha256:" followed by 64 lowercase hex digits.
+	Hash   string `json:"hash"`
+	Bytes  int    `json:"bytes"`
+	Tokens int    `json:"tokens"`
+}
+
+// SourceIdentity names what a tool observed, as far as it is known.
+type SourceIdentity struct {
+	// Kind is "file", "url", "search", "command" or "other".
+	Kind string `json:"kind"`
+	Path string `json:"path,omitempty"`
+	URL  string `json:"url,omitempty"`
+	// Version is a source version where known (commit, etag, mtime).
+	Version string `json:"version,omitempty"`
+	// ContentHash is the hash of the observed source content where known.
+	ContentHash string `json:"content_hash,omitempty"`
+	// Offset and Limit describe a partial read (lines), zero when whole.
+	Offset int `json:"offset,omitempty"`
+	Limit  int `json:"limit,omitempty"`
+}
+
+// ToolResult is a tool's output. In the native JSONL format a person writes
+// the output inline in Output; when the event enters the log the output moves
+// to the blob store and only OutputRef is kept.
+type ToolResult struct {
+	Item   string `json:"item"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool,omitempty"`
+	// IsError is true when the call failed.
+	IsError bool       `json:"is_error,omitempty"`
+	Error   *ToolError `json:"error,omitempty"`
+	// Output is the inline output text (input form only).
+	Output *string `json:"output,omitempty"`
+	// OutputRef is the content address of the output (stored form).
+	OutputRef   *ContentRef     `json:"output_ref,omitempty"`
+	Source      *SourceIdentity `json:"source,omitempty"`
+	Determinism Determinism     `json:"determinism,omitempty"`
+	ExitCode    *int            `json:"exit_code,omitempty"`
+	// HostPruned is true when the agent host itself had already removed the
+	// output from the model's context (OpenCode's time.compacted).
+	HostPruned bool `json:"host_pruned,omitempty"`
+}
+
+// EventType implements Payload.
+func (*ToolResult) EventType() Type { return TypeToolResult }
+
+func (p *ToolResult) validate() error {
+	if err := validItem("item", p.Item); err != nil {
+		return err
+	}
+	if p.CallID == "" {
+		return dataErr("call_id", "missing")
+	}
+	if p.Output == nil && p.OutputRef == nil {
+		return dataErr("output", "missing (give output text, or output_ref)")
+	}
+	if p.Output != nil && p.OutputRef != nil {
+		return dataErr("output", "give output or output_ref, not both")
+	}
+	if p.OutputRef != nil {
+		if err := p.OutputRef.validate("output_ref"); err != nil {
+			return err
+		}
+	}
+	if p.Error != nil && !p.IsError {
+		return dataErr("is_error", "must be true when error is set")
+	}
+	if p.Source != nil {
+		switch p.Source.Kind {
+		case "file", "url", "search", "command", "other":
+		case "":
+			return dataErr("source.kind", "missing")
+		default:
+			return dataErr("source.kind", "bad value %q (want file, url, search, command or other)", p.Source.Kind)
+		}
+		if p.Source.Offset < 0 || p.Source.Limit < 0 {
+			return dataErr("source.offset", "negative")
+		}
+	}
+	if !p.Determinism.valid() {
+		return dataErr("determinism", "bad value %q (want pure, versioned, state or side_effect)", p.Determinism)
+	}
+	return nil
+}
+
+func (r *ContentRef) validate(field string) error {
+	if !ValidHash(r.Hash) {
+		return dataErr(field+".hash", "bad value %q (want sha256:<64 hex>)", r.Hash)
+	}
+	if r.Bytes < 0 || r.Tokens < 0 {
+		return dataErr(field+".bytes", "negative")
+	}
+	return nil
+}
+
+// Verification says what verified a subtask's closure.
+type Verification struct {
+	// Kind is "test_run" (a passing run recorded in the log), "check" (another
+	// outside check), "user" or "agent" (the agent's own say-so: weakest).
+	Kind string `json:"kind"`
+	// Item is the item holding the evidence (for example the passing run's
+	// tool result).
+	Item   string `json:"item,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// SubtaskOpened starts a unit of work.
+type SubtaskOpened struct {
+	Subtask string `json:"subtask"`
+	Title   string `json:"title,omitempty"`
+}
+
+// EventType implements Payload.
+func (*SubtaskOpened) EventType() Type { return TypeSubtaskOpened }
+
+func (p *SubtaskOpened) validate() error {
+	return validItem("subtask", p.Subtask)
+}
+
+// SubtaskClosed ends a unit of work and records what verified the closure.
+type SubtaskClosed struct {
+	Subtask    string        `json:"subtask"`
+	VerifiedBy *Verification `json:"verified_by,omitempty"`
+	// Consequence names the items where the subtask's outcome is recorded
+	// (a decision, an extracted identifier), if any.
+	Consequence []string `json:"consequence,omitempty"`
+}
+
+// EventType implements Payload.
+func (*SubtaskClosed) EventType() Type { return TypeSubtaskClosed }
+
+func (p *SubtaskClosed) validate() error {
+	if err := validItem("subtask", p.Subtask); err != nil {
+		return err
+	}
+	if p.VerifiedBy != nil {
+		switch p.VerifiedBy.Kind {
+		case "test_run", "check", "user", "agent":
+		default:
+			return dataErr("verified_by.kind", "bad value %q (want test_run, check, user or agent)", p.VerifiedBy.Kind)
+		}
+	}
+	return nil
+}
+
+// Pin protects an item from pruning until unpinned.
+type Pin struct {
+	Item   string `json:"item"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (*Pin) EventType() Type { return TypePin }
+
+func (p *Pin) validate() error { return validItem("item", p.Item) }
+
+// Unpin lifts a Pin.
+type Unpin struct {
+	Item string `json:"item"`
+	By   string `json:"by,omitempty"`
+}
+
+// EventType implements Payload.
+func (*Unpin) EventType() Type { return TypeUnpin }
+
+func (p *Unpin) validate() error { return validItem("item", p.Item) }
+
+// Usage is what a provider reported for one request.
+type Usage struct {
+	InputTokens      int `json:"input_tokens"`
+	CacheReadTokens  int `json:"cache_read_tokens"`
+	CacheWriteTokens int `json:"cache_write_tokens"`
+	// CacheWrite1hTokens is the part of CacheWriteTokens written at the
+	// one-hour TTL tier (Anthropic).
+	CacheWrite1hTokens int `json:"cache_write_1h_tokens,omitempty"`
+	OutputTokens       int `json:"output_tokens"`
+}
+
+// ModelRequest records a request dispatched to the model. The envelope time
+// is the dispatch time; the scheduler decides applications at this time.
+type ModelRequest struct {
+	Request  string `json:"request"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Usage is nil when the provider's report is not known.
+	Usage *Usage `json:"usage,omitempty"`
+	// CacheTTL is the cache tier the client asked for ("5m", "1h"), if known.
+	CacheTTL string `json:"cache_ttl,omitempty"`
+	SourceID string `json:"source_id,omitempty"`
+}
+
+// EventType implements Payload.
+func (*ModelRequest) EventType() Type { return TypeModelRequest }
+
+func (p *ModelRequest) validate() error {
+	if err := validItem("request", p.Request); err != nil {
+		return err
+	}
+	if u := p.Usage; u != nil {
+		if u.InputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 || u.OutputTokens < 0 || u.CacheWrite1hTokens < 0 {
+			return dataErr("usage", "negative token count")
+		}
+	}
+	switch p.CacheTTL {
+	case "", "5m", "1h":
+	default:
+		return dataErr("cache_ttl", "bad value %q (want 5m or 1h)", p.CacheTTL)
+	}
+	return nil
+}
+
+// Restore brings a pruned item back into the rendered bundle.
+type Restore struct {
+	Item   string `json:"item"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (*Restore) EventType() Type { return TypeRestore }
+
+func (p *Restore) validate() error { return validItem("item", p.Item) }
+
+var itemRe = idRe
+
+func validItem(field, v string) error {
+	if v == "" {
+		return dataErr(field, "missing")
+	}
+	if !itemRe.MatchString(v) {
+		return dataErr(field, "invalid id %q", v)
+	}
+	return nil
+}
+
+// ValidHash reports whether h is a well-formed content address.
+func ValidHash(h string) bool {
+	hex, ok := strings.CutPrefix(h, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, c := range hex {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CallInputItem is the conventional item id of a tool call's input, derived
+// from the call id so both halves of a call are found from the source's id.
+func CallInputItem(callID string) string { return callID + "/input" }
+
+// String renders a short description for logs.
+func (p *ToolCall) String() string { return fmt.Sprintf("%s(%s)", p.Tool, p.CallID) }

@@ -1,0 +1,96 @@
+package events
+
+// Reason is an enumerated reason code carried by marks, certificates and
+// metrics. The list is closed and documented: add a code here, with its
+// description, before using it anywhere.
+type Reason string
+
+// Reason codes.
+const (
+	// Prunes.
+	ReasonDuplicateOutput  Reason = "DUPLICATE_OUTPUT"
+	ReasonSameSource       Reason = "SAME_SOURCE_VERSION"
+	ReasonSuperseded       Reason = "SUPERSEDED"
+	ReasonErroredInput     Reason = "ERRORED_INPUT"
+	ReasonCompletedResidue Reason = "COMPLETED_RESIDUE"
+	ReasonPredicted        Reason = "PREDICTED_IRRELEVANT"
+	ReasonManualPrune      Reason = "MANUAL_PRUNE"
+	// Keeps.
+	ReasonSurvivingCopy  Reason = "SURVIVING_COPY"
+	ReasonUnique         Reason = "UNIQUE"
+	ReasonPinned         Reason = "PINNED"
+	ReasonUserMessage    Reason = "USER_MESSAGE"
+	ReasonSystemPrompt   Reason = "SYSTEM_PROMPT"
+	ReasonProjectRule    Reason = "PROJECT_RULE"
+	ReasonActivePlan     Reason = "ACTIVE_PLAN"
+	ReasonUnresolved     Reason = "UNRESOLVED_ERROR"
+	ReasonUniqueEvidence Reason = "UNIQUE_EVIDENCE"
+	ReasonRecentTurn     Reason = "RECENT_TURN"
+	ReasonProtectedTool  Reason = "PROTECTED_TOOL"
+	ReasonProtectedFile  Reason = "PROTECTED_FILE"
+	ReasonRestored       Reason = "RESTORED"
+	// Defers.
+	ReasonHorizon          Reason = "WAITING_HORIZON"
+	ReasonAwaitConsequence Reason = "AWAITING_CONSEQUENCE"
+	// Abstentions.
+	ReasonStateChanged      Reason = "STATE_MAY_HAVE_CHANGED"
+	ReasonDifferentOutput   Reason = "SAME_CALL_DIFFERENT_OUTPUT"
+	ReasonUnverifiedClosure Reason = "UNVERIFIED_CLOSURE"
+	ReasonNoConsequence     Reason = "CONSEQUENCE_NOT_RECORDED"
+	ReasonNeedsJudgement    Reason = "NEEDS_SEMANTIC_JUDGEMENT"
+	ReasonUnknownTool       Reason = "UNKNOWN_DETERMINISM"
+)
+
+// ReasonInfo documents a reason code.
+type ReasonInfo struct {
+	Code        Reason   `json:"code"`
+	Decision    Decision `json:"decision"`
+	Description string   `json:"description"`
+}
+
+// ReasonTable is the documented list of reason codes, used by code,
+// certificates, metrics and docs alike.
+var ReasonTable = []ReasonInfo{
+	{ReasonDuplicateOutput, Prune, "L0: byte-identical output of the same tool with the same canonical arguments; a newer copy stays in context"},
+	{ReasonSameSource, Prune, "L1: same immutable or versioned source at the same version or content hash, nothing recorded between that could change it"},
+	{ReasonSuperseded, Prune, "L2: a newer observation provably subsumes this one; the subsumption check is in the evidence"},
+	{ReasonErroredInput, Prune, "the large input of a failed call, past the error horizon; the residue (tool, error type and message, argument skeleton) stays"},
+	{ReasonCompletedResidue, Prune, "L3: work whose closure an outside check verified and whose consequence is recorded elsewhere in context"},
+	{ReasonPredicted, Prune, "L4: predicted irrelevant by a heuristic (off by default)"},
+	{ReasonManualPrune, Prune, "a person asked for this item to be pruned"},
+	{ReasonSurvivingCopy, Keep, "the copy that stays when its duplicates are pruned"},
+	{ReasonUnique, Keep, "no evidence that the item is redundant"},
+	{ReasonPinned, Keep, "pinned by a person"},
+	{ReasonUserMessage, Keep, "user messages are protected"},
+	{ReasonSystemPrompt, Keep, "the system prompt is protected"},
+	{ReasonProjectRule, Keep, "project-rule file (CLAUDE.md, AGENTS.md, .cursorrules, ...)"},
+	{ReasonActivePlan, Keep, "active plan or todo state"},
+	{ReasonUnresolved, Keep, "a failure with no later success on the same target"},
+	{ReasonUniqueEvidence, Keep, "content found nowhere else in context and not recoverable from its source"},
+	{ReasonRecentTurn, Keep, "inside the protected window of recent turns"},
+	{ReasonProtectedTool, Keep, "output of a tool the policy protects"},
+	{ReasonProtectedFile, Keep, "observation of a file matching a protected pattern"},
+	{ReasonRestored, Keep, "restored by a person after a prune"},
+	{ReasonHorizon, Defer, "eligible once the error horizon has passed"},
+	{ReasonAwaitConsequence, Defer, "eligible once the work's consequence is recorded elsewhere"},
+	{ReasonStateChanged, Abstain, "state-dependent observation with a recorded or possible state change since the other copy"},
+	{ReasonDifferentOutput, Abstain, "same call, different output: not a duplicate"},
+	{ReasonUnverifiedClosure, Abstain, "work marked done without an outside check recorded in the log"},
+	{ReasonNoConsequence, Abstain, "completed work whose consequence is not recorded elsewhere"},
+	{ReasonNeedsJudgement, Abstain, "removal would need semantic judgement"},
+	{ReasonUnknownTool, Abstain, "tool determinism class unknown"},
+}
+
+var reasonSet = func() map[Reason]ReasonInfo {
+	m := make(map[Reason]ReasonInfo, len(ReasonTable))
+	for _, r := range ReasonTable {
+		m[r.Code] = r
+	}
+	return m
+}()
+
+// Known reports whether r is a documented reason code.
+func (r Reason) Known() bool { _, ok := reasonSet[r]; return ok }
+
+// Info returns the documentation of r.
+func (r Reason) Info() (ReasonInfo, bool) { i, ok := reasonSet[r]; return i, ok }
