@@ -33,6 +33,8 @@ const (
 	TypeMark           Type = "mark"
 	TypeApplication    Type = "application"
 	TypeRestore        Type = "restore"
+	TypeHostCompaction Type = "host_compaction"
+	TypePruneRequest   Type = "prune_request"
 )
 
 // Types lists every known event type in a stable order.
@@ -40,6 +42,7 @@ var Types = []Type{
 	TypeSessionStarted, TypeMessage, TypeToolCall, TypeToolResult,
 	TypeSubtaskOpened, TypeSubtaskClosed, TypePin, TypeUnpin,
 	TypeModelRequest, TypeMark, TypeApplication, TypeRestore,
+	TypeHostCompaction, TypePruneRequest,
 }
 
 // Payload is the type-specific body of an event. Each event type has exactly
@@ -228,6 +231,10 @@ func newPayload(t Type) (Payload, error) {
 		return &Application{}, nil
 	case TypeRestore:
 		return &Restore{}, nil
+	case TypeHostCompaction:
+		return &HostCompaction{}, nil
+	case TypePruneRequest:
+		return &PruneRequest{}, nil
 	}
 	return nil, fieldErr("type", "unknown event type %q", t)
 }

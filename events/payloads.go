@@ -425,3 +425,38 @@ func CallInputItem(callID string) string { return callID + "/input" }
 
 // String renders a short description for logs.
 func (p *ToolCall) String() string { return fmt.Sprintf("%s(%s)", p.Tool, p.CallID) }
+
+// HostCompaction records that the agent host itself replaced the context
+// before this point (Claude Code's compact_boundary). Items before it are no
+// longer in the model's context: projections stop rendering them and
+// eligibility stops judging them. The host's summary, if any, follows as an
+// ordinary message.
+type HostCompaction struct {
+	Host     string `json:"host"`
+	SourceID string `json:"source_id,omitempty"`
+	// PreTokens is what the host reported as the context size before it.
+	PreTokens int `json:"pre_tokens,omitempty"`
+}
+
+// EventType implements Payload.
+func (*HostCompaction) EventType() Type { return TypeHostCompaction }
+
+func (p *HostCompaction) validate() error {
+	if p.Host == "" {
+		return dataErr("host", "missing")
+	}
+	return nil
+}
+
+// PruneRequest is a person asking for an item to be pruned. Eligibility turns
+// it into a PRUNE mark with reason MANUAL_PRUNE (unless the item is pinned).
+type PruneRequest struct {
+	Item   string `json:"item"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (*PruneRequest) EventType() Type { return TypePruneRequest }
+
+func (p *PruneRequest) validate() error { return validItem("item", p.Item) }
