@@ -1,0 +1,240 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// DefaultMaxTokens is the max_tokens written into an Anthropic request when
+// the bundle names none.
+const DefaultMaxTokens = 8192
+
+// Bundle is an immutable snapshot of what would be sent to the model: the
+// rendered items in order with their rendering state. Items before the last
+// host compaction are not in it (only counted in HostCompacted). Its slices
+// and payloads must not be modified.
+type Bundle struct {
+	Tenant   string `json:"tenant"`
+	Session  string `json:"session"`
+	Provider string `json:"provider,omitempty"`
+	// Model is from SessionStarted, overridden by the last ModelRequest
+	// naming one.
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+	// Items are the rendered items in log order.
+	Items []BundleItem `json:"items"`
+	// HostCompacted describes what the host's own compaction removed.
+	HostCompacted HostCompacted `json:"host_compacted"`
+
+	tokens *tokenCache
+}
+
+// HostCompacted summarises the items before the last host compaction.
+type HostCompacted struct {
+	Host   string `json:"host,omitempty"`
+	Items  int    `json:"items"`
+	Tokens int    `json:"tokens"`
+}
+
+// BundleItem is one rendered item: its state, its payload, and the
+// placeholder that stands in for the payload when it is pruned.
+type BundleItem struct {
+	Item
+	Text      string          `json:"-"`
+	Signature string          `json:"-"`
+	Input     json.RawMessage `json:"-"`
+	// Output is an inline output (tests, unprepared events); otherwise the
+	// output is fetched by Hash.
+	Output *string           `json:"-"`
+	Error  *events.ToolError `json:"-"`
+	// Placeholder replaces the payload when Pruned (ours) or HostPruned
+	// (HostPlaceholder). A pruned tool input renders as the object
+	// {"prunesched_pruned": Placeholder, residue fields}.
+	Placeholder string `json:"placeholder,omitempty"`
+	// Residue is the applied mark's residue of an errored call.
+	Residue *events.Residue `json:"residue,omitempty"`
+}
+
+// Bundle returns an immutable snapshot of the session's rendered bundle.
+func (s *Session) Bundle() Bundle {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.bundleLocked()
+}
+
+func (s *Session) bundleLocked() Bundle {
+	b := Bundle{
+		Tenant: s.tenant, Session: s.session, Provider: s.provider, Model: s.model,
+		MaxTokens: DefaultMaxTokens, tokens: s.tokens,
+	}
+	b.HostCompacted.Host = s.compactionHost
+	for _, it := range s.items[:s.compactedBefore] {
+		b.HostCompacted.Items++
+		b.HostCompacted.Tokens += it.Tokens
+	}
+	latest, _ := s.latestMarks()
+	b.Items = make([]BundleItem, 0, len(s.items)-s.compactedBefore)
+	for _, it := range s.items[s.compactedBefore:] {
+		bi := BundleItem{
+			Item: s.itemView(it, latest), Text: it.text, Signature: it.signature,
+			Input: it.input, Output: it.output, Error: it.errInfo,
+		}
+		switch {
+		case it.HostPruned:
+			bi.Placeholder = HostPlaceholder
+		case bi.Pruned:
+			bi.Placeholder = s.placeholderFor(it)
+			bi.Residue = it.applied.mark.m.Residue
+		}
+		b.Items = append(b.Items, bi)
+	}
+	return b
+}
+
+// placeholderFor builds the placeholder of an item with an applied PRUNE.
+func (s *Session) placeholderFor(it *itemState) string {
+	m := it.applied.mark.m
+	p := PlaceholderSpec{
+		Session: s.session, Item: it.ID, Role: it.Role, Tool: it.Tool,
+		Rung: m.Rung, Reason: m.Reason, Tokens: it.Tokens, Residue: m.Residue,
+		Original: it.Hash,
+	}
+	if p.Original == "" {
+		p.Original = it.Event
+	}
+	switch it.Kind {
+	case ItemToolUse:
+		// A pruned input renders as an object carrying the residue's fields
+		// beside the placeholder, so the placeholder does not repeat them,
+		// and the residue's skeleton stands for the argument summary.
+		p.Part = partInput
+		p.Residue = nil
+		if r := m.Residue; r == nil || r.Skeleton == "" {
+			p.Args = it.input
+		}
+	case ItemToolResult:
+		p.Part = partOutput
+		if c := s.byCall[it.CallID]; c != nil && c.input >= 0 {
+			p.Args = s.items[c.input].input
+		}
+	}
+	if r := m.Recoverability; r != nil {
+		p.Survivor = r.Survivor
+		p.Source = r.Source
+	}
+	if p.Survivor == "" && m.Rung != events.RungNone {
+		for _, e := range m.Evidence {
+			if e.Item != "" && e.Item != it.ID {
+				p.Survivor = e.Item
+				break
+			}
+		}
+	}
+	if p.Source == "" && it.source != nil {
+		p.Source = sourceVersion(it.source)
+	}
+	return Placeholder(p)
+}
+
+// sourceVersion is "path@version" when a version or content hash is known.
+func sourceVersion(src *events.SourceIdentity) string {
+	name := src.Path
+	if name == "" {
+		name = src.URL
+	}
+	ver := src.Version
+	if ver == "" && src.ContentHash != "" {
+		ver = shortHash(src.ContentHash)
+	}
+	if name == "" || ver == "" {
+		return ""
+	}
+	return name + "@" + ver
+}
+
+// maxTokens returns the bundle's max_tokens or the default.
+func (b *Bundle) maxTokens() int {
+	if b.MaxTokens > 0 {
+		return b.MaxTokens
+	}
+	return DefaultMaxTokens
+}
+
+// content returns what a rendered item shows: the placeholder when pruned
+// or host-pruned, otherwise its text, input or output (fetched by content
+// address unless inline). Pruned payloads are never fetched.
+func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, error) {
+	if bi.Placeholder != "" && bi.Kind != ItemToolUse {
+		return bi.Placeholder, nil
+	}
+	switch bi.Kind {
+	case ItemText, ItemThinking:
+		return bi.Text, nil
+	case ItemToolUse:
+		return string(bi.wireInput()), nil
+	}
+	if bi.Output != nil {
+		return *bi.Output, nil
+	}
+	if bi.Hash == "" {
+		return "", nil
+	}
+	if blobs == nil {
+		return "", fmt.Errorf("output of item %s (%s): no blob store", bi.ID, bi.Hash)
+	}
+	data, err := blobs.GetBlob(ctx, bi.Hash)
+	if err != nil {
+		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
+	}
+	return string(data), nil
+}
+
+// renderedTokens is what the item costs in the rendered bundle: the stored
+// count, or the placeholder's count (counted once per distinct text). An
+// input prune is counted as the rendered input object.
+func (bi *BundleItem) renderedTokens(cache *tokenCache, tc TokenCounter) int {
+	if bi.Placeholder == "" {
+		return bi.Tokens
+	}
+	if bi.Pruned && bi.Kind == ItemToolUse {
+		b, _ := marshalJSON(prunedInput(bi))
+		return cache.count(string(b), tc)
+	}
+	return cache.count(bi.Placeholder, tc)
+}
+
+// prunedInputObject is a pruned tool input: still a valid object, carrying
+// the placeholder and the residue's fields.
+type prunedInputObject struct {
+	Pruned       string `json:"prunesched_pruned"`
+	Tool         string `json:"tool,omitempty"`
+	ErrorType    string `json:"error_type,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+	Skeleton     string `json:"skeleton,omitempty"`
+}
+
+func prunedInput(bi *BundleItem) prunedInputObject {
+	o := prunedInputObject{Pruned: bi.Placeholder}
+	if r := bi.Residue; r != nil {
+		o.Tool, o.ErrorType = r.Tool, r.ErrorType
+		o.ErrorMessage = truncUTF8(r.ErrorMessage, residueMsgBytes)
+		o.Skeleton = truncUTF8(r.Skeleton, residueSkelBytes)
+	}
+	return o
+}
+
+// wireInput is a tool_use input as sent: the recorded arguments, or the
+// pruned object.
+func (bi *BundleItem) wireInput() json.RawMessage {
+	if bi.Pruned {
+		b, _ := marshalJSON(prunedInput(bi))
+		return b
+	}
+	if len(bi.Input) == 0 {
+		return json.RawMessage("{}")
+	}
+	return bi.Input
+}

@@ -1,0 +1,353 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// BlobGetter fetches a payload by content address.
+type BlobGetter interface {
+	GetBlob(ctx context.Context, hash string) ([]byte, error)
+}
+
+// TokenCounter counts tokens. The projection only counts text it writes
+// itself (placeholders), once per distinct text; payload counts are the
+// stored ones. events.TokenCounter and tokens.Counter satisfy it.
+type TokenCounter interface {
+	Count(s string) int
+}
+
+// ItemKind is the shape of an item in the rendered bundle.
+type ItemKind string
+
+// Item kinds.
+const (
+	// ItemText is a system, user or assistant text message.
+	ItemText ItemKind = "text"
+	// ItemThinking is an assistant thinking block (never rendered pruned).
+	ItemThinking ItemKind = "thinking"
+	// ItemToolUse is a tool call's input.
+	ItemToolUse ItemKind = "tool_use"
+	// ItemToolResult is a tool call's output.
+	ItemToolResult ItemKind = "tool_result"
+)
+
+// Mark parts, as in events.Mark.Part.
+const (
+	partInput  = "input"
+	partOutput = "output"
+)
+
+// Session is the projection of one session, fed every event (facts, marks,
+// applications) in log order. It is safe for concurrent use: one writer
+// (Observe) and any number of readers.
+type Session struct {
+	mu      sync.RWMutex
+	tenant  string
+	session string
+
+	pos  int                 // events observed (log position of the next one)
+	seen map[string]struct{} // event ids observed
+
+	items  []*itemState
+	byItem map[string]int      // item id -> index in items
+	byCall map[string]*callRef // call id -> its input and output items
+
+	marks     map[string]*markState // mark event id -> mark
+	markOrder []*markState          // marks in log order
+
+	compactedBefore int    // items[:compactedBefore] were removed by the host
+	compactionHost  string // host of the last HostCompaction
+
+	provider, model string
+
+	dangling   int // application entries naming an unknown mark id
+	unresolved int // applied marks or restores naming an unknown item
+	stale      int // applied PRUNE marks ignored (older than a restore, or a thinking block)
+	duplicates int // fact events repeating an item id already seen
+
+	tokens *tokenCache
+}
+
+type callRef struct {
+	input, output int // indices in items, -1 when not seen
+}
+
+// itemState is one item with its payload and its rendering state.
+type itemState struct {
+	Item
+
+	text      string
+	signature string
+	input     json.RawMessage
+	output    *string
+	errInfo   *events.ToolError
+	source    *events.SourceIdentity
+	applied   *applied // last applied mark (PRUNE or KEEP) in effect
+	restoreAt int      // log position of the last restore, -1 when none
+}
+
+// applied links an applied mark with the application that applied it.
+type applied struct {
+	mark *markState
+	app  *appState
+}
+
+type markState struct {
+	id   string
+	pos  int
+	time time.Time
+	m    *events.Mark
+	app  *appState // first application that applied it
+}
+
+type appState struct {
+	id   string
+	pos  int
+	time time.Time
+	a    *events.Application
+}
+
+// NewSession returns an empty projection of one session. An empty tenant
+// means events.DefaultTenant.
+func NewSession(tenant, session string) *Session {
+	if tenant == "" {
+		tenant = events.DefaultTenant
+	}
+	return &Session{
+		tenant:  tenant,
+		session: session,
+		seen:    map[string]struct{}{},
+		byItem:  map[string]int{},
+		byCall:  map[string]*callRef{},
+		marks:   map[string]*markState{},
+		tokens:  newTokenCache(),
+	}
+}
+
+// Tenant returns the session's tenant.
+func (s *Session) Tenant() string { return s.tenant }
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.session }
+
+// Observe feeds one event. It is idempotent on the event id: a redelivered
+// event is ignored. Events of another tenant or session are ignored too.
+func (s *Session) Observe(ev events.Event) {
+	if ev.Session != s.session || ev.TenantOrDefault() != s.tenant || ev.Data == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.seen[ev.ID]; dup {
+		return
+	}
+	s.seen[ev.ID] = struct{}{}
+	pos := s.pos
+	s.pos++
+
+	switch p := ev.Data.(type) {
+	case *events.SessionStarted:
+		if p.Provider != "" {
+			s.provider = p.Provider
+		}
+		if p.Model != "" {
+			s.model = p.Model
+		}
+	case *events.ModelRequest:
+		if p.Provider != "" {
+			s.provider = p.Provider
+		}
+		if p.Model != "" {
+			s.model = p.Model
+		}
+	case *events.Message:
+		kind := ItemText
+		if p.Kind == events.KindThinking {
+			kind = ItemThinking
+		}
+		it := s.newItem(ev, p.Item, kind, p.Role)
+		if it == nil {
+			return
+		}
+		it.Tokens = p.Tokens
+		it.Meta = p.Meta
+		it.text = p.Text
+		it.signature = p.Signature
+	case *events.ToolCall:
+		it := s.newItem(ev, p.Item, ItemToolUse, events.RoleAssistant)
+		if it == nil {
+			return
+		}
+		it.Tool = p.Tool
+		it.CallID = p.CallID
+		it.Tokens = p.InputTokens
+		it.input = p.Input
+		s.call(p.CallID).input = it.Index
+		// A result seen before its call takes the tool name from it.
+		if r := s.byCall[p.CallID].output; r >= 0 && s.items[r].Tool == "" {
+			s.items[r].Tool = p.Tool
+		}
+	case *events.ToolResult:
+		it := s.newItem(ev, p.Item, ItemToolResult, events.RoleUser)
+		if it == nil {
+			return
+		}
+		it.Tool = p.Tool
+		it.CallID = p.CallID
+		it.IsError = p.IsError
+		it.HostPruned = p.HostPruned
+		it.errInfo = p.Error
+		it.source = p.Source
+		it.output = p.Output
+		if p.OutputRef != nil {
+			it.Tokens = p.OutputRef.Tokens
+			it.Hash = p.OutputRef.Hash
+		}
+		c := s.call(p.CallID)
+		c.output = it.Index
+		if it.Tool == "" && c.input >= 0 {
+			it.Tool = s.items[c.input].Tool
+		}
+	case *events.HostCompaction:
+		s.compactedBefore = len(s.items)
+		s.compactionHost = p.Host
+		for _, it := range s.items {
+			it.HostCompacted = true
+		}
+	case *events.Pin:
+		if i, ok := s.byItem[p.Item]; ok {
+			s.items[i].Pinned = true
+		}
+	case *events.Unpin:
+		if i, ok := s.byItem[p.Item]; ok {
+			s.items[i].Pinned = false
+		}
+	case *events.Restore:
+		i, ok := s.byItem[p.Item]
+		if !ok {
+			s.unresolved++
+			return
+		}
+		it := s.items[i]
+		it.applied = nil
+		it.restoreAt = pos
+		it.Restored = true
+	case *events.Mark:
+		ms := &markState{id: ev.ID, pos: pos, time: ev.Time, m: p}
+		s.marks[ev.ID] = ms
+		s.markOrder = append(s.markOrder, ms)
+	case *events.Application:
+		s.apply(&appState{id: ev.ID, pos: pos, time: ev.Time, a: p})
+	}
+}
+
+// newItem appends an item, or returns nil when its id was already seen.
+func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events.Role) *itemState {
+	if _, dup := s.byItem[id]; dup {
+		s.duplicates++
+		return nil
+	}
+	it := &itemState{
+		Item:      Item{Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role},
+		restoreAt: -1,
+	}
+	s.byItem[id] = it.Index
+	s.items = append(s.items, it)
+	return it
+}
+
+func (s *Session) call(id string) *callRef {
+	c := s.byCall[id]
+	if c == nil {
+		c = &callRef{input: -1, output: -1}
+		s.byCall[id] = c
+	}
+	return c
+}
+
+// apply puts an application's marks into effect. Entries naming an unknown
+// mark are ignored and counted as dangling; Application.Items is redundant
+// with the marks and not consulted.
+func (s *Session) apply(app *appState) {
+	for _, id := range app.a.Marks {
+		ms := s.marks[id]
+		if ms == nil {
+			s.dangling++
+			continue
+		}
+		if ms.app == nil {
+			ms.app = app
+		}
+		i := s.target(ms.m)
+		if i < 0 {
+			s.unresolved++
+			continue
+		}
+		it := s.items[i]
+		switch ms.m.Decision {
+		case events.Prune:
+			if ms.pos < it.restoreAt || it.Kind == ItemThinking {
+				s.stale++
+				continue
+			}
+			it.applied = &applied{mark: ms, app: app}
+		case events.Keep:
+			it.applied = &applied{mark: ms, app: app}
+		}
+	}
+}
+
+// target resolves the item a mark acts on: a mark on a tool result with
+// part "input" acts on the call's input item; a mark naming an input item
+// acts on it whatever its part says. It returns -1 when unknown.
+func (s *Session) target(m *events.Mark) int {
+	i, ok := s.byItem[m.Item]
+	if !ok {
+		return -1
+	}
+	it := s.items[i]
+	if it.Kind == ItemToolResult && m.Part == partInput {
+		if c := s.byCall[it.CallID]; c != nil && c.input >= 0 {
+			return c.input
+		}
+		return -1
+	}
+	return i
+}
+
+// targetKey is the item id a mark is filed under in the ledger: the
+// resolved item, or the mark's own item (and part) when unknown.
+func (s *Session) targetKey(m *events.Mark) string {
+	if i := s.target(m); i >= 0 {
+		return s.items[i].ID
+	}
+	if m.Part == partInput {
+		return m.Item + "#input"
+	}
+	return m.Item
+}
+
+// latestMarks returns the latest mark per target key, and the keys in the
+// order of first appearance.
+func (s *Session) latestMarks() (map[string]*markState, []string) {
+	latest := make(map[string]*markState, len(s.markOrder))
+	var order []string
+	for _, ms := range s.markOrder {
+		k := s.targetKey(ms.m)
+		if _, ok := latest[k]; !ok {
+			order = append(order, k)
+		}
+		latest[k] = ms
+	}
+	return latest, order
+}
+
+// pruned reports whether the item renders as our placeholder.
+func (it *itemState) pruned() bool {
+	return it.applied != nil && it.applied.mark.m.Decision == events.Prune && !it.HostCompacted && !it.HostPruned
+}

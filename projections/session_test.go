@@ -1,0 +1,216 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+func TestGolden(t *testing.T) {
+	fx := loadFixture(t)
+	s := feed(fx.events)
+	got := renderAll(t, s, fx.blobs, fx.tc)
+	names := make([]string, 0, len(got))
+	for k := range got {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		goldenCompare(t, "golden."+k, got[k])
+	}
+}
+
+// TestRebuild discards the projection and replays the log (issue 2 item 7),
+// once plainly and once with every event redelivered: every rendering and
+// the decisions are byte-identical.
+func TestRebuild(t *testing.T) {
+	fx := loadFixture(t)
+	first := renderAll(t, feed(fx.events), fx.blobs, fx.tc)
+
+	again := renderAll(t, feed(fx.events), fx.blobs, &wordCounter{})
+
+	redelivered := NewSession("default", "golden")
+	for _, e := range fx.events {
+		redelivered.Observe(e)
+		redelivered.Observe(e)
+	}
+	dup := renderAll(t, redelivered, fx.blobs, &wordCounter{})
+
+	for k, want := range first {
+		require_True(t, bytes.Equal(again[k], want), "rebuild changed %s", k)
+		require_True(t, bytes.Equal(dup[k], want), "redelivery changed %s", k)
+	}
+}
+
+func TestSemantics(t *testing.T) {
+	fx := loadFixture(t)
+	s := feed(fx.events)
+	items := map[string]Item{}
+	for _, it := range s.Items() {
+		items[it.ID] = it
+	}
+	cases := []struct {
+		item                             string
+		pruned, hostPruned, hostCompacte bool
+	}{
+		{"t0", false, false, true},
+		{"sys0", false, false, true},
+		{"toolu_01", true, false, false},        // applied L0 prune
+		{"toolu_03/input", true, false, false},  // errored-input prune (mark on the result, part input)
+		{"toolu_04", false, false, false},       // the surviving copy
+		{"toolu_05", false, true, false},        // host pruned
+		{"toolu_06", false, false, false},       // pending mark: no change
+		{"toolu_08", false, false, false},       // restored
+		{"toolu_10/input", false, false, false}, // no result yet
+	}
+	for _, c := range cases {
+		it, ok := items[c.item]
+		require_True(t, ok, "item %s missing", c.item)
+		require_Equal(t, it.Pruned, c.pruned, c.item+" pruned")
+		require_Equal(t, it.HostPruned, c.hostPruned, c.item+" host_pruned")
+		require_Equal(t, it.HostCompacted, c.hostCompacte, c.item+" host_compacted")
+	}
+	require_True(t, items["toolu_08"].Restored, "toolu_08 not restored")
+	require_True(t, items["toolu_06"].LatestMark != nil && !items["toolu_06"].LatestMark.Applied, "toolu_06 mark should be pending")
+
+	dec := map[string]Decision{}
+	for _, d := range s.Decisions() {
+		dec[d.Item] = d
+	}
+	d := dec["toolu_01"]
+	require_True(t, d.Applied && d.InEffect && d.AppliedAt == "r4" && d.Trigger == events.TriggerNextRequest, "toolu_01 decision: %+v", d)
+	require_Equal(t, d.Application.FirstDivergence, 180, "first divergence")
+	require_Equal(t, d.Application.MutationRadius, 420, "mutation radius")
+	require_True(t, dec["toolu_03/input"].Residue != nil, "residue missing")
+	require_True(t, !dec["toolu_06"].Applied, "pending mark shown applied")
+	require_True(t, dec["toolu_08"].Applied && !dec["toolu_08"].InEffect, "restored item: %+v", dec["toolu_08"])
+
+	st, err := s.Stats(context.Background(), nil, fx.tc)
+	require_NoError(t, err)
+	require_Equal(t, st.DanglingMarks, 1, "dangling marks")
+	require_Equal(t, st.PrunedItems, 2, "pruned items")
+	require_Equal(t, st.HostPrunedItems, 1, "host-pruned items")
+	require_Equal(t, st.HostCompactedItems, 4, "host-compacted items")
+	require_Equal(t, st.Pending, 1, "pending")
+	require_Equal(t, st.ToolCalls, 11, "tool calls")
+}
+
+// A pending mark changes nothing; applying it prunes; a later applied KEEP
+// brings the item back; a restore brings it back at once, and an older PRUNE
+// applied after the restore is stale.
+func TestApplyKeepRestore(t *testing.T) {
+	fx := loadFixture(t)
+	s := feed(fx.events)
+	ctx := context.Background()
+	render := func() string {
+		b, err := RenderAnthropic(ctx, s.Bundle(), fx.blobs, fx.tc)
+		require_NoError(t, err)
+		return string(b)
+	}
+	at := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	n := 0
+	add := func(p events.Payload) string {
+		n++
+		id := "x" + string(rune('a'+n))
+		s.Observe(events.New(id, "", "golden", at.Add(time.Duration(n)*time.Second), p))
+		return id
+	}
+	mark := func(item string, d events.Decision, r events.Reason) string {
+		m := &events.Mark{Item: item, Decision: d, Reason: r, Cause: "e27", CauseIndex: 25, PolicyVersion: "pv1"}
+		if d == events.Prune {
+			m.Rung = events.L0
+		}
+		return add(m)
+	}
+	apply := func(marks ...string) {
+		add(&events.Application{Request: "r9", Marks: marks, Items: marks, Trigger: events.TriggerManual, PolicyVersion: "pv1"})
+	}
+	pruned := func(id string) bool {
+		for _, it := range s.Items() {
+			if it.ID == id {
+				return it.Pruned
+			}
+		}
+		t.Fatalf("no item %s", id)
+		return false
+	}
+
+	before := render()
+	pending := mark("toolu_07", events.Prune, events.ReasonDuplicateOutput)
+	require_Equal(t, render(), before, "bundle after a pending mark")
+
+	apply(pending)
+	require_True(t, pruned("toolu_07"), "applied prune not in effect")
+	require_True(t, strings.Contains(render(), "Recover: prunesched item golden toolu_07"), "placeholder missing")
+
+	keep := mark("toolu_07", events.Keep, events.ReasonUnique)
+	require_True(t, pruned("toolu_07"), "pending KEEP changed the bundle")
+	apply(keep)
+	require_True(t, !pruned("toolu_07"), "applied KEEP did not bring it back")
+
+	apply(pending) // re-applying the old PRUNE puts it back into effect
+	require_True(t, pruned("toolu_07"), "re-applied prune not in effect")
+	add(&events.Restore{Item: "toolu_07"})
+	require_True(t, !pruned("toolu_07"), "restore not immediate")
+	apply(pending) // older than the restore: stale
+	require_True(t, !pruned("toolu_07"), "stale prune applied")
+	st, err := s.Stats(ctx, nil, fx.tc)
+	require_NoError(t, err)
+	require_Equal(t, st.StaleApplications, 1, "stale applications")
+
+	// A prune on a thinking block is never rendered.
+	apply(mark("a1", events.Prune, events.ReasonDuplicateOutput))
+	require_True(t, !pruned("a1"), "thinking block pruned")
+}
+
+func TestObserveIgnoresOtherSessions(t *testing.T) {
+	s := NewSession("", "one")
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s.Observe(events.New("e1", "", "two", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
+	s.Observe(events.New("e2", "acme", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
+	require_Equal(t, len(s.Items()), 0, "items from other sessions")
+	s.Observe(events.New("e3", "default", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
+	s.Observe(events.New("e4", "", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "y"}))
+	require_Equal(t, len(s.Items()), 1, "items")
+	st, err := s.Stats(context.Background(), nil, nil)
+	require_NoError(t, err)
+	require_Equal(t, st.DuplicateItems, 1, "duplicate items")
+}
+
+func TestMissingBlobIsAnError(t *testing.T) {
+	fx := loadFixture(t)
+	s := feed(fx.events)
+	_, err := RenderAnthropic(context.Background(), s.Bundle(), newMemBlobs(), nil)
+	require_True(t, err != nil && strings.Contains(err.Error(), "output of item"), "got %v", err)
+}
+
+// One writer and several readers at once (run with -race).
+func TestConcurrentObserveAndRead(t *testing.T) {
+	fx := loadFixture(t)
+	s := NewSession("", "golden")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, e := range fx.events {
+			s.Observe(e)
+		}
+	}()
+	ctx := context.Background()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_, err := RenderText(ctx, s.Bundle(), fx.blobs, fx.tc)
+		require_NoError(t, err)
+		_, err = s.Stats(ctx, nil, fx.tc)
+		require_NoError(t, err)
+		_ = s.Decisions()
+	}
+}
