@@ -1,0 +1,167 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
+)
+
+// moment is everything a trigger may look at when the request at fact
+// index f is about to be sent at time at.
+type moment struct {
+	f         int
+	at        time.Time
+	cs        cacheState
+	prev      span // bundle of the previous request (empty when none)
+	cur       span // bundle at f before this decision
+	prevTotal int  // tokens of prev
+	curTotal  int  // tokens of cur
+	horizon   int
+	// samePrefix is true when prev and cur render the same context (no
+	// host compaction between), so offsets in prev are meaningful.
+	samePrefix bool
+}
+
+// Flush asks the core to apply everything pending at the next Decide, with
+// trigger manual_flush (scheduled mode). There is no flush fact in the
+// event schema yet, so a flush is not replayed from the log; the
+// application it produces is, which is what replay needs.
+func (c *Core) Flush() { c.flush = true }
+
+// Decide is called for the model request that is the session's fact number
+// factIndex, dispatched at time at, with request id req. It returns the
+// application to publish (id events.DerivedID("apply", tenant, session,
+// req), Time at, AfterIndex factIndex) or nil when nothing applies now, and
+// records the application in the core as if observed. Deciding a request
+// whose application was already observed returns nil.
+//
+// Only facts with index < factIndex and marks with CauseIndex < factIndex
+// are considered, so the answer does not depend on what else the core has
+// seen. Marks not applied stay pending; Pending reports why.
+func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
+	id := events.DerivedID("apply", c.tenant, c.session, req)
+	if c.appsSeen[id] {
+		return nil
+	}
+	cands := c.candidates(factIndex)
+	clear(c.reasons)
+	if len(cands) == 0 {
+		return nil
+	}
+	m := c.momentAt(factIndex, at)
+	for i := range cands {
+		cd := &cands[i]
+		if m.samePrefix && cd.pos >= m.prev.lo && cd.pos < m.prev.hi {
+			cd.sent = true
+		}
+	}
+	if m.samePrefix {
+		off, _ := c.offsets(m.prev)
+		for i := range cands {
+			if cands[i].sent {
+				cands[i].offset = off[cands[i].pos-m.prev.lo]
+			}
+		}
+	}
+	chosen, trig := c.choose(m, cands)
+	if len(chosen) == 0 {
+		return nil
+	}
+	app := c.build(m, req, chosen, trig)
+	ev := events.New(id, c.tenant, c.session, at, app)
+	c.Observe(ev)
+	for _, cd := range chosen {
+		delete(c.reasons, cd.mk.id)
+	}
+	return &ev
+}
+
+func (c *Core) momentAt(f int, at time.Time) moment {
+	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f), horizon: c.pol.Scheduler.HorizonRequests}
+	m.curTotal = c.tokens(m.cur)
+	if m.cs.prev >= 0 {
+		m.prev = c.spanAt(c.reqs[m.cs.prev].fact)
+		m.prevTotal = c.tokens(m.prev)
+		m.samePrefix = m.prev.lo == m.cur.lo
+	}
+	return m
+}
+
+// choose picks the marks to apply now and the trigger, recording in
+// c.reasons why the others wait.
+func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger) {
+	switch c.pol.Scheduler.Mode {
+	case policy.ModeNextRequest:
+		return cands, events.TriggerNextRequest
+	case policy.ModeImmediate:
+		return cands, events.TriggerImmediate
+	}
+	if t, ok := c.globalTrigger(m); ok {
+		return cands, t
+	}
+	return c.perMark(m, cands)
+}
+
+// globalTrigger runs the rules that release everything pending at once, in
+// order: manual flush, nothing sent yet (never_sent), cache expired,
+// subtask boundary, pressure.
+func (c *Core) globalTrigger(m moment) (events.Trigger, bool) {
+	switch {
+	case ruleManualFlush(c):
+		c.flush = false
+		return events.TriggerManual, true
+	case m.cs.prev < 0:
+		return events.TriggerNeverSent, true
+	case ruleCacheExpired(m):
+		return events.TriggerCacheExpired, true
+	case ruleSubtaskBoundary(c, m):
+		return events.TriggerSubtask, true
+	case rulePressure(c, m):
+		return events.TriggerPressure, true
+	}
+	return "", false
+}
+
+// build fills the application record for the chosen marks.
+func (c *Core) build(m moment, req string, chosen []candidate, trig events.Trigger) *events.Application {
+	app := &events.Application{Request: req, Trigger: trig, AfterIndex: m.f, PolicyVersion: c.version}
+	for _, cd := range chosen {
+		app.Marks = append(app.Marks, cd.mk.id)
+		app.Items = append(app.Items, cd.mk.m.Item)
+		app.TokensRemoved += cd.net
+		app.PlaceholderTokens += cd.ph
+	}
+	app.FirstDivergence = c.firstDivergence(m, chosen)
+	cached := 0
+	if m.cs.warm {
+		cached = m.cs.cached
+	}
+	app.MutationRadius = max(0, cached-app.FirstDivergence)
+	app.CacheCost = breakCost(m.cs.pr, app.MutationRadius)
+	app.ExpectedSaving = expectedSaving(m.cs.pr, app.TokensRemoved, m.horizon)
+	return app
+}
+
+// firstDivergence is the token offset, in the bundle as last sent, of the
+// first item the application changes. Items that were never sent diverge
+// at the end of that bundle. With no previous request in the same context
+// (none yet, or a host compaction since) it is the item's offset in the
+// bundle about to be sent.
+func (c *Core) firstDivergence(m moment, chosen []candidate) int {
+	if !m.samePrefix {
+		off, _ := c.offsets(m.cur)
+		d := m.curTotal
+		for _, cd := range chosen {
+			d = min(d, off[cd.pos-m.cur.lo])
+		}
+		return d
+	}
+	d := m.prevTotal
+	for _, cd := range chosen {
+		if cd.sent {
+			d = min(d, cd.offset)
+		}
+	}
+	return d
+}

@@ -1,0 +1,309 @@
+package scheduler
+
+import (
+	"sort"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
+)
+
+// item is one unit of context in render order.
+type item struct {
+	id     string
+	fact   int // fact index at which the item entered the session
+	tokens int
+	callID string // tool call id, for tool inputs and results
+	result bool   // a tool result (output half)
+	// changes are the item's render-state changes in order of eff: from
+	// fact index eff on the item renders pruned (with a placeholder of
+	// placeholder tokens) or whole.
+	changes []change
+}
+
+type change struct {
+	eff         int
+	pruned      bool
+	placeholder int
+}
+
+// stateAt returns whether the item renders pruned in the bundle of the
+// request at fact index f, and its rendered size.
+func (it *item) stateAt(f int) (pruned bool, size int) {
+	for i := len(it.changes) - 1; i >= 0; i-- {
+		c := it.changes[i]
+		if c.eff <= f {
+			if c.pruned {
+				return true, c.placeholder
+			}
+			return false, it.tokens
+		}
+	}
+	return false, it.tokens
+}
+
+// request is one ModelRequest fact.
+type request struct {
+	fact     int
+	id       string
+	at       time.Time
+	provider string
+	model    string
+	usage    *events.Usage
+	tier     string // "5m" or "1h": the cache tier in force after it
+}
+
+// mark is one observed Mark event.
+type mark struct {
+	id    string
+	seq   int // arrival order among marks
+	at    time.Time
+	m     *events.Mark
+	index int // position in Core.marks
+}
+
+// Core is the scheduler core for one session. It is not safe for
+// concurrent use. Its decisions are a deterministic function of the
+// observed events, the policy and the arguments of Decide.
+type Core struct {
+	pol     policy.Policy
+	tenant  string
+	session string
+	version string
+
+	facts       int
+	items       []*item
+	byID        map[string]int
+	reqs        []request
+	compactions []int // fact indices of HostCompaction facts
+	subtasks    []int // fact indices of SubtaskClosed facts
+	provider    string
+	model       string
+
+	marks       []*mark
+	markByID    map[string]*mark
+	marksByItem map[string][]*mark
+	appliedMark map[string]bool
+	appsSeen    map[string]bool
+	// waiting holds applications whose marks were not observed yet:
+	// mark id -> fact index the application took effect at.
+	waiting map[string]int
+
+	flush   bool
+	reasons map[string]waitReason // mark id -> why it waited at the last Decide
+	apps    []appRecord
+}
+
+// appRecord keeps what the ledger reports about one application.
+type appRecord struct {
+	after int
+	app   events.Application
+}
+
+// New returns a core for one session under policy p. p is defaulted if it
+// was not already.
+func New(p policy.Policy, tenant, session string) *Core {
+	p.SetDefaults()
+	return &Core{
+		pol: p, tenant: tenant, session: session, version: p.Version(),
+		byID:        map[string]int{},
+		markByID:    map[string]*mark{},
+		marksByItem: map[string][]*mark{},
+		appliedMark: map[string]bool{},
+		appsSeen:    map[string]bool{},
+		waiting:     map[string]int{},
+		reasons:     map[string]waitReason{},
+	}
+}
+
+// Observe feeds one session event. Facts must come in log order (their
+// position among facts is counted here); marks and applications may arrive
+// at any point after the facts they name. Events of other sessions and
+// duplicates (same mark or application id) are ignored.
+func (c *Core) Observe(ev events.Event) {
+	if ev.Session != "" && c.session != "" && ev.Session != c.session {
+		return
+	}
+	switch p := ev.Data.(type) {
+	case *events.Mark:
+		c.observeMark(ev, p)
+		return
+	case *events.Application:
+		c.observeApplication(ev.ID, p)
+		return
+	}
+	if !ev.IsFact() {
+		return
+	}
+	f := c.facts
+	c.facts++
+	switch p := ev.Data.(type) {
+	case *events.SessionStarted:
+		if p.Provider != "" {
+			c.provider = p.Provider
+		}
+		if p.Model != "" {
+			c.model = p.Model
+		}
+	case *events.Message:
+		c.addItem(p.Item, f, p.Tokens, len(p.Text), "", false)
+	case *events.ToolCall:
+		c.addItem(p.Item, f, p.InputTokens, len(p.Input), p.CallID, false)
+	case *events.ToolResult:
+		c.addItem(p.Item, f, resultTokens(p), 0, p.CallID, true)
+	case *events.ModelRequest:
+		c.observeRequest(ev, p, f)
+	case *events.SubtaskClosed:
+		c.subtasks = append(c.subtasks, f)
+	case *events.HostCompaction:
+		c.compactions = append(c.compactions, f)
+	case *events.Restore:
+		if i, ok := c.byID[p.Item]; ok {
+			it := c.items[i]
+			it.changes = append(it.changes, change{eff: f + 1})
+		}
+	}
+}
+
+// resultTokens is a tool result's stored token count, or an estimate of
+// len/4 for inline output (input form, tests) or an error-only result.
+func resultTokens(p *events.ToolResult) int {
+	switch {
+	case p.OutputRef != nil:
+		return p.OutputRef.Tokens
+	case p.Output != nil:
+		return estimate(len(*p.Output))
+	case p.Error != nil:
+		return estimate(len(p.Error.Message))
+	}
+	return 0
+}
+
+// estimate is the bytes/4 estimate used when no stored count exists.
+func estimate(bytes int) int { return (bytes + 3) / 4 }
+
+func (c *Core) addItem(id string, f, tokens, bytes int, callID string, result bool) {
+	if _, dup := c.byID[id]; dup {
+		return
+	}
+	if tokens == 0 && bytes > 0 {
+		tokens = estimate(bytes)
+	}
+	c.byID[id] = len(c.items)
+	c.items = append(c.items, &item{id: id, fact: f, tokens: tokens, callID: callID, result: result})
+}
+
+func (c *Core) observeRequest(ev events.Event, p *events.ModelRequest, f int) {
+	prov, model := p.Provider, p.Model
+	if prov == "" {
+		prov = c.provider
+	}
+	if model == "" {
+		model = c.model
+	}
+	c.provider, c.model = prov, model
+	tier := ""
+	if len(c.reqs) > 0 {
+		tier = c.reqs[len(c.reqs)-1].tier
+	}
+	if t := tierOf(p); t != "" {
+		tier = t
+	}
+	c.reqs = append(c.reqs, request{fact: f, id: p.Request, at: ev.Time, provider: prov, model: model, usage: p.Usage, tier: tier})
+}
+
+// tierOf reads the cache tier a request used: the client's CacheTTL, else
+// the usage report (any 1h write means the 1h tier; writes without 1h mean
+// 5m); "" when the request says nothing.
+func tierOf(p *events.ModelRequest) string {
+	if p.CacheTTL != "" {
+		return p.CacheTTL
+	}
+	if u := p.Usage; u != nil {
+		if u.CacheWrite1hTokens > 0 {
+			return "1h"
+		}
+		if u.CacheWriteTokens > 0 {
+			return "5m"
+		}
+	}
+	return ""
+}
+
+func (c *Core) observeMark(ev events.Event, p *events.Mark) {
+	if _, dup := c.markByID[ev.ID]; dup {
+		return
+	}
+	m := &mark{id: ev.ID, seq: len(c.marks), at: ev.Time, m: p, index: len(c.marks)}
+	c.marks = append(c.marks, m)
+	c.markByID[ev.ID] = m
+	c.marksByItem[p.Item] = append(c.marksByItem[p.Item], m)
+	if eff, ok := c.waiting[ev.ID]; ok {
+		delete(c.waiting, ev.ID)
+		c.applyMark(m, eff)
+	}
+}
+
+func (c *Core) observeApplication(id string, p *events.Application) {
+	if c.appsSeen[id] {
+		return
+	}
+	c.appsSeen[id] = true
+	for _, mid := range p.Marks {
+		if m, ok := c.markByID[mid]; ok {
+			c.applyMark(m, p.AfterIndex)
+		} else {
+			c.waiting[mid] = p.AfterIndex
+		}
+	}
+	c.apps = append(c.apps, appRecord{after: p.AfterIndex, app: *p})
+}
+
+// applyMark puts one mark into effect from fact index eff on.
+func (c *Core) applyMark(m *mark, eff int) {
+	if c.appliedMark[m.id] {
+		return
+	}
+	c.appliedMark[m.id] = true
+	it := c.target(m.m)
+	if it == nil {
+		return
+	}
+	ch := change{eff: eff}
+	if m.m.Decision == events.Prune {
+		ch.pruned = true
+		ch.placeholder = c.placeholder(it, m.m)
+	}
+	// Keep changes ordered by eff (applications can be observed late).
+	k := sort.Search(len(it.changes), func(i int) bool { return it.changes[i].eff > eff })
+	it.changes = append(it.changes, change{})
+	copy(it.changes[k+1:], it.changes[k:])
+	it.changes[k] = ch
+}
+
+// target resolves the item a mark removes. Mark.Item names the item; when
+// Part is "input" and the named item is a tool result, the call's input
+// item (events.CallInputItem) is meant.
+func (c *Core) target(m *events.Mark) *item {
+	i, ok := c.byID[m.Item]
+	if !ok {
+		return nil
+	}
+	it := c.items[i]
+	if m.Part == "input" && it.result {
+		if j, ok := c.byID[events.CallInputItem(it.callID)]; ok {
+			return c.items[j]
+		}
+	}
+	return it
+}
+
+// placeholder is the assumed size of the placeholder left for it: the
+// item's tokens minus the mark's net estimate when that is plausible, else
+// the policy's PlaceholderTokens (never more than the item itself).
+func (c *Core) placeholder(it *item, m *events.Mark) int {
+	if m.TokensEstimated > 0 && m.TokensEstimated < it.tokens {
+		return it.tokens - m.TokensEstimated
+	}
+	return min(c.pol.Scheduler.PlaceholderTokens, it.tokens)
+}

@@ -1,0 +1,303 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
+)
+
+// warmSession: a 2,000-token duplicate early in a 22,000-token cached
+// prefix, marked after r1; r2 follows after gap, with extra facts before it.
+func warmSession(gap time.Duration, between func(b *sb)) *sb {
+	b := newSession()
+	b.msg("sys", 2000)
+	b.result("a", 2000)
+	b.msg("bulk", 18000)
+	b.req("r1")
+	cb := b.result("a2", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(gap)
+	if between != nil {
+		between(b)
+	}
+	b.req("r2")
+	return b
+}
+
+func TestScheduledTriggers(t *testing.T) {
+	type want struct {
+		apply   bool
+		trigger events.Trigger
+		zero    bool   // CacheCost must be 0
+		reason  string // substring of the pending reason when not applied
+		radius  int    // checked when >= 0
+		pending int
+	}
+	cases := []struct {
+		name string
+		b    *sb
+		pol  func(p *policy.Policy)
+		want want
+	}{
+		{"warm small saving defers", warmSession(30*time.Second, nil), nil,
+			want{reason: "cache warm: break", radius: -1, pending: 1}},
+		{"cache expired after 6 minutes", warmSession(6*time.Minute, nil), nil,
+			want{apply: true, trigger: events.TriggerCacheExpired, zero: true, radius: 0}},
+		{"5 minutes exactly is still warm", warmSession(5*time.Minute, nil), nil,
+			want{reason: "cache warm", radius: -1, pending: 1}},
+		{"subtask boundary", warmSession(30*time.Second, func(b *sb) {
+			b.fact(&events.SubtaskClosed{Subtask: "t1"})
+		}), nil, want{apply: true, trigger: events.TriggerSubtask, radius: 20000}},
+		{"pressure absolute", warmSession(30*time.Second, nil), func(p *policy.Policy) {
+			p.Scheduler.PressureTokens = 20000
+		}, want{apply: true, trigger: events.TriggerPressure, radius: 20000}},
+		{"pressure percent of window", warmSession(30*time.Second, nil), func(p *policy.Policy) {
+			p.Scheduler.PressurePercent = 10 // 10% of 200k = 20k < 22,010
+		}, want{apply: true, trigger: events.TriggerPressure, radius: 20000}},
+		{"pressure below threshold defers", warmSession(30*time.Second, nil), func(p *policy.Policy) {
+			p.Scheduler.PressureTokens = 50000
+		}, want{reason: "cache warm", radius: -1, pending: 1}},
+		{"manual flush", warmSession(30*time.Second, nil), nil,
+			want{apply: true, trigger: events.TriggerManual, radius: 20000}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pol(policy.ModeScheduled)
+			if tc.pol != nil {
+				tc.pol(&p)
+			}
+			c := New(p, "", "s1")
+			if tc.name == "manual flush" {
+				c.Flush()
+			}
+			var apps []*events.Application
+			for _, ev := range tc.b.evs {
+				if r, ok := ev.Data.(*events.ModelRequest); ok {
+					if a := c.Decide(ev.Time, r.Request, c.facts); a != nil {
+						apps = append(apps, appOf(*a))
+					}
+				}
+				c.Observe(ev)
+			}
+			if !tc.want.apply {
+				require_eq(t, "applications", len(apps), 0)
+				pend := c.Pending()
+				require_eq(t, "pending", len(pend), tc.want.pending)
+				if !strings.Contains(pend[0].Reason, tc.want.reason) {
+					t.Fatalf("reason %q does not contain %q", pend[0].Reason, tc.want.reason)
+				}
+				return
+			}
+			require_eq(t, "applications", len(apps), 1)
+			a := apps[0]
+			require_eq(t, "trigger", a.Trigger, tc.want.trigger)
+			if tc.want.zero {
+				require_near(t, "cache cost", a.CacheCost, 0)
+			}
+			if tc.want.radius >= 0 {
+				require_eq(t, "radius", a.MutationRadius, tc.want.radius)
+			}
+			require_eq(t, "first divergence", a.FirstDivergence, 2000)
+			require_eq(t, "pending after", len(c.Pending()), 0)
+		})
+	}
+}
+
+func TestWarmDeferReasonNumbers(t *testing.T) {
+	b := warmSession(30*time.Second, nil)
+	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 0)
+	// R = 22,000 - 2,000 = 20,000 -> 20,000 x 3.45 / 1e6 = 0.069 USD;
+	// n = 1,940 -> 1,940 x (3.75 + 5 x 0.30) / 1e6 = 0.010185 USD.
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.069 USD > saving 0.0102 USD over 5 requests")
+}
+
+func TestNeverSentAppliesAtOnce(t *testing.T) {
+	b := newSession()
+	b.msg("sys", 2000)
+	b.msg("bulk", 18000)
+	b.req("r1")
+	b.result("x", 3000)
+	cy := b.result("y", 3000)
+	b.mark("x", events.Prune, cy)
+	b.at(20 * time.Second).req("r2")
+	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	a := appOf(apps[0])
+	require_eq(t, "trigger", a.Trigger, events.TriggerNeverSent)
+	require_eq(t, "first divergence", a.FirstDivergence, 20000)
+	require_eq(t, "radius", a.MutationRadius, 0)
+	require_near(t, "cost", a.CacheCost, 0)
+}
+
+func TestNoRequestYetIsNeverSent(t *testing.T) {
+	b := newSession()
+	b.result("x", 3000)
+	cy := b.result("y", 3000)
+	b.mark("x", events.Prune, cy)
+	b.req("r1")
+	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerNeverSent)
+}
+
+// TestBreakEvenByHand checks the break-even rule on numbers worked by hand
+// (claude-sonnet-4-5, 5m tier: w = 3.75, r = 0.30 USD/MTok, H = 5).
+func TestBreakEvenByHand(t *testing.T) {
+	build := func(tail int) *sb {
+		b := newSession()
+		b.msg("sys", 10000)
+		b.result("a", 3000) // placeholder 60 -> n = 2,940
+		b.msg("tail", tail)
+		b.req("r1")
+		cb := b.msg("u", 10)
+		b.mark("a", events.Prune, cb)
+		b.at(time.Minute).req("r2")
+		return b
+	}
+	// tail 500: D = 10,000, P = 13,500, R = 3,500.
+	// break = 3,500 x 3.45 / 1e6 = 0.012075
+	// saving = 2,940 x (3.75 + 5 x 0.30) / 1e6 = 0.015435 > break: apply.
+	_, apps := drive(t, pol(policy.ModeScheduled), build(500).evs)
+	require_eq(t, "applications", len(apps), 1)
+	a := appOf(apps[0])
+	require_eq(t, "trigger", a.Trigger, events.TriggerBreakEven)
+	require_eq(t, "divergence", a.FirstDivergence, 10000)
+	require_eq(t, "radius", a.MutationRadius, 3500)
+	require_eq(t, "removed", a.TokensRemoved, 2940)
+	require_near(t, "cache cost", a.CacheCost, 0.012075)
+	require_near(t, "saving", a.ExpectedSaving, 0.015435)
+
+	// tail 2,000: R = 5,000, break = 0.01725 > 0.015435: defer.
+	c, apps := drive(t, pol(policy.ModeScheduled), build(2000).evs)
+	require_eq(t, "applications", len(apps), 0)
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.0173 USD > saving 0.0154 USD over 5 requests")
+
+	// The same with horizon 10: saving = 2,940 x 6.75 / 1e6 = 0.019845 > 0.01725.
+	p := pol(policy.ModeScheduled)
+	p.Scheduler.HorizonRequests = 10
+	_, apps = drive(t, p, build(2000).evs)
+	require_eq(t, "applications (H=10)", len(apps), 1)
+}
+
+// TestBreakEvenPicksBestSuffix: a late mark that pays for itself applies,
+// an early one that does not stays pending.
+func TestBreakEvenPicksBestSuffix(t *testing.T) {
+	b := newSession()
+	b.result("early", 3000)
+	b.msg("mid", 30000)
+	b.result("late", 3000)
+	b.msg("tail", 200)
+	b.req("r1")
+	cu := b.msg("u", 10)
+	me := b.mark("early", events.Prune, cu)
+	ml := b.mark("late", events.Prune, cu)
+	b.at(time.Minute).req("r2")
+	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	a := appOf(apps[0])
+	require_eq(t, "marks", len(a.Marks), 1)
+	require_eq(t, "mark", a.Marks[0], ml)
+	require_eq(t, "radius", a.MutationRadius, 3200)
+	pend := c.Pending()
+	require_eq(t, "pending", len(pend), 1)
+	require_eq(t, "pending mark", pend[0].Mark, me)
+}
+
+func TestOneHourTier(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r1   *events.ModelRequest
+		want int // applications at r2 after a 10-minute gap
+	}{
+		{"cache_ttl 1h keeps warm", &events.ModelRequest{Request: "r1", CacheTTL: "1h"}, 0},
+		{"usage 1h writes keep warm", &events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 10, CacheWriteTokens: 22000, CacheWrite1hTokens: 22000}}, 0},
+		{"5m tier expires", &events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 10, CacheWriteTokens: 22000}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newSession()
+			b.msg("sys", 2000)
+			b.result("a", 2000)
+			b.msg("bulk", 18000)
+			b.reqWith(tc.r1)
+			cb := b.result("a2", 10)
+			b.mark("a", events.Prune, cb)
+			b.at(10 * time.Minute).req("r2")
+			_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+			require_eq(t, "applications", len(apps), tc.want)
+		})
+	}
+	// The 1h tier prices the break at the 1h write price (6.00 - 0.30).
+	b := newSession()
+	b.msg("sys", 2000)
+	b.result("a", 2000)
+	b.msg("bulk", 18000)
+	b.reqWith(&events.ModelRequest{Request: "r1", CacheTTL: "1h"})
+	cb := b.result("a2", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(10 * time.Minute).req("r2")
+	c, _ := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.114 USD > saving 0.0146 USD over 5 requests")
+}
+
+func TestUsageReportCalibratesCachedPrefix(t *testing.T) {
+	// The report says r1 cached nothing (no read, no write): applying
+	// breaks nothing, whatever the model would predict.
+	b := newSession()
+	b.msg("sys", 2000)
+	b.result("a", 2000)
+	b.msg("bulk", 18000)
+	b.reqWith(&events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 22000}})
+	cb := b.result("a2", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(time.Minute).req("r2")
+	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerCacheExpired)
+
+	// The report says only the first 2,500 tokens were cached (input
+	// tail 19,500): the radius is 500, not 20,000.
+	b = newSession()
+	b.msg("sys", 2000)
+	b.result("a", 2000)
+	b.msg("bulk", 18000)
+	b.reqWith(&events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 19500, CacheWriteTokens: 2500}})
+	cb = b.result("a2", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(time.Minute).req("r2")
+	_, apps = drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	require_eq(t, "radius", appOf(apps[0]).MutationRadius, 500)
+	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
+}
+
+func TestHostCompactionResets(t *testing.T) {
+	b := newSession()
+	b.msg("sys", 2000)
+	b.result("a", 2000)
+	b.msg("bulk", 18000)
+	b.req("r1")
+	ca := b.result("a2", 10)
+	b.mark("a", events.Prune, ca) // its item leaves with the compaction
+	b.fact(&events.HostCompaction{Host: "claude-code"})
+	b.msg("summary", 1500)
+	b.result("n", 3000)
+	cn := b.result("n2", 10)
+	b.mark("n", events.Prune, cn)
+	b.at(30 * time.Second).req("r2")
+	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications", len(apps), 1)
+	a := appOf(apps[0])
+	require_eq(t, "marks", len(a.Marks), 1)
+	require_eq(t, "item", a.Items[0], "n")
+	require_eq(t, "trigger", a.Trigger, events.TriggerCacheExpired)
+	require_eq(t, "divergence (offset in new context)", a.FirstDivergence, 1500)
+	require_eq(t, "radius", a.MutationRadius, 0)
+	l := c.Economics()
+	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 1500+60+10)
+	require_eq(t, "r2 cache read", l.Requests[1].CacheRead, 0)
+	require_eq(t, "pending", len(c.Pending()), 0)
+}
