@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Append stores a batch of events in order and returns them in stored form
+// (inline tool outputs moved to the blob store, token counts filled) with
+// Seq set.
+//
+// Every event is validated and prepared before anything is published: a
+// batch with an invalid event publishes nothing and returns an *EventError
+// naming the event and (through *events.FieldError) the field. Blobs of
+// valid outputs may already be stored by then; that is harmless, they are
+// content-addressed.
+//
+// Events are published asynchronously with at most Config.MaxPending in
+// flight, each with Nats-Msg-Id = events.MsgID(e). An event the server
+// reports as a duplicate (same id within the Duplicates window) is not an
+// error: it is returned with the sequence of the copy already stored.
+//
+// Append is not atomic. On a publish failure it still waits for every
+// outstanding acknowledgement, then returns the first failure (an
+// *EventError) with no events; some of the batch may be stored. Retrying the
+// same batch within the Duplicates window is safe (stored events come back
+// as duplicates), but a retried event can then land after events that
+// followed it in the batch.
+func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	// Validate the input form first so a bad batch has no side effects.
+	for i, e := range evs {
+		if err := e.Validate(); err != nil {
+			return nil, &EventError{Index: i, ID: e.ID, Err: err}
+		}
+	}
+	out := make([]events.Event, len(evs))
+	msgs := make([]*nats.Msg, len(evs))
+	for i, e := range evs {
+		stored, msg, err := s.prepare(ctx, e)
+		if err != nil {
+			return nil, &EventError{Index: i, ID: e.ID, Err: err}
+		}
+		out[i], msgs[i] = stored, msg
+	}
+
+	futs := make([]jetstream.PubAckFuture, len(msgs))
+	var firstErr error
+	for i, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish: %w", err)}
+			break
+		}
+		f, err := s.js.PublishMsgAsync(m,
+			jetstream.WithMsgID(events.MsgID(out[i])),
+			jetstream.WithExpectStream(events.StreamName),
+			jetstream.WithStallWait(s.cfg.PublishTimeout),
+			// No automatic retry: a retried message would land after the
+			// ones published behind it. The caller retries the batch.
+			jetstream.WithRetryAttempts(0),
+		)
+		if err != nil {
+			firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish to %s: %w", m.Subject, err)}
+			break
+		}
+		futs[i] = f
+	}
+
+	// Wait for every future that was started, even after a failure, so no
+	// acknowledgement is left dangling and the first failure is reported.
+	dups := 0
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i].Seq = ack.Sequence
+			if ack.Duplicate {
+				dups++
+			}
+		case err := <-f.Err():
+			if firstErr == nil {
+				firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish to %s: %w", msgs[i].Subject, err)}
+			}
+		case <-ctx.Done():
+			if firstErr == nil {
+				firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("wait for ack: %w", ctx.Err())}
+			}
+		}
+	}
+	if firstErr != nil {
+		return nil, fmt.Errorf("append %d events: %w", len(evs), firstErr)
+	}
+	if dups > 0 {
+		s.log.Debug("append: duplicates acknowledged", slog.Int("events", len(evs)), slog.Int("duplicates", dups))
+	}
+	return out, nil
+}
+
+// AppendGuarded stores one event only if the last fact of its session is
+// still at stream sequence expectLastFactSeq (0: the session has no fact
+// yet). The server checks it atomically with the write (header
+// Nats-Expected-Last-Subject-Sequence with
+// Nats-Expected-Last-Subject-Sequence-Subject = the session's fact subject),
+// so a scheduler's application is rejected if a new session fact landed
+// since the cache-safe point it was decided at. A failed check returns an
+// error wrapping ErrConflict.
+//
+// The expected-sequence check runs before deduplication on the server: a
+// retried guarded fact that was already stored fails with ErrConflict (its
+// own earlier copy moved the last fact), while a retried mark or application
+// whose session facts did not move comes back as a duplicate with the
+// original sequence.
+func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFactSeq uint64) (events.Event, error) {
+	if err := ev.Validate(); err != nil {
+		return events.Event{}, &EventError{ID: ev.ID, Err: err}
+	}
+	stored, msg, err := s.prepare(ctx, ev)
+	if err != nil {
+		return events.Event{}, &EventError{ID: ev.ID, Err: err}
+	}
+	guard := events.Subject(stored.TenantOrDefault(), stored.Session, events.KindFact)
+	ack, err := s.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(events.MsgID(stored)),
+		jetstream.WithExpectStream(events.StreamName),
+		jetstream.WithExpectLastSequenceForSubject(expectLastFactSeq, guard),
+	)
+	if err != nil {
+		if isWrongLastSequence(err) {
+			return events.Event{}, fmt.Errorf("append guarded event %s: last fact of %s is not %d: %w (%v)",
+				stored.ID, guard, expectLastFactSeq, ErrConflict, err)
+		}
+		return events.Event{}, fmt.Errorf("append guarded event %s to %s: %w", stored.ID, msg.Subject, err)
+	}
+	stored.Seq = ack.Sequence
+	return stored, nil
+}
+
+// LastSeq returns the stream sequence of the last event of a session on
+// subjects of one kind, or 0 if there is none. An empty kind means any kind
+// (the last event of the session). It uses a direct get, which a replica may
+// serve slightly behind the leader: a stale answer only makes a following
+// AppendGuarded fail with ErrConflict, never succeed wrongly.
+func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
+	subj, err := sessionSubject(tenant, session, kind)
+	if err != nil {
+		return 0, fmt.Errorf("last seq: %w", err)
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+	}
+	return m.Sequence, nil
+}
+
+// prepare turns a validated input-form event into its stored form and the
+// message to publish.
+func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nats.Msg, error) {
+	stored, err := events.Prepare(ctx, e, s, s.cfg.Tokens)
+	if err != nil {
+		return events.Event{}, nil, fmt.Errorf("prepare: %w", err)
+	}
+	b, err := events.Encode(stored)
+	if err != nil {
+		return events.Event{}, nil, err
+	}
+	// Leave room for headers (msg id, expectations).
+	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b))+512 > limit {
+		return events.Event{}, nil, fmt.Errorf("encoded event is %d bytes, over the server's max payload %d", len(b), limit)
+	}
+	return stored, &nats.Msg{Subject: events.SubjectOf(stored), Data: b, Header: nats.Header{}}, nil
+}
+
+// isWrongLastSequence reports a failed expected-last-sequence check. The
+// server answers 10071 on a single server and may answer 10164 on a
+// replicated stream.
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// sessionSubject returns the subject (kind set) or session filter (kind
+// empty) of a session, refusing names that are not plain subject tokens so
+// no caller can smuggle in a wildcard.
+func sessionSubject(tenant, session string, kind events.SubjectKind) (string, error) {
+	if tenant == "" {
+		tenant = events.DefaultTenant
+	}
+	if !events.ValidToken(tenant) {
+		return "", fmt.Errorf("invalid tenant %q", tenant)
+	}
+	if !events.ValidToken(session) {
+		return "", fmt.Errorf("invalid session %q", session)
+	}
+	switch kind {
+	case "":
+		return events.SessionFilter(tenant, session), nil
+	case events.KindFact, events.KindMark, events.KindApply:
+		return events.Subject(tenant, session, kind), nil
+	}
+	return "", fmt.Errorf("unknown subject kind %q", kind)
+}

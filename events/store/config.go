@@ -1,0 +1,135 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// DefaultBlobBucket is the object store bucket holding tool outputs by
+// content address.
+const DefaultBlobBucket = "PRUNESCHED_BLOBS"
+
+// Config configures a Store. The zero value is useful: every field has a
+// documented default applied by Open.
+type Config struct {
+	// Replicas is the replication factor of the event stream and the blob
+	// bucket. Default 1 (embedded, single server); a cluster uses 3.
+	Replicas int
+	// Duplicates is the stream's deduplication window: a second publish of
+	// the same Nats-Msg-Id within it is acknowledged as a duplicate and not
+	// stored. Default 2 minutes (the JetStream default). Outside the window a
+	// republished event is stored again, so readers must tolerate a repeated
+	// event id.
+	Duplicates time.Duration
+	// BlobBucket is the object store bucket for tool outputs. Default
+	// DefaultBlobBucket.
+	BlobBucket string
+	// Tokens counts tokens when events enter the log. Default a
+	// tokens.Counter (o200k_base).
+	Tokens events.TokenCounter
+	// MaxPending bounds the asynchronous publishes in flight during Append,
+	// so a large batch cannot exhaust memory or the server. Default 256.
+	MaxPending int
+	// PublishTimeout bounds the wait for one publish acknowledgement (and for
+	// a free slot when MaxPending publishes are in flight). Default 10s.
+	PublishTimeout time.Duration
+	// AckWait is how long a Consume handler may take before the server
+	// redelivers its message. Default 30s.
+	AckWait time.Duration
+	// MaxAckPending bounds the messages a Consume consumer has delivered but
+	// not yet acknowledged. Default 256. Use 1 for a worker that must see a
+	// redelivered message before any later one.
+	MaxAckPending int
+	// NakDelay is how long the server waits before redelivering a message
+	// whose handler failed. Default 1s.
+	NakDelay time.Duration
+	// ReadBufferBytes bounds the bytes a reader buffers ahead of its caller
+	// (ReadSession, ReadAll). It must exceed the largest message. Default
+	// 64 MB.
+	ReadBufferBytes int
+}
+
+// Default values of Config fields.
+const (
+	DefaultReplicas        = 1
+	DefaultDuplicates      = 2 * time.Minute
+	DefaultMaxPending      = 256
+	DefaultPublishTimeout  = 10 * time.Second
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxAckPending   = 256
+	DefaultNakDelay        = time.Second
+	DefaultReadBufferBytes = 64 << 20
+)
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.BlobBucket == "" {
+		c.BlobBucket = DefaultBlobBucket
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = DefaultMaxAckPending
+	}
+	if c.NakDelay == 0 {
+		c.NakDelay = DefaultNakDelay
+	}
+	if c.ReadBufferBytes == 0 {
+		c.ReadBufferBytes = DefaultReadBufferBytes
+	}
+}
+
+var bucketRe = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// Validate reports every invalid field. Open calls it after applying
+// defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas: %d out of range 1-5", c.Replicas))
+	}
+	if c.Duplicates < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("duplicates: window %s shorter than 100ms", c.Duplicates))
+	}
+	if !bucketRe.MatchString(c.BlobBucket) {
+		errs = append(errs, fmt.Errorf("blob bucket: invalid name %q (letters, digits, '_' or '-')", c.BlobBucket))
+	}
+	if c.MaxPending < 1 {
+		errs = append(errs, fmt.Errorf("max pending: %d, want at least 1", c.MaxPending))
+	}
+	if c.PublishTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("publish timeout: %s, want positive", c.PublishTimeout))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("ack wait: %s, want at least 1s", c.AckWait))
+	}
+	if c.MaxAckPending < 1 {
+		errs = append(errs, fmt.Errorf("max ack pending: %d, want at least 1", c.MaxAckPending))
+	}
+	if c.NakDelay < 0 {
+		errs = append(errs, fmt.Errorf("nak delay: negative (%s)", c.NakDelay))
+	}
+	if c.ReadBufferBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("read buffer bytes: %d, want at least 1 MB", c.ReadBufferBytes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("store config: %w", errors.Join(errs...))
+	}
+	return nil
+}

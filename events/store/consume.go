@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Handler processes one event delivered to a worker. Returning an error asks
+// for redelivery after Config.NakDelay.
+type Handler func(ctx context.Context, e events.Event) error
+
+// Consume runs handler for every event on subjects matching filter (empty:
+// all, "ps.>"), through the durable pull consumer named durable, created or
+// updated here (explicit ack, Config.AckWait, Config.MaxAckPending). The
+// durable remembers progress across restarts: a worker resumes after its
+// last acknowledged event.
+//
+// Handler calls are sequential. Success acknowledges the event and waits for
+// the server to confirm (so AckFloor moves); an error (or a panic) is logged
+// and the event is redelivered after Config.NakDelay, possibly after later
+// events unless MaxAckPending is 1. An event that cannot be decoded is
+// logged and terminated (never redelivered): retrying cannot fix it.
+//
+// Consume returns nil when ctx ends, after the handler in progress returns;
+// it returns an error if the consumer cannot be set up or stops on its own.
+func (s *Store) Consume(ctx context.Context, durable, filter string, handler Handler) error {
+	if err := validDurable(durable); err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	if filter == "" {
+		filter = events.SubjectPrefix + ".>"
+	}
+	if !strings.HasPrefix(filter, events.SubjectPrefix+".") {
+		return fmt.Errorf("consume %s: filter %q is outside %s.>", durable, filter, events.SubjectPrefix)
+	}
+	if handler == nil {
+		return fmt.Errorf("consume %s: nil handler", durable)
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "prunesched worker",
+		FilterSubject: filter,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxAckPending: s.cfg.MaxAckPending,
+	})
+	if err != nil {
+		return fmt.Errorf("consume %s: create or update consumer: %w", durable, err)
+	}
+	log := s.log.With(slog.String("consumer", durable), slog.String("filter", filter))
+
+	// handling is held while a handler runs, so stopping can wait for it;
+	// messages still buffered after the stop are handed back at once.
+	var (
+		handling sync.Mutex
+		stopped  bool
+	)
+	cb := func(msg jetstream.Msg) {
+		handling.Lock()
+		defer handling.Unlock()
+		if stopped {
+			_ = msg.Nak()
+			return
+		}
+		s.handle(ctx, log, msg, handler)
+	}
+	stop := func() {
+		handling.Lock()
+		stopped = true
+		handling.Unlock()
+	}
+	cc, err := cons.Consume(cb,
+		jetstream.PullMaxBytes(s.cfg.ReadBufferBytes),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil {
+				log.Warn("consume: pull error (retrying)", slog.Any("err", err))
+			}
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("consume %s: start: %w", durable, err)
+	}
+	log.Debug("consume: started")
+	select {
+	case <-ctx.Done():
+		cc.Stop()
+		stop()
+		<-cc.Closed()
+		log.Debug("consume: stopped")
+		return nil
+	case <-cc.Closed():
+		stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("consume %s: consumer stopped", durable)
+	}
+}
+
+// handle runs the handler for one message and settles it.
+func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, handler Handler) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		log.Error("consume: message without metadata", slog.String("subject", msg.Subject()), slog.Any("err", err))
+		_ = msg.Term()
+		return
+	}
+	seq := meta.Sequence.Stream
+	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
+	if err != nil {
+		log.Error("consume: undecodable event, not redelivered", slog.Uint64("seq", seq), slog.Any("err", err))
+		if err := msg.Term(); err != nil {
+			log.Warn("consume: term failed", slog.Uint64("seq", seq), slog.Any("err", err))
+		}
+		return
+	}
+	if err := runHandler(ctx, handler, e); err != nil {
+		log.Warn("consume: handler failed, will redeliver",
+			slog.Uint64("seq", seq), slog.String("event", e.ID),
+			slog.Uint64("delivered", meta.NumDelivered), slog.Any("err", err))
+		if err := msg.NakWithDelay(s.cfg.NakDelay); err != nil {
+			log.Warn("consume: nak failed (redelivered after ack wait)", slog.Uint64("seq", seq), slog.Any("err", err))
+		}
+		return
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("consume: ack not confirmed, event may be redelivered", slog.Uint64("seq", seq), slog.Any("err", err))
+	}
+}
+
+// runHandler calls h, turning a panic into an error so one bad event cannot
+// kill the worker.
+func runHandler(ctx context.Context, h Handler, e events.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return h(ctx, e)
+}
+
+// AckFloor returns the stream sequence below which the durable consumer has
+// acknowledged every event it was delivered (consumer info AckFloor.Stream),
+// so one worker can wait until another has processed up to a sequence. For a
+// filtered consumer compare it with a sequence the filter matches.
+// A missing consumer is an error wrapping ErrNotFound.
+func (s *Store) AckFloor(ctx context.Context, durable string) (uint64, error) {
+	if err := validDurable(durable); err != nil {
+		return 0, fmt.Errorf("ack floor: %w", err)
+	}
+	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0, fmt.Errorf("ack floor: consumer %s: %w", durable, ErrNotFound)
+		}
+		return 0, fmt.Errorf("ack floor: consumer %s: %w", durable, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ack floor: consumer %s info: %w", durable, err)
+	}
+	return info.AckFloor.Stream, nil
+}
+
+// ProcessedThrough reports whether the durable consumer has processed every
+// event it will ever be given with a stream sequence up to seq. Unlike
+// AckFloor >= seq, it also answers true when seq is an event outside the
+// consumer's filter (a filtered consumer's floor stays at the last event it
+// matched): it checks that seq is stored and that the consumer then had
+// nothing pending and nothing unacknowledged.
+func (s *Store) ProcessedThrough(ctx context.Context, durable string, seq uint64) (bool, error) {
+	if err := validDurable(durable); err != nil {
+		return false, fmt.Errorf("processed through: %w", err)
+	}
+	// Read the stream's end before the consumer's state: a consumer state
+	// read later covers every event stored by then.
+	last, err := s.StreamLastSeq(ctx)
+	if err != nil {
+		return false, fmt.Errorf("processed through: %w", err)
+	}
+	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return false, fmt.Errorf("processed through: consumer %s: %w", durable, ErrNotFound)
+		}
+		return false, fmt.Errorf("processed through: consumer %s: %w", durable, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("processed through: consumer %s info: %w", durable, err)
+	}
+	if info.AckFloor.Stream >= seq {
+		return true, nil
+	}
+	return seq <= last && info.NumPending == 0 && info.NumAckPending == 0, nil
+}
+
+func validDurable(name string) error {
+	if name == "" {
+		return errors.New("durable name missing")
+	}
+	if strings.ContainsAny(name, ".*> \t\r\n/\\") {
+		return fmt.Errorf("durable name %q: must not contain '.', '*', '>', '/', '\\' or whitespace", name)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultMaxPayload is the largest message the embedded server accepts
+// (8 MB), so a large event fits even before its tool output moves to the
+// blob store.
+const DefaultMaxPayload = 8 << 20
+
+// EmbeddedConfig configures the in-process nats-server of the single-binary
+// mode. The zero value, with a DataDir, is a loopback server on a random
+// free port with JetStream's default fsync interval.
+type EmbeddedConfig struct {
+	// DataDir is where JetStream keeps its files (the server's store_dir;
+	// the server itself creates a "jetstream" directory inside it).
+	// Required: restarting on the same DataDir keeps every stream and
+	// message.
+	DataDir string
+	// Host is the client listen address. Default "127.0.0.1": the embedded
+	// server is not reachable from other machines unless asked.
+	Host string
+	// Port is the client port. Zero or -1 picks a random free port (the
+	// default, for tests); serve passes 4222-like values.
+	Port int
+	// SyncAlways makes JetStream fsync every write before acknowledging it.
+	// Off by default: JetStream then fsyncs every SyncInterval, so
+	// acknowledged writes from the last interval can be lost on power failure
+	// (not on a process crash). On, single publishes get much slower;
+	// batched appends win most of it back (see BenchmarkAppendSyncAlways).
+	SyncAlways bool
+	// SyncInterval is the fsync interval when SyncAlways is off. Zero keeps
+	// the server default (2 minutes).
+	SyncInterval time.Duration
+	// ServerName names the server in logs and cluster views. Default
+	// "prunesched".
+	ServerName string
+	// MaxPayload is the largest message the server accepts. Default
+	// DefaultMaxPayload (8 MB); nats-server warns above 8 MB.
+	MaxPayload int32
+	// StartTimeout bounds how long StartEmbedded waits for the server to
+	// accept connections when ctx has no earlier deadline. Default 30s
+	// (JetStream recovers its files before it listens).
+	StartTimeout time.Duration
+}
+
+func (c *EmbeddedConfig) setDefaults() {
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.Port == 0 {
+		c.Port = server.RANDOM_PORT
+	}
+	if c.ServerName == "" {
+		c.ServerName = "prunesched"
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+}
+
+// Validate reports a configuration the server would refuse or misuse. It is
+// called by StartEmbedded after defaults are applied.
+func (c EmbeddedConfig) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir: missing"))
+	}
+	if c.Port < server.RANDOM_PORT || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port: %d out of range (-1 for random, 1-65535)", c.Port))
+	}
+	if c.SyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("sync interval: negative (%s)", c.SyncInterval))
+	}
+	if c.MaxPayload < 0 {
+		errs = append(errs, fmt.Errorf("max payload: negative (%d)", c.MaxPayload))
+	}
+	if c.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("start timeout: negative (%s)", c.StartTimeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("embedded nats config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Embedded is a running in-process nats-server with JetStream file storage.
+type Embedded struct {
+	srv *server.Server
+	cfg EmbeddedConfig
+	log *slog.Logger
+}
+
+// StartEmbedded starts nats-server in-process with JetStream on cfg.DataDir
+// and returns once it accepts client connections. Server log lines go to
+// logger (nil discards them) with component=nats-server.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger) (*Embedded, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts := &server.Options{
+		ServerName:   cfg.ServerName,
+		Host:         cfg.Host,
+		Port:         cfg.Port,
+		JetStream:    true,
+		StoreDir:     cfg.DataDir,
+		SyncAlways:   cfg.SyncAlways,
+		SyncInterval: cfg.SyncInterval,
+		MaxPayload:   cfg.MaxPayload,
+		NoSigs:       true, // the host process owns signal handling
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("create embedded nats-server: %w", err)
+	}
+	slogger := logger.With(slog.String("component", "nats-server"))
+	srv.SetLoggerV2(&serverLogger{l: slogger}, slogger.Enabled(ctx, slog.LevelDebug), false, false)
+	srv.Start()
+
+	deadline := time.Now().Add(cfg.StartTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for !srv.ReadyForConnections(100 * time.Millisecond) {
+		if err := ctx.Err(); err != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, fmt.Errorf("start embedded nats-server: %w", err)
+		}
+		if time.Now().After(deadline) {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, fmt.Errorf("start embedded nats-server: not ready after %s", cfg.StartTimeout)
+		}
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("start embedded nats-server: JetStream not enabled (store dir %s)", cfg.DataDir)
+	}
+	e := &Embedded{srv: srv, cfg: cfg, log: logger}
+	logger.Info("embedded nats-server started",
+		slog.String("url", srv.ClientURL()),
+		slog.String("data_dir", cfg.DataDir),
+		slog.Bool("sync_always", cfg.SyncAlways))
+	return e, nil
+}
+
+// ClientURL is the URL clients (nats.Connect) use to reach the server. When
+// the server listens on every interface (0.0.0.0 or ::) it names loopback.
+func (e *Embedded) ClientURL() string {
+	u := e.srv.ClientURL()
+	switch e.cfg.Host {
+	case "0.0.0.0":
+		return strings.Replace(u, "0.0.0.0", "127.0.0.1", 1)
+	case "::":
+		return strings.Replace(u, "[::]", "[::1]", 1)
+	}
+	return u
+}
+
+// Server returns the underlying nats-server for advanced use (monitoring,
+// in-process connections). Callers must not shut it down behind the
+// Embedded's back.
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// Shutdown stops the server gracefully: it closes client connections, lets
+// JetStream flush and close its files, and returns when the server is down.
+// It is safe to call more than once.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	e.log.Info("embedded nats-server stopped", slog.String("data_dir", e.cfg.DataDir))
+}
+
+// serverLogger adapts nats-server's Logger to slog. Traces are dropped:
+// they log message payloads, which can hold user content.
+type serverLogger struct{ l *slog.Logger }
+
+// Noticef logs at Info.
+func (s *serverLogger) Noticef(format string, v ...any) { s.l.Info(fmt.Sprintf(format, v...)) }
+
+// Warnf logs at Warn.
+func (s *serverLogger) Warnf(format string, v ...any) { s.l.Warn(fmt.Sprintf(format, v...)) }
+
+// Fatalf logs at Error; it never exits the host process.
+func (s *serverLogger) Fatalf(format string, v ...any) {
+	s.l.Error(fmt.Sprintf(format, v...), slog.Bool("fatal", true))
+}
+
+// Errorf logs at Error.
+func (s *serverLogger) Errorf(format string, v ...any) { s.l.Error(fmt.Sprintf(format, v...)) }
+
+// Debugf logs at Debug.
+func (s *serverLogger) Debugf(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
+
+// Tracef drops the line (traces can carry payloads).
+func (s *serverLogger) Tracef(string, ...any) {}

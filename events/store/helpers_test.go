@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Small require_* helpers in the nats-server style: no assertion library.
+
+func require_NoError(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
+func require_Error(t testing.TB, err error, wants ...error) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("expected an error, got nil")
+	}
+	for _, w := range wants {
+		if !errors.Is(err, w) {
+			t.Fatalf("error %v is not %v", err, w)
+		}
+	}
+}
+
+func require_True(t testing.TB, ok bool, format string, args ...any) {
+	t.Helper()
+	if !ok {
+		t.Fatalf(format, args...)
+	}
+}
+
+func require_Equal[T comparable](t testing.TB, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func require_Contains(t testing.TB, s, sub string) {
+	t.Helper()
+	if !strings.Contains(s, sub) {
+		t.Fatalf("%q does not contain %q", s, sub)
+	}
+}
+
+// checkFor polls f until it returns nil or the deadline passes.
+func checkFor(t testing.TB, total, every time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(every)
+	}
+	t.Fatalf("condition not met after %s: %v", total, err)
+}
+
+// testLogger writes to the test log only with -v, so CI output stays quiet.
+func testLogger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startEmbedded starts an embedded server on dir (t.TempDir() if empty) and
+// shuts it down at cleanup.
+func startEmbedded(t testing.TB, dir string, sync bool) *Embedded {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	e, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir, SyncAlways: sync}, testLogger(t))
+	require_NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+func connectTo(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Name("prunesched-store-test"))
+	require_NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// connectEmbedded is the suite's connect function for the embedded backend:
+// a fresh server per test.
+func connectEmbedded(t *testing.T) *nats.Conn {
+	return connectTo(t, startEmbedded(t, "", false).ClientURL())
+}
+
+// lenCounter is a cheap token counter for tests that do not test counting.
+type lenCounter struct{}
+
+func (lenCounter) Count(s string) int { return (len(s) + 3) / 4 }
+
+func openStore(t testing.TB, nc *nats.Conn, cfg Config) *Store {
+	t.Helper()
+	s, err := Open(testCtx(t), nc, cfg, testLogger(t))
+	require_NoError(t, err)
+	return s
+}
+
+// Event builders. Sessions get a unique suffix so the suite also runs on a
+// shared external server.
+
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+func uniqueSession(name string) string { return name + "-" + events.NewID()[:8] }
+
+func msgEvent(tenant, session, id, text string) events.Event {
+	return events.New(id, tenant, session, t0, &events.Message{Item: "m-" + id, Role: events.RoleUser, Text: text})
+}
+
+func startedEvent(tenant, session, id string) events.Event {
+	return events.New(id, tenant, session, t0, &events.SessionStarted{Format: "native"})
+}
+
+func callEvent(tenant, session, id, callID string) events.Event {
+	return events.New(id, tenant, session, t0, &events.ToolCall{
+		Item: events.CallInputItem(callID), CallID: callID, Tool: "Read", Input: []byte(`{"file_path":"a.go"}`),
+	})
+}
+
+func resultEvent(tenant, session, id, callID, output string) events.Event {
+	return events.New(id, tenant, session, t0, &events.ToolResult{
+		Item: callID, CallID: callID, Tool: "Read", Output: &output,
+		Source: &events.SourceIdentity{Kind: "file", Path: "a.go"},
+	})
+}
+
+func markEvent(tenant, session, id, item, cause string) events.Event {
+	return events.New(id, tenant, session, t0, &events.Mark{
+		Item: item, Decision: events.Keep, Reason: events.ReasonUnique,
+		Cause: cause, PolicyVersion: "test",
+	})
+}
+
+func applyEvent(tenant, session, id, mark, item string) events.Event {
+	return events.New(id, tenant, session, t0, &events.Application{
+		Request: "r1", Marks: []string{mark}, Items: []string{item},
+		Trigger: events.TriggerCacheExpired, PolicyVersion: "test",
+	})
+}
+
+// sessionEvents is a small but complete session.
+func sessionEvents(tenant, session string) []events.Event {
+	return []events.Event{
+		startedEvent(tenant, session, "e1"),
+		msgEvent(tenant, session, "e2", "Why does the config loader fail?"),
+		callEvent(tenant, session, "e3", "c1"),
+		resultEvent(tenant, session, "e4", "c1", "package config\n\nfunc Load() error { return nil }\n"),
+		events.New("e5", tenant, session, t0, &events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 10, OutputTokens: 3}}),
+	}
+}
+
+func ids(evs []events.Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s", e.ID)
+	}
+	return b.String()
+}

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// SessionRef names one session present on the log.
+type SessionRef struct {
+	Tenant  string `json:"tenant"`
+	Session string `json:"session"`
+	// Facts is the number of fact events the session has.
+	Facts uint64 `json:"facts"`
+}
+
+// ReadSession returns one session's events (facts, marks and applications)
+// in log order, decoded strictly, with Seq set. It reads up to the session's
+// last event at the time of the call, so it terminates while writers keep
+// appending. A session with no events gives an empty slice. A message that
+// does not decode, or whose subject does not match its envelope, stops the
+// read with an error naming its stream sequence.
+func (s *Store) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	filter, err := sessionSubject(tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	until, err := s.LastSeq(ctx, tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", filter, err)
+	}
+	var out []events.Event
+	if until == 0 {
+		return out, nil
+	}
+	_, err = s.replay(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, until,
+		func(e events.Event) error {
+			out = append(out, e)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", filter, err)
+	}
+	return out, nil
+}
+
+// ReadAll replays the whole stream in log order from stream sequence fromSeq
+// (inclusive; 0 or 1 means from the start) up to the stream's last sequence
+// at the time of the call, calling fn for each event with Seq set. It is how
+// projections are rebuilt. It returns the last sequence it covered: the
+// stream's last sequence at the call when it completes (0 for an empty
+// stream), or the last sequence fn accepted when fn or decoding fails.
+// Resume with lastSeq+1.
+func (s *Store) ReadAll(ctx context.Context, fromSeq uint64, fn func(events.Event) error) (lastSeq uint64, err error) {
+	until, err := s.StreamLastSeq(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read all: %w", err)
+	}
+	if fromSeq == 0 {
+		fromSeq = 1
+	}
+	if until < fromSeq {
+		return until, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: fromSeq}
+	last, err := s.replay(ctx, cfg, until, fn)
+	if err != nil {
+		return last, fmt.Errorf("read all from %d: %w", fromSeq, err)
+	}
+	return until, nil
+}
+
+// replay runs an ordered consumer with cfg and calls fn for each event up to
+// and including stream sequence until, which must be a sequence the consumer
+// delivers (the last matching message at the time of the call). It returns
+// the last sequence fn accepted.
+func (s *Store) replay(ctx context.Context, cfg jetstream.OrderedConsumerConfig, until uint64, fn func(events.Event) error) (uint64, error) {
+	cons, err := s.js.OrderedConsumer(ctx, events.StreamName, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("create ordered consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxBytes(s.cfg.ReadBufferBytes))
+	if err != nil {
+		return 0, fmt.Errorf("start ordered consumer: %w", err)
+	}
+	defer s.stopOrdered(cons, it)
+
+	var last uint64
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return last, fmt.Errorf("next message after seq %d: %w", last, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return last, fmt.Errorf("message after seq %d: metadata: %w", last, err)
+		}
+		seq := meta.Sequence.Stream
+		if seq > until {
+			// Only possible if until was not delivered; stop at the bound.
+			return last, nil
+		}
+		e, err := decodeMsg(msg.Subject(), seq, msg.Data())
+		if err != nil {
+			return last, err
+		}
+		if err := fn(e); err != nil {
+			return last, fmt.Errorf("event %s at seq %d: %w", e.ID, seq, err)
+		}
+		last = seq
+		if seq >= until {
+			return last, nil
+		}
+	}
+}
+
+// stopOrdered stops the iterator and deletes the ephemeral consumer instead
+// of leaving it to the server's inactivity cleanup.
+func (s *Store) stopOrdered(cons jetstream.Consumer, it jetstream.MessagesContext) {
+	it.Stop()
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.js.DeleteConsumer(ctx, events.StreamName, info.Name); err != nil {
+		s.log.Debug("delete ordered consumer", slog.String("consumer", info.Name), slog.Any("err", err))
+	}
+}
+
+// decodeMsg decodes one stored event strictly and checks that the subject
+// it was stored on is the one its envelope implies.
+func decodeMsg(subject string, seq uint64, data []byte) (events.Event, error) {
+	e, err := events.Decode(data)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("decode seq %d (%s): %w", seq, subject, err)
+	}
+	if want := events.SubjectOf(e); want != subject {
+		return events.Event{}, fmt.Errorf("decode seq %d: event %s belongs on %s, stored on %s", seq, e.ID, want, subject)
+	}
+	e.Seq = seq
+	return e, nil
+}
+
+// Sessions lists the sessions that have at least one fact, sorted by tenant
+// then session. It reads the stream's per-subject counts, not the events.
+func (s *Store) Sessions(ctx context.Context) ([]SessionRef, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(events.KindFilter(events.KindFact)))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: stream info: %w", err)
+	}
+	out := make([]SessionRef, 0, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		tenant, session, _, err := events.ParseSubject(subj)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, SessionRef{Tenant: tenant, Session: session, Facts: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		return out[i].Session < out[j].Session
+	})
+	return out, nil
+}
+
+// StreamLastSeq returns the event stream's last sequence (0 when empty).
+func (s *Store) StreamLastSeq(ctx context.Context) (uint64, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream last seq: %w", err)
+	}
+	return info.State.LastSeq, nil
+}

@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
+)
+
+// ErrNotFound is returned (wrapped) when a blob or other named thing does
+// not exist. Match it with errors.Is.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned (wrapped) by AppendGuarded when the session's last
+// fact is not the one the caller expected: another event landed since the
+// caller's decision point. Match it with errors.Is.
+var ErrConflict = errors.New("conflict: session changed since the expected sequence")
+
+// EventError says which event of a batch was rejected and why. Err is often
+// an *events.FieldError naming the field.
+type EventError struct {
+	// Index is the event's position in the batch passed to Append.
+	Index int
+	// ID is the event id (may be empty when the id itself is missing).
+	ID  string
+	Err error
+}
+
+// Error names the event by position and id, then the cause.
+func (e *EventError) Error() string {
+	return fmt.Sprintf("event %d (id %q): %v", e.Index, e.ID, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// Store is prunesched's log: the event stream and the blob bucket on one
+// JetStream connection. It is safe for concurrent use. It does not own the
+// connection: the caller closes it after the Store is no longer used.
+type Store struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	blobs  jetstream.ObjectStore
+	cfg    Config
+	log    *slog.Logger
+
+	// putting serialises concurrent puts of one hash in this process, so an
+	// identical output arriving twice at once is still stored once.
+	mu      sync.Mutex
+	putting map[string]*hashLock
+}
+
+// Open creates or updates the event stream and the blob bucket and returns a
+// Store using them. Calling it again with the same Config is harmless; a
+// changed Replicas or Duplicates updates the existing stream.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (*Store, error) {
+	if nc == nil {
+		return nil, errors.New("open store: nil connection")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens = tokens.New()
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
+		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("open store: jetstream: %w", err)
+	}
+	scfg := StreamConfig(cfg)
+	stream, err := js.CreateOrUpdateStream(ctx, scfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: create or update stream %s: %w", scfg.Name, err)
+	}
+	blobs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      cfg.BlobBucket,
+		Description: "prunesched tool outputs by content address (sha256)",
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store: create or update blob bucket %s: %w", cfg.BlobBucket, err)
+	}
+	logger.Debug("store opened",
+		slog.String("stream", scfg.Name),
+		slog.String("blob_bucket", cfg.BlobBucket),
+		slog.Int("replicas", cfg.Replicas),
+		slog.Duration("duplicates", cfg.Duplicates))
+	return &Store{
+		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
+		putting: map[string]*hashLock{},
+	}, nil
+}
+
+// StreamConfig is the event stream's configuration for cfg (with defaults
+// applied by Open): file storage, subjects ps.>, deletes and purges denied
+// so the log stays append-only, DiscardNew so a limit rejects new writes
+// instead of silently dropping old events, and direct gets allowed for
+// cheap last-message lookups. It is exported so deployment tooling can
+// create the stream the same way.
+func StreamConfig(cfg Config) jetstream.StreamConfig {
+	cfg.setDefaults()
+	return jetstream.StreamConfig{
+		Name:        events.StreamName,
+		Description: "prunesched session events (append-only)",
+		Subjects:    []string{events.SubjectPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      0,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+}
+
+// JS returns the JetStream handle for advanced use (tests, admin tools).
+// Writing to the event stream through it bypasses validation.
+func (s *Store) JS() jetstream.JetStream { return s.js }
+
+// PutBlob stores data under its content address hash. If the object already
+// exists it does nothing, so identical outputs are stored once. The hash
+// must be events.HashBytes(data); a mismatch is an error and nothing is
+// stored. It implements events.BlobPutter.
+func (s *Store) PutBlob(ctx context.Context, hash string, data []byte) error {
+	if !events.ValidHash(hash) {
+		return fmt.Errorf("put blob %q: invalid content address", hash)
+	}
+	if got := events.HashBytes(data); got != hash {
+		return fmt.Errorf("put blob %s: data hashes to %s", hash, got)
+	}
+	defer s.lockHash(hash)()
+	_, err := s.blobs.GetInfo(ctx, hash)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("put blob %s: look up: %w", hash, err)
+	}
+	if _, err := s.blobs.PutBytes(ctx, hash, data); err != nil {
+		return fmt.Errorf("put blob %s (%d bytes): %w", hash, len(data), err)
+	}
+	return nil
+}
+
+// GetBlob returns the payload stored under hash. A missing blob is an error
+// wrapping ErrNotFound. The payload is checked against its hash.
+func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
+	if !events.ValidHash(hash) {
+		return nil, fmt.Errorf("get blob %q: invalid content address", hash)
+	}
+	data, err := s.blobs.GetBytes(ctx, hash)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, fmt.Errorf("get blob %s: %w", hash, ErrNotFound)
+		}
+		return nil, fmt.Errorf("get blob %s: %w", hash, err)
+	}
+	if got := events.HashBytes(data); got != hash {
+		return nil, fmt.Errorf("get blob %s: stored data hashes to %s", hash, got)
+	}
+	return data, nil
+}
+
+// lockHash serialises work on one hash within this process and returns
+// the unlock function. Entries are reference-counted and removed when the
+// last holder unlocks.
+func (s *Store) lockHash(hash string) (unlock func()) {
+	s.mu.Lock()
+	l, ok := s.putting[hash]
+	if !ok {
+		l = &hashLock{}
+		s.putting[hash] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(s.putting, hash)
+		}
+		s.mu.Unlock()
+	}
+}
+
+type hashLock struct {
+	mu   sync.Mutex
+	refs int
+}
