@@ -1,0 +1,331 @@
+// Package build holds what every trace importer shares: the imported Session
+// type, a Builder that turns source records into valid events (session id,
+// unique item ids, non-decreasing times, a leading session_started) and small
+// helpers for locating errors in the source.
+package build
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Session is one imported session in input form: tool outputs are inline in
+// ToolResult.Output and token counts are left 0 (the store fills them).
+type Session struct {
+	// Format is the source format ("claude-code", "opencode", "native").
+	Format string
+	// Source is the file the session was read from.
+	Source string
+	// SourceID is the session id the source used.
+	SourceID string
+	// Events are the session's events in session order, all with the same
+	// Session and (for imported traces) an empty Tenant. The first one is a
+	// session_started.
+	Events []events.Event
+}
+
+// maxItemBase bounds a sanitised item id before uniqueness suffixes, so the
+// suffixed id stays within the 200 characters events allows.
+const maxItemBase = 180
+
+// Builder collects one session's events. It is not safe for concurrent use.
+type Builder struct {
+	format, source string
+	sourceID       string
+	started        events.SessionStarted
+	startHint      time.Time
+
+	evs   []events.Event
+	locs  []string
+	items map[string]bool
+	ids   map[string]bool
+	last  time.Time
+}
+
+// New starts a session of the given format read from source (a file name).
+func New(format, source string) *Builder {
+	return &Builder{
+		format:  format,
+		source:  source,
+		started: events.SessionStarted{Format: format, SourcePath: source},
+		items:   map[string]bool{},
+		ids:     map[string]bool{},
+	}
+}
+
+// SetSourceID records the session id the source used; the event session
+// name is derived from it. Only the first non-empty id counts.
+func (b *Builder) SetSourceID(id string) {
+	if b.sourceID == "" && id != "" {
+		b.sourceID = id
+		b.started.SourceID = id
+	}
+}
+
+// SourceID returns the recorded source session id.
+func (b *Builder) SourceID() string { return b.sourceID }
+
+// Started gives access to the session_started payload so the importer can
+// fill in what it learns (agent, cwd, provider, model, title).
+func (b *Builder) Started() *events.SessionStarted { return &b.started }
+
+// HintStart records the earliest time the source shows for the session; the
+// session_started event uses it when it is not after the first event.
+func (b *Builder) HintStart(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if b.startHint.IsZero() || t.Before(b.startHint) {
+		b.startHint = t.UTC()
+	}
+}
+
+// Item returns a valid item id derived from base that no earlier call
+// returned, and reserves it. Invalid characters become '-'; a repeated id
+// gets a deterministic ":<n>" suffix.
+func (b *Builder) Item(base string) string {
+	s := SanitizeID(base)
+	id := s
+	for n := 2; b.items[id]; n++ {
+		id = fmt.Sprintf("%s:%d", s, n)
+	}
+	b.items[id] = true
+	return id
+}
+
+// Call returns a unique call id derived from base such that both the call id
+// (the result's item) and events.CallInputItem of it (the input's item) are
+// free, and reserves both.
+func (b *Builder) Call(base string) string {
+	s := SanitizeID(base)
+	id := s
+	for n := 2; b.items[id] || b.items[events.CallInputItem(id)]; n++ {
+		id = fmt.Sprintf("%s:%d", s, n)
+	}
+	b.items[id] = true
+	b.items[events.CallInputItem(id)] = true
+	return id
+}
+
+// Add appends an event. at is the source's timestamp for it, or the zero
+// time when the source gives none (the previous event's time is reused);
+// times that go backwards are clamped to the previous event's. loc names the
+// source position for error messages ("file.jsonl:12").
+func (b *Builder) Add(id string, at time.Time, loc string, p events.Payload) {
+	at = at.UTC()
+	if at.IsZero() || at.Before(b.last) {
+		at = b.last
+	}
+	b.last = at
+	base := id
+	for n := 2; b.ids[id]; n++ {
+		id = fmt.Sprintf("%s.%d", base, n)
+	}
+	b.ids[id] = true
+	b.evs = append(b.evs, events.Event{V: events.SchemaVersion, ID: id, Type: p.EventType(), Time: at, Data: p})
+	b.locs = append(b.locs, loc)
+}
+
+// Len is the number of events added so far (session_started excluded).
+func (b *Builder) Len() int { return len(b.evs) }
+
+// Finish prepends session_started (event id startID), fixes times the
+// source did not give, names the session and validates every event. A
+// validation failure is reported at the source position of the event.
+func (b *Builder) Finish(startID string) (Session, error) {
+	session := SanitizeToken(b.sourceID)
+	if session == "" {
+		base := filepath.Base(b.source)
+		session = SanitizeToken(strings.TrimSuffix(base, filepath.Ext(base)))
+	}
+	if session == "" {
+		session = "session"
+	}
+	first := time.Time{}
+	for _, e := range b.evs {
+		if !e.Time.IsZero() {
+			first = e.Time
+			break
+		}
+	}
+	start := b.startHint
+	if start.IsZero() || (!first.IsZero() && first.Before(start)) {
+		start = first
+	}
+	if start.IsZero() {
+		start = time.Unix(0, 0).UTC()
+	}
+	st := b.started
+	out := make([]events.Event, 0, len(b.evs)+1)
+	out = append(out, events.Event{V: events.SchemaVersion, ID: uniqueID(b.ids, startID), Type: events.TypeSessionStarted, Time: start, Data: &st})
+	locs := append([]string{b.source}, b.locs...)
+	for _, e := range b.evs {
+		if e.Time.IsZero() {
+			e.Time = start
+		}
+		out = append(out, e)
+	}
+	for i := range out {
+		out[i].Session = session
+		if err := out[i].Validate(); err != nil {
+			return Session{}, fmt.Errorf("%s: %w", locs[i], err)
+		}
+		if y := out[i].Time.Year(); y < 1 || y > 9999 {
+			return Session{}, fmt.Errorf("%s: field \"time\": year %d out of range", locs[i], y)
+		}
+	}
+	return Session{Format: b.format, Source: b.source, SourceID: b.sourceID, Events: out}, nil
+}
+
+func uniqueID(ids map[string]bool, id string) string {
+	base := id
+	for n := 2; ids[id]; n++ {
+		id = fmt.Sprintf("%s.%d", base, n)
+	}
+	ids[id] = true
+	return id
+}
+
+// SanitizeToken maps s to a valid session name: characters outside
+// [A-Za-z0-9_-] become '-', and it is cut to 128 bytes. Empty stays empty.
+func SanitizeToken(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		if sb.Len() >= 128 {
+			break
+		}
+		if r < utf8.RuneSelf && (isAlnum(byte(r)) || r == '_' || r == '-') {
+			sb.WriteRune(r)
+		} else {
+			sb.WriteByte('-')
+		}
+	}
+	return sb.String()
+}
+
+// SanitizeID maps s to a valid item or event id: characters outside
+// [A-Za-z0-9._:/@+=-] become '-', an id must start with a letter or digit
+// (else "x" is prepended), and it is cut to 180 bytes. Empty becomes "item".
+func SanitizeID(s string) string {
+	if s == "" {
+		return "item"
+	}
+	var sb strings.Builder
+	if !isAlnum(s[0]) {
+		sb.WriteByte('x')
+	}
+	for _, r := range s {
+		if sb.Len() >= maxItemBase {
+			break
+		}
+		if r < utf8.RuneSelf && (isAlnum(byte(r)) || strings.IndexByte("._:/@+=-", byte(r)) >= 0) {
+			sb.WriteRune(r)
+		} else {
+			sb.WriteByte('-')
+		}
+	}
+	return sb.String()
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// FieldError turns an encoding/json decoding error into one that names the
+// field, prefixed with prefix ("message" gives "message.usage.input_tokens").
+// Syntax errors are reported as invalid JSON.
+func FieldError(err error, prefix string) error {
+	join := func(f string) string {
+		switch {
+		case prefix == "":
+			return f
+		case f == "":
+			return prefix
+		}
+		return prefix + "." + f
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		f := join(te.Field)
+		if f == "" {
+			return fmt.Errorf("not a JSON object (found %s)", te.Value)
+		}
+		return fmt.Errorf("field %q: bad value: %s is not a valid %s", f, te.Value, te.Type)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("invalid JSON at byte %d: %w", se.Offset, err)
+	}
+	return err
+}
+
+// Missing reports a required field that is absent.
+func Missing(field string) error { return fmt.Errorf("field %q: missing", field) }
+
+// ErrorSummary shortens a tool's error text for ToolError.Message: the first
+// few non-empty lines, at most about 500 bytes, cut at a rune boundary.
+func ErrorSummary(s string) string {
+	const maxLines, maxBytes = 5, 500
+	var lines []string
+	for l := range strings.SplitSeq(s, "\n") {
+		l = strings.TrimRight(l, " \t\r")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		lines = append(lines, l)
+		if len(lines) == maxLines {
+			break
+		}
+	}
+	out := strings.Join(lines, "\n")
+	if len(out) > maxBytes {
+		cut := maxBytes
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut] + "..."
+	}
+	return out
+}
+
+// Int reads a non-negative integer argument from a decoded tool input (JSON
+// numbers decode as float64). Anything else gives 0.
+func Int(v any) int {
+	f, ok := v.(float64)
+	if !ok || f < 0 || f > 1<<31 || f != float64(int(f)) {
+		return 0
+	}
+	return int(f)
+}
+
+// Str reads a string argument from a decoded tool input.
+func Str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// InputMap decodes a tool input for reading a few arguments; a non-object
+// input gives an empty map.
+func InputMap(raw json.RawMessage) map[string]any {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// Input returns raw as a tool call input, "{}" when absent or null.
+func Input(raw json.RawMessage) json.RawMessage {
+	t := strings.TrimSpace(string(raw))
+	if t == "" || t == "null" {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(t)
+}
