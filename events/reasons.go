@@ -39,6 +39,8 @@ const (
 	ReasonNoConsequence     Reason = "CONSEQUENCE_NOT_RECORDED"
 	ReasonNeedsJudgement    Reason = "NEEDS_SEMANTIC_JUDGEMENT"
 	ReasonUnknownTool       Reason = "UNKNOWN_DETERMINISM"
+	// Added by the eligibility core.
+	ReasonExplainsFailure Reason = "INPUT_EXPLAINS_FAILURE"
 )
 
 // ReasonInfo documents a reason code.
@@ -79,6 +81,7 @@ var ReasonTable = []ReasonInfo{
 	{ReasonNoConsequence, Abstain, "completed work whose consequence is not recorded elsewhere"},
 	{ReasonNeedsJudgement, Abstain, "removal would need semantic judgement"},
 	{ReasonUnknownTool, Abstain, "tool determinism class unknown"},
+	{ReasonExplainsFailure, Keep, "the input of a failed call explains the failure: the error message quotes it or points into it (line, column, offset)"},
 }
 
 var reasonSet = func() map[Reason]ReasonInfo {

@@ -1,25 +1,170 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"path"
+	"sort"
+)
 
-// Eligibility configures the eligibility core.
+// Eligibility configures the eligibility core. The zero value with
+// setDefaults applied is the shipped policy; every field documents its
+// default.
 type Eligibility struct {
-	// ProtectedTools are tool names whose outputs are never pruned.
-	// Default: none beyond the property-derived protections.
+	// KeepCopy says which of two identical copies (L0) stays in context:
+	// "last" (the newest, as DCP does) or "first". Default "last".
+	KeepCopy string `yaml:"keep_copy,omitempty" json:"keep_copy,omitempty"`
+	// Tools overrides the determinism class of a tool by name:
+	// pure, versioned, state or side_effect. It wins over the built-in
+	// defaults and over a class an importer wrote on the tool result.
+	// Default: none (built-in defaults for Claude Code, OpenCode, SWE-agent
+	// and mini-swe-agent tool names; unknown tools are state).
+	Tools map[string]string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	// ProtectedTools are tool names whose inputs and outputs are never
+	// pruned automatically. Default: none beyond the property-derived
+	// protections.
 	ProtectedTools []string `yaml:"protected_tools,omitempty" json:"protected_tools,omitempty"`
 	// ProtectedFiles are glob patterns (path.Match, also matched against the
-	// base name) of files whose observations are never pruned.
+	// base name) of files whose observations are never pruned. Default none.
 	ProtectedFiles []string `yaml:"protected_files,omitempty" json:"protected_files,omitempty"`
+	// ProjectRuleFiles are the project-rule files whose reads are never
+	// pruned. A pattern without "/" matches the base name; one with "/"
+	// matches the end of the path. Default DefaultProjectRuleFiles.
+	ProjectRuleFiles []string `yaml:"project_rule_files,omitempty" json:"project_rule_files,omitempty"`
+	// ProtectRecentTurns is how many model requests an item stays protected
+	// after it enters the log (a turn is one model request). 0 disables.
+	// Default 2.
+	ProtectRecentTurns *int `yaml:"protect_recent_turns,omitempty" json:"protect_recent_turns,omitempty"`
+	// ErrorHorizonRequests is how many model requests after a failed call its
+	// large input waits before it may be pruned. Default 4 (as DCP).
+	ErrorHorizonRequests *int `yaml:"error_horizon_requests,omitempty" json:"error_horizon_requests,omitempty"`
+	// ErroredInputMinTokens: a failed call's input smaller than this is not
+	// pruned. Default 200.
+	ErroredInputMinTokens *int `yaml:"errored_input_min_tokens,omitempty" json:"errored_input_min_tokens,omitempty"`
 	// MinPruneTokens: items smaller than this are not worth a placeholder.
 	// Default 0 (prune whatever is proven redundant and nets a saving).
 	MinPruneTokens int `yaml:"min_prune_tokens,omitempty" json:"min_prune_tokens,omitempty"`
+	// L4 turns on the predicted-irrelevant rung (a heuristic). Default false.
+	L4 bool `yaml:"l4,omitempty" json:"l4,omitempty"`
+	// L4MinAgeRequests is how many model requests a tool output must have
+	// been in context, unreferenced, before L4 may predict it irrelevant.
+	// Default 10.
+	L4MinAgeRequests int `yaml:"l4_min_age_requests,omitempty" json:"l4_min_age_requests,omitempty"`
 }
 
-func (e *Eligibility) setDefaults() {}
+// Determinism classes accepted in Eligibility.Tools.
+const (
+	ClassPure       = "pure"
+	ClassVersioned  = "versioned"
+	ClassState      = "state"
+	ClassSideEffect = "side_effect"
+)
+
+// DefaultProjectRuleFiles are the project-rule files of the common agent
+// hosts.
+var DefaultProjectRuleFiles = []string{
+	"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "AGENT.md", "GEMINI.md",
+	"CONVENTIONS.md", ".cursorrules", ".cursor/rules/*", ".windsurfrules",
+	".clinerules", ".github/copilot-instructions.md", ".aider.conf.yml",
+}
+
+// Shipped defaults of the eligibility fields that are pointers (so that an
+// explicit 0 in the policy file is kept).
+const (
+	DefaultProtectRecentTurns    = 2
+	DefaultErrorHorizonRequests  = 4
+	DefaultErroredInputMinTokens = 200
+	DefaultL4MinAgeRequests      = 10
+)
+
+func intPtr(v int) *int { return &v }
+
+func (e *Eligibility) setDefaults() {
+	if e.KeepCopy == "" {
+		e.KeepCopy = "last"
+	}
+	if e.ProjectRuleFiles == nil {
+		e.ProjectRuleFiles = append([]string(nil), DefaultProjectRuleFiles...)
+	}
+	if e.ProtectRecentTurns == nil {
+		e.ProtectRecentTurns = intPtr(DefaultProtectRecentTurns)
+	}
+	if e.ErrorHorizonRequests == nil {
+		e.ErrorHorizonRequests = intPtr(DefaultErrorHorizonRequests)
+	}
+	if e.ErroredInputMinTokens == nil {
+		e.ErroredInputMinTokens = intPtr(DefaultErroredInputMinTokens)
+	}
+	if e.L4MinAgeRequests == 0 {
+		e.L4MinAgeRequests = DefaultL4MinAgeRequests
+	}
+}
 
 func (e *Eligibility) validate() error {
+	switch e.KeepCopy {
+	case "last", "first":
+	default:
+		return fmt.Errorf("keep_copy: bad value %q (want last or first)", e.KeepCopy)
+	}
+	names := make([]string, 0, len(e.Tools))
+	for n := range e.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		switch e.Tools[n] {
+		case ClassPure, ClassVersioned, ClassState, ClassSideEffect:
+		default:
+			return fmt.Errorf("tools.%s: bad value %q (want pure, versioned, state or side_effect)", n, e.Tools[n])
+		}
+	}
+	for i, p := range e.ProtectedFiles {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("protected_files[%d]: bad pattern %q: %v", i, p, err)
+		}
+	}
+	for i, p := range e.ProjectRuleFiles {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("project_rule_files[%d]: bad pattern %q: %v", i, p, err)
+		}
+	}
+	if e.ProtectRecentTurns != nil && *e.ProtectRecentTurns < 0 {
+		return fmt.Errorf("protect_recent_turns: must be >= 0")
+	}
+	if e.ErrorHorizonRequests != nil && *e.ErrorHorizonRequests < 0 {
+		return fmt.Errorf("error_horizon_requests: must be >= 0")
+	}
+	if e.ErroredInputMinTokens != nil && *e.ErroredInputMinTokens < 0 {
+		return fmt.Errorf("errored_input_min_tokens: must be >= 0")
+	}
 	if e.MinPruneTokens < 0 {
 		return fmt.Errorf("min_prune_tokens: must be >= 0")
 	}
+	if e.L4MinAgeRequests < 0 {
+		return fmt.Errorf("l4_min_age_requests: must be >= 0")
+	}
 	return nil
+}
+
+// RecentTurns returns the effective protect_recent_turns.
+func (e *Eligibility) RecentTurns() int {
+	if e.ProtectRecentTurns == nil {
+		return DefaultProtectRecentTurns
+	}
+	return *e.ProtectRecentTurns
+}
+
+// ErrorHorizon returns the effective error_horizon_requests.
+func (e *Eligibility) ErrorHorizon() int {
+	if e.ErrorHorizonRequests == nil {
+		return DefaultErrorHorizonRequests
+	}
+	return *e.ErrorHorizonRequests
+}
+
+// ErroredMinTokens returns the effective errored_input_min_tokens.
+func (e *Eligibility) ErroredMinTokens() int {
+	if e.ErroredInputMinTokens == nil {
+		return DefaultErroredInputMinTokens
+	}
+	return *e.ErroredInputMinTokens
 }

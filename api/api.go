@@ -1,0 +1,144 @@
+// Package api is prunesched's HTTP API for adapters and people: append
+// events, import traces, render the bundle at request time, read decisions,
+// fetch an original item, pin/unpin/prune/restore, and the operational
+// endpoints /healthz, /readyz and /metrics. It translates HTTP to calls on
+// the store and the pipeline and owns no state of its own.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/pipeline"
+)
+
+// TenantHeader names the tenant of a request; the query parameter "tenant"
+// does the same. Without either the tenant is events.DefaultTenant.
+const TenantHeader = "X-Prunesched-Tenant"
+
+// MaxBodyBytes bounds a request body (an imported trace can be large).
+const MaxBodyBytes = 256 << 20
+
+// Config wires the API to a running pipeline.
+type Config struct {
+	Pipeline *pipeline.Pipeline
+	Store    *store.Store
+	Tokens   *tokens.Counter
+	Registry *prometheus.Registry
+	NC       *nats.Conn
+	Logger   *slog.Logger
+	// Timeout bounds how long a request waits for the pipeline to catch up.
+	Timeout time.Duration
+}
+
+// Server serves the API.
+type Server struct {
+	cfg Config
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg}
+}
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.cfg.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
+	}
+	mux.HandleFunc("POST /v1/events", s.appendEvents)
+	mux.HandleFunc("POST /v1/import", s.importTrace)
+	mux.HandleFunc("GET /v1/sessions", s.listSessions)
+	mux.HandleFunc("GET /v1/sessions/{session}/bundle", s.bundle)
+	mux.HandleFunc("POST /v1/sessions/{session}/render", s.render)
+	mux.HandleFunc("GET /v1/sessions/{session}/decisions", s.decisions)
+	mux.HandleFunc("GET /v1/sessions/{session}/stats", s.stats)
+	mux.HandleFunc("GET /v1/sessions/{session}/items/{item...}", s.item)
+	mux.HandleFunc("POST /v1/sessions/{session}/pin", s.control(events.TypePin))
+	mux.HandleFunc("POST /v1/sessions/{session}/unpin", s.control(events.TypeUnpin))
+	mux.HandleFunc("POST /v1/sessions/{session}/prune", s.control(events.TypePruneRequest))
+	mux.HandleFunc("POST /v1/sessions/{session}/restore", s.control(events.TypeRestore))
+	return mux
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.NC == nil || !s.cfg.NC.IsConnected() {
+		writeError(w, http.StatusServiceUnavailable, errors.New("not connected to NATS"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Store.StreamLastSeq(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("stream not reachable: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "projection_seq": s.cfg.Pipeline.Projection.Seq()})
+}
+
+func tenantOf(r *http.Request) (string, error) {
+	t := r.Header.Get(TenantHeader)
+	if q := r.URL.Query().Get("tenant"); q != "" {
+		t = q
+	}
+	if t == "" {
+		return events.DefaultTenant, nil
+	}
+	if !events.ValidToken(t) {
+		return "", fmt.Errorf("tenant %q: use letters, digits, '_' or '-'", t)
+	}
+	return t, nil
+}
+
+func sessionOf(r *http.Request) (tenant, session string, err error) {
+	tenant, err = tenantOf(r)
+	if err != nil {
+		return "", "", err
+	}
+	session = r.PathValue("session")
+	if !events.ValidToken(session) {
+		return "", "", fmt.Errorf("session %q: use letters, digits, '_' or '-'", session)
+	}
+	return tenant, session, nil
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, errorBody{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Item is an original item as the log holds it, whatever the bundle shows.
+type Item struct {
+	Session string          `json:"session"`
+	Item    string          `json:"item"`
+	Event   string          `json:"event"`
+	Seq     uint64          `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Type    events.Type     `json:"type"`
+	Role    events.Role     `json:"role,omitempty"`
+	Tool    string          `json:"tool,omitempty"`
+	CallID  string          `json:"call_id,omitempty"`
+	IsError bool            `json:"is_error,omitempty"`
+	Hash    string          `json:"hash,omitempty"`
+	Tokens  int             `json:"tokens"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	// Content is the item's text: message text or tool output.
+	Content string `json:"content,omitempty"`
+}
+
+// findItem reads the session from the log and returns the event holding
+// item.
+func (s *Server) findItem(ctx context.Context, tenant, session, item string) (events.Event, bool, error) {
+	evs, err := s.cfg.Store.ReadSession(ctx, tenant, session)
+	if err != nil {
+		return events.Event{}, false, fmt.Errorf("read session %s/%s: %w", tenant, session, err)
+	}
+	if len(evs) == 0 {
+		return events.Event{}, false, fmt.Errorf("session %s/%s: %w", tenant, session, errNotFound)
+	}
+	for _, e := range evs {
+		switch p := e.Data.(type) {
+		case *events.Message:
+			if p.Item == item {
+				return e, true, nil
+			}
+		case *events.ToolCall:
+			if p.Item == item {
+				return e, true, nil
+			}
+		case *events.ToolResult:
+			if p.Item == item {
+				return e, true, nil
+			}
+		}
+	}
+	return events.Event{}, false, fmt.Errorf("item %s in session %s/%s: %w", item, tenant, session, errNotFound)
+}
+
+func (s *Server) item(w http.ResponseWriter, r *http.Request) {
+	tenant, session, err := sessionOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	id := r.PathValue("item")
+	ev, _, err := s.findItem(r.Context(), tenant, session, id)
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	it := Item{Session: session, Item: id, Event: ev.ID, Seq: ev.Seq, Time: ev.Time, Type: ev.Type}
+	switch p := ev.Data.(type) {
+	case *events.Message:
+		it.Role, it.Content, it.Tokens = p.Role, p.Text, p.Tokens
+	case *events.ToolCall:
+		it.Tool, it.CallID, it.Input, it.Tokens = p.Tool, p.CallID, p.Input, p.InputTokens
+	case *events.ToolResult:
+		it.Tool, it.CallID, it.IsError = p.Tool, p.CallID, p.IsError
+		switch {
+		case p.OutputRef != nil:
+			it.Hash, it.Tokens = p.OutputRef.Hash, p.OutputRef.Tokens
+			b, err := s.cfg.Store.GetBlob(r.Context(), p.OutputRef.Hash)
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, fmt.Errorf("item %s: fetch output %s: %w", id, p.OutputRef.Hash, err))
+				return
+			}
+			it.Content = string(b)
+		case p.Output != nil:
+			it.Content = *p.Output
+		}
+	}
+	if r.URL.Query().Get("format") == "raw" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if it.Input != nil {
+			_, _ = w.Write(it.Input)
+			return
+		}
+		_, _ = w.Write([]byte(it.Content))
+		return
+	}
+	writeJSON(w, http.StatusOK, it)
+}

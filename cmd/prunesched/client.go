@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prunesched/prunesched/service"
+)
+
+// client talks to a prunesched HTTP API: a running `serve`, or one started
+// in-process on a data directory (--data) for offline use.
+type client struct {
+	base   string
+	tenant string
+	http   *http.Client
+	close  func()
+}
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	server, data, tenant string
+}
+
+func addClientFlags(fs *flag.FlagSet, e *env) *clientFlags {
+	cf := &clientFlags{}
+	def := e.getenv("PRUNESCHED_SERVER")
+	if def == "" {
+		def = "http://127.0.0.1:7070"
+	}
+	fs.StringVar(&cf.server, "server", def, "prunesched API URL ($PRUNESCHED_SERVER)")
+	fs.StringVar(&cf.data, "data", "", "open this data directory directly instead of a running server (offline; no server may be using it)")
+	fs.StringVar(&cf.tenant, "tenant", e.getenv("PRUNESCHED_TENANT"), "tenant ($PRUNESCHED_TENANT; default \"default\")")
+	return cf
+}
+
+func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
+	c := &client{base: strings.TrimRight(cf.server, "/"), tenant: cf.tenant, http: &http.Client{Timeout: 2 * time.Minute}, close: func() {}}
+	if cf.data != "" {
+		if _, err := os.Stat(cf.data); err != nil {
+			return nil, fmt.Errorf("data directory %s: %w", cf.data, err)
+		}
+		pol, err := loadPolicy("")
+		if err != nil {
+			return nil, err
+		}
+		svc, err := service.Start(ctx, service.Config{DataDir: cf.data, HTTPListen: "127.0.0.1:0", Policy: pol})
+		if err != nil {
+			return nil, err
+		}
+		c.base = "http://" + svc.HTTPAddr
+		c.close = svc.Close
+	}
+	return c, nil
+}
+
+// do sends a request and returns the body; non-2xx responses become errors
+// carrying the API's message.
+func (c *client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) ([]byte, error) {
+	if q == nil {
+		q = url.Values{}
+	}
+	if c.tenant != "" {
+		q.Set("tenant", c.tenant)
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w (is 'prunesched serve' running? or use --data DIR)", method, c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
+			return nil, fmt.Errorf("%s", eb.Error)
+		}
+		return nil, fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return b, nil
+}
+
+func sessionPath(session, rest string) string {
+	return "/v1/sessions/" + url.PathEscape(session) + rest
+}
+
+func runImport(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "import", "[flags] FILE...", "Import trace files into a running server. Formats: claude-code, opencode, native (JSONL), or auto.")
+	cf := addClientFlags(fs, e)
+	format := fs.String("format", "auto", "input format: auto, claude-code, opencode, native")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("no files given")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	for _, path := range fs.Args() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+		out, err := c.do(ctx, "POST", "/v1/import", url.Values{"format": {*format}, "name": {filepath.Base(path)}}, bytes.NewReader(b), "application/octet-stream")
+		if err != nil {
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+		var res struct {
+			Sessions []struct {
+				Session, Format string
+				Events          int
+			}
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			return fmt.Errorf("import %s: bad response: %w", path, err)
+		}
+		for _, s := range res.Sessions {
+			fmt.Fprintf(e.stdout, "%s: session %s (%s), %d events\n", path, s.Session, s.Format, s.Events)
+		}
+	}
+	return nil
+}
+
+func runAppend(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "append", "[flags] FILE|-", "Append native JSONL events (one per line) to a running server.")
+	cf := addClientFlags(fs, e)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want one file (or - for standard input)")
+	}
+	var b []byte
+	var err error
+	if fs.Arg(0) == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(fs.Arg(0))
+	}
+	if err != nil {
+		return fmt.Errorf("append: %w", err)
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out, err := c.do(ctx, "POST", "/v1/events", nil, bytes.NewReader(b), "application/x-ndjson")
+	if err != nil {
+		return fmt.Errorf("append %s: %w", fs.Arg(0), err)
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}
+
+func runSessions(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "sessions", "[flags]", "List the sessions of a tenant.")
+	cf := addClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out, err := c.do(ctx, "GET", "/v1/sessions", nil, nil, "")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err = e.stdout.Write(out)
+		return err
+	}
+	var res struct {
+		Sessions []string `json:"sessions"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return err
+	}
+	for _, s := range res.Sessions {
+		fmt.Fprintln(e.stdout, s)
+	}
+	return nil
+}
+
+func runItem(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "item", "[flags] SESSION ITEM", "Print an original item from the log (the text a placeholder stands for).")
+	cf := addClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print the item with its metadata as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usagef("want SESSION ITEM")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	q := url.Values{}
+	if !*asJSON {
+		q.Set("format", "raw")
+	}
+	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/items/"+fs.Arg(1)), q, nil, "")
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(out)
+	if err == nil && len(out) > 0 && out[len(out)-1] != '\n' {
+		fmt.Fprintln(e.stdout)
+	}
+	return err
+}
+
+func runBundle(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bundle", "[flags] SESSION", "Print the session's bundle as rendered now (applied prunes only).")
+	cf := addClientFlags(fs, e)
+	format := fs.String("format", "text", "anthropic, openai or text")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want SESSION")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/bundle"), url.Values{"format": {*format}}, nil, "")
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}
+
+func runRender(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "render", "[flags] SESSION", "Ask the scheduler to decide at a request time, then print the bundle that request would carry.")
+	cf := addClientFlags(fs, e)
+	format := fs.String("format", "anthropic", "anthropic, openai or text")
+	at := fs.String("time", "", "the request's dispatch time (RFC 3339); required: decisions never read the wall clock")
+	reqID := fs.String("request", "", "request id (default: a new id)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want SESSION")
+	}
+	t, err := time.Parse(time.RFC3339Nano, *at)
+	if err != nil {
+		return usagef("--time %q: want RFC 3339 (2026-12-02T10:00:00Z)", *at)
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	body, _ := json.Marshal(map[string]any{"time": t, "request": *reqID, "format": *format})
+	out, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/render"), nil, bytes.NewReader(body), "application/json")
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}
+
+func controlCmd(verb string) func(context.Context, *env, []string) error {
+	return func(ctx context.Context, e *env, args []string) error {
+		fs := newFlags(e, verb, "[flags] SESSION ITEM", fmt.Sprintf("Record a %s of ITEM by a person; the decision follows through the pipeline.", verb))
+		cf := addClientFlags(fs, e)
+		by := fs.String("by", e.getenv("USER"), "who asks")
+		reason := fs.String("reason", "", "why (free text, kept in the log)")
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 {
+			return usagef("want SESSION ITEM")
+		}
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		body, _ := json.Marshal(map[string]string{"item": fs.Arg(1), "by": *by, "reason": *reason})
+		if _, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/"+verb), nil, bytes.NewReader(body), "application/json"); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s %s recorded\n", verb, fs.Arg(1))
+		return nil
+	}
+}
+
+// newTable returns a tab writer for readable tables.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }

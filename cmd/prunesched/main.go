@@ -1,0 +1,187 @@
+// Command prunesched is an event-sourced pruning scheduler for LLM agent
+// sessions. Run `prunesched help` for the subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/prunesched/prunesched/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+// env carries the process's streams, so commands are testable.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// usageError makes main exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func commands() []command {
+	return []command{
+		{"serve", "run the log, the workers and the HTTP API (embedded NATS by default)", runServe},
+		{"analyze", "import trace files into a temporary log, run the pipeline, report per session", runAnalyze},
+		{"worker", "run one pipeline worker against an external NATS server", runWorker},
+		{"import", "import trace files (claude-code, opencode, native JSONL) into a running server", runImport},
+		{"append", "append native JSONL events to a running server", runAppend},
+		{"sessions", "list the sessions of a tenant", runSessions},
+		{"decisions", "list the decisions (certificates) of a session", runDecisions},
+		{"item", "print an original item from the log, whatever the bundle shows", runItem},
+		{"bundle", "print a session's rendered bundle (anthropic, openai or text)", runBundle},
+		{"render", "decide at a request time and print the bundle (what an adapter calls)", runRender},
+		{"pin", "protect an item from pruning", controlCmd("pin")},
+		{"unpin", "lift a pin", controlCmd("unpin")},
+		{"prune", "ask for an item to be pruned (recorded as MANUAL_PRUNE)", controlCmd("prune")},
+		{"restore", "bring a pruned item back into the bundle", controlCmd("restore")},
+		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
+		{"version", "print the version", func(_ context.Context, e *env, _ []string) error {
+			fmt.Fprintln(e.stdout, "prunesched", version)
+			return nil
+		}},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:]))
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			return run(ctx, e, []string{args[1], "--help"})
+		}
+		printUsage(e.stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(ctx, e, args[1:])
+			var ue *usageError
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.As(err, &ue):
+				fmt.Fprintf(e.stderr, "prunesched %s: %v\nRun 'prunesched %s --help' for usage.\n", c.name, err, c.name)
+				return 2
+			default:
+				fmt.Fprintf(e.stderr, "prunesched %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(e.stderr, "prunesched: unknown command %q\n\n", args[0])
+	printUsage(e.stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "prunesched: an event-sourced pruning scheduler for LLM agent sessions.")
+	fmt.Fprintln(w, "\nUsage: prunesched <command> [flags] [args]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'prunesched <command> --help' for a command's flags.")
+}
+
+// newFlags returns a flag set that prints usage to e.stderr and returns
+// errors rather than exiting.
+func newFlags(e *env, name, usage, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: prunesched %s %s\n\n%s\n\nFlags:\n", name, usage, strings.TrimSpace(help))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, mapping flag errors to usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+// defaultDataDir is where serve keeps its log: $PRUNESCHED_DATA, else
+// $XDG_DATA_HOME/prunesched, else ~/.local/share/prunesched.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("PRUNESCHED_DATA"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "prunesched")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "prunesched")
+	}
+	return ".prunesched"
+}
+
+func loadPolicy(path string) (policy.Policy, error) {
+	if path == "" {
+		return policy.Default(), nil
+	}
+	return policy.Load(path)
+}
+
+func newLogger(w io.Writer, level string, json bool) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+func runPolicy(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "policy", "[--policy FILE]", "Print the effective policy: the file's settings with every default filled in, and its version.")
+	path := fs.String("policy", "", "policy file (YAML); empty = defaults")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	p, err := loadPolicy(*path)
+	if err != nil {
+		return err
+	}
+	b, err := p.YAML()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "# version: %s\n%s", p.Version(), b)
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package eligibility owns the eligibility core: for every item of one agent
+// session (a message, a tool call's input, a tool call's output) it decides
+// whether the item can leave the rendered context — KEEP, PRUNE, DEFER or
+// ABSTAIN — on evidence it can name, and records each decision as a mark with
+// its certificate (rung, reason code, evidence, recoverability, protection,
+// residue, estimated tokens net of the placeholder, policy version).
+//
+// It owns the evidence ladder (identical_l0.go, source_l1.go, supersede.go,
+// residue_l3.go, predicted_l4.go), the tool determinism classes
+// (determinism.go) and the shell-command classifier (shell.go), errored-call
+// residue (errored.go) and property-derived protection (protect.go); judge.go
+// combines them. REASONS.md lists every reason code.
+//
+// The core is a pure, deterministic function of the session's fact events in
+// log order and the policy: Core.Observe takes the next fact and returns the
+// marks whose decision changed because of it. Replaying the log reproduces
+// every mark byte for byte (mark ids are derived from their causes). Per-event
+// work is amortised O(1): comparisons go through indexes by tool and
+// canonical arguments, by source identity, by path and by request count,
+// never through rescans of the session.
+//
+// It must not: touch NATS or any I/O (the worker around it moves events in
+// and out); read the wall clock (time comes from event timestamps); read
+// output payloads from the blob store (it compares content addresses and
+// stored token counts); summarise or rewrite anything (a prune removes, a
+// placeholder carries identity, never content); decide when a prune is
+// applied (that is the scheduler's job); import scheduler or projections.
+package eligibility

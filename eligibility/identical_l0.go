@@ -1,0 +1,128 @@
+package eligibility
+
+import (
+	"fmt"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// L0, identical rendered copy. An older tool output O and a newer output N
+// are L0 duplicates when all of these hold:
+//
+//  1. same tool name and same canonical arguments (JSON with sorted keys and
+//     no insignificant whitespace), and N is the next successful, in-context
+//     observation of that call after O (copies are compared in runs: an
+//     output that differs breaks the run);
+//  2. the same output content hash (byte-identical rendered output);
+//  3. the determinism class (the more dangerous of the two) allows it, as
+//     rules 4 to 6 say.
+//  4. Pure and versioned tools: always. For a versioned read the bytes are the
+//     source content, so identical bytes are the same observation even if a
+//     write happened between them and was undone.
+//  5. State tools: only when no state change is recorded or possible between
+//     O's call and N's result (no side-effecting or unknown tool call in that
+//     span); otherwise ABSTAIN STATE_MAY_HAVE_CHANGED: "git status" clean
+//     before and after an edit is two observations, not one. Unknown tools
+//     are judged as state but each of their calls is itself a possible
+//     change, so they never get L0: ABSTAIN UNKNOWN_DETERMINISM (a policy
+//     override of the tool's class lifts this).
+//  6. Side-effecting tools: never, every call is itself a change: ABSTAIN
+//     STATE_MAY_HAVE_CHANGED.
+//
+// Which copy stays follows eligibility.keep_copy: "last" (default) prunes O
+// with N as survivor, so a run of copies forms a chain ending at the newest;
+// "first" prunes N with the first copy of the run as survivor. The survivor
+// gets KEEP SURVIVING_COPY.
+//
+// Same call, different output is never L0: the older gets ABSTAIN
+// SAME_CALL_DIFFERENT_OUTPUT (unless another rung proves it redundant). When
+// the two differing outputs are content reads of one file range with no
+// write recorded between, the file evidently changed outside the log: the
+// core records an inferred change of that path, so no later rung treats the
+// two as one version (unless the importer declared equal source versions or
+// content hashes: then the difference is rendering, and L1 decides).
+func (c *Core) l0(n *item) {
+	cl := n.call
+	k := cl.key
+	prev := c.latest[k]
+	c.latest[k] = n
+	if prev == nil || prev.gone {
+		c.runStart[k] = n
+		return
+	}
+	pc := prev.call
+	if prev.hash != n.hash || n.hash == "" {
+		c.runStart[k] = n
+		sameDeclared := pc.srcVersion != "" && pc.srcVersion == cl.srcVersion || pc.srcHash != "" && pc.srcHash == cl.srcHash
+		if !sameDeclared && cl.readPath != "" && pc.readPath == cl.readPath && pc.stable && cl.stable && pc.chgAtResult == cl.chgAtResult {
+			c.inferred["p:"+cl.readPath] = c.causeIdx
+			cl.chgAtResult = c.causeIdx
+		}
+		if prev.v[sL0] == nil {
+			c.setVerdict(prev, sL0, &verdict{
+				decision: events.Abstain, reason: events.ReasonDifferentOutput,
+				evidence: []events.Evidence{
+					{Kind: "canonical_args", Item: n.id, Hash: events.HashBytes([]byte(cl.canon)), Value: trunc(cl.canon, 200)},
+					{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
+				},
+			})
+		}
+		return
+	}
+	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
+		c.runStart[k] = n
+		if prev.v[sL0] == nil {
+			c.setVerdict(prev, sL0, &verdict{
+				decision: events.Abstain, reason: reason,
+				evidence: []events.Evidence{
+					{Kind: "content_hash", Item: n.id, Hash: n.hash},
+					{Kind: "determinism", Value: string(cl.class), Detail: detail},
+				},
+			})
+		}
+		return
+	}
+	victim, survivor := prev, n
+	if c.el.KeepCopy == "first" {
+		victim, survivor = n, c.runStart[k]
+		if survivor == nil || survivor.gone {
+			survivor = prev
+		}
+	}
+	c.setVerdict(victim, sL0, &verdict{
+		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
+		survivor: survivor,
+		evidence: []events.Evidence{
+			{Kind: "canonical_args", Item: survivor.id, Hash: events.HashBytes([]byte(cl.canon)), Value: trunc(cl.canon, 200)},
+			{Kind: "content_hash", Item: survivor.id, Hash: n.hash},
+			{Kind: "determinism", Value: string(cl.class), Detail: "keep_copy " + c.el.KeepCopy},
+		},
+	})
+}
+
+// l0Allowed applies the determinism rule of L0 to two identical outputs of
+// one call (o older, n newer).
+func (c *Core) l0Allowed(o, n *call) (bool, events.Reason, string) {
+	class := maxClass(o.class, n.class)
+	switch class {
+	case events.DeterminismPure, events.DeterminismVersioned:
+		return true, "", ""
+	case events.DeterminismSideEffect:
+		return false, events.ReasonStateChanged, "side-effecting tool: each call is itself a state change"
+	}
+	if o.sideAtCall == n.sideAtResult {
+		return true, "", ""
+	}
+	reason := events.ReasonStateChanged
+	if !o.known || !n.known {
+		reason = events.ReasonUnknownTool
+	}
+	return false, reason, fmt.Sprintf("state-dependent tool: a state change (fact %d) is recorded or possible between the copies", n.sideAtResult)
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,76 @@
+package eligibility
+
+import (
+	"github.com/prunesched/prunesched/events"
+)
+
+// L1, same immutable or versioned source. Two observations with the same
+// source identity — the same file path (normalised, relative to the session
+// cwd) and the same line range, or the same URL — that are not already an L0
+// pair; the older is pruned (the newer survives) when one of these proofs
+// holds:
+//
+//  1. content hash: both carry Source.ContentHash and the hashes are equal
+//     (the importer hashed the source content: proof regardless of class or
+//     writes between);
+//  2. source version: both carry Source.Version, the versions are equal, and
+//     no write of the path is recorded or possible between them (a version
+//     such as a commit id does not cover uncommitted edits);
+//  3. identical output of a versioned-by-source read (both calls versioned)
+//     with no write of the path recorded or possible between them, both
+//     observations stable (no write between each call and its result).
+//
+// Ranges are part of the identity: whole-file reads compare across tools
+// (Read, cat, str_replace_editor view); partial ranges only between reads of
+// one tool, since tools count lines differently. Same call with different
+// output and equal versions (a rendering difference such as an appended
+// reminder) is L1, not L0. Nothing else is L1; a URL is L1 only by content
+// hash (rule 1).
+func (c *Core) l1(n *item) {
+	cl := n.call
+	if cl.srcKey == "" {
+		return
+	}
+	prev := c.latestSrc[cl.srcKey]
+	c.latestSrc[cl.srcKey] = n
+	if prev == nil || prev.gone {
+		return
+	}
+	pc := prev.call
+	if pc.key == cl.key && prev.hash == n.hash {
+		return // an L0 pair
+	}
+	var ev events.Evidence
+	source := ""
+	switch {
+	case pc.srcHash != "" && pc.srcHash == cl.srcHash:
+		ev = events.Evidence{Kind: "source_content_hash", Item: n.id, Hash: cl.srcHash, Value: sourceName(cl)}
+		source = sourceName(cl) + "@" + cl.srcHash
+	case pc.srcVersion != "" && pc.srcVersion == cl.srcVersion && c.sameVersion(pc, cl):
+		ev = events.Evidence{Kind: "source_version", Item: n.id, Value: sourceName(cl) + "@" + cl.srcVersion, Detail: "no write of the path recorded between"}
+		source = sourceName(cl) + "@" + cl.srcVersion
+	case prev.hash == n.hash && prev.hash != "" && pc.class == events.DeterminismVersioned && cl.class == events.DeterminismVersioned && c.sameVersion(pc, cl):
+		ev = events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Value: sourceName(cl), Detail: "identical output of a versioned read, no write of the path recorded between"}
+	default:
+		return
+	}
+	c.setVerdict(prev, sL1, &verdict{
+		decision: events.Prune, rung: events.L1, reason: events.ReasonSameSource,
+		survivor: n, source: source,
+		evidence: []events.Evidence{ev, {Kind: "source_range", Value: cl.rng.String()}},
+	})
+}
+
+// sameVersion reports whether two content reads of one path provably saw
+// one version: both stable and no write of the path recorded or possible
+// between them.
+func (c *Core) sameVersion(o, n *call) bool {
+	return o.readPath != "" && o.readPath == n.readPath && o.stable && n.stable && o.chgAtResult == n.chgAtResult
+}
+
+func sourceName(cl *call) string {
+	if cl.readPath != "" {
+		return cl.readPath
+	}
+	return cl.url
+}

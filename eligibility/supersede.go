@@ -1,0 +1,82 @@
+package eligibility
+
+import (
+	"fmt"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// L2, superseded observation. Only content reads of one file (versioned
+// class, with a path) are ever superseded, and only by a newer read N of the
+// same path that is stable (no write of the path between its call and its
+// result). An older read O of the path is superseded by N when:
+//
+//  1. after-edit: N reads the whole file (no offset/limit, not a window) and
+//     a write naming the path (Edit/Write/apply_patch of it, or a shell side
+//     effect naming it or a directory above it) is recorded after O's result:
+//     N shows the file as it now is, all of it;
+//  2. coverage at one version: O and N provably saw one version (both stable,
+//     no write of the path recorded or possible between them) and N's range
+//     strictly covers O's: N reads the whole file and O a part, or both are
+//     ranges of the same tool and N's includes O's.
+//
+// Not superseded: two whole-file reads at one version (those are L0/L1 when
+// the bytes or versions agree, and the "same file read twice, different
+// output" trap otherwise); reads across an unscoped or inferred change
+// without a recorded edit; windows and tail reads (their extent is unknown);
+// test logs and every other state observation: a later run of the same test
+// command is not provably a superset of an earlier log (the earlier failures
+// may be the only record), so those stay as ABSTAIN SAME_CALL_DIFFERENT_OUTPUT
+// from L0. The subsumption check is written into the certificate (evidence
+// kind "subsumption").
+func (c *Core) l2(n *item) {
+	cl := n.call
+	if cl.readPath == "" || cl.class != events.DeterminismVersioned {
+		return
+	}
+	list := c.readsByPath[cl.readPath]
+	var kept []*item
+	if cl.stable {
+		kept = list[:0:0]
+		for _, o := range list {
+			if o.gone {
+				continue
+			}
+			if detail, ok := c.supersedes(n, o); ok {
+				c.setVerdict(o, sL2, &verdict{
+					decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
+					survivor: n,
+					evidence: []events.Evidence{{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}},
+				})
+				continue
+			}
+			kept = append(kept, o)
+		}
+	} else {
+		kept = list
+	}
+	kept = append(kept, n)
+	if len(kept) > maxReadsPerPath {
+		kept = append(kept[:0:0], kept[len(kept)-maxReadsPerPath:]...)
+	}
+	c.readsByPath[cl.readPath] = kept
+}
+
+// supersedes applies the L2 rule to a newer read n and an older read o of one
+// path, and returns the subsumption check in words.
+func (c *Core) supersedes(n, o *item) (string, bool) {
+	nc, oc := n.call, o.call
+	if nc.key == oc.key && n.hash == o.hash {
+		return "", false // identical: L0's business
+	}
+	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > o.factIdx {
+		w := c.scopedWrite(nc.readPath)
+		return fmt.Sprintf("read %s lines %s (%s) after the recorded edit %s covers read %s lines %s (%s) from before it",
+			nc.readPath, nc.rng, n.eventID, w.ev, oc.readPath, oc.rng, o.eventID), true
+	}
+	if c.sameVersion(oc, nc) && !(nc.rng.full && oc.rng.full) && nc.rng != oc.rng && nc.rng.covers(oc.rng, nc.tool == oc.tool) {
+		return fmt.Sprintf("read %s lines %s (%s) covers read %s lines %s (%s) at the same version: no write of the path recorded or possible between",
+			nc.readPath, nc.rng, n.eventID, oc.readPath, oc.rng, o.eventID), true
+	}
+	return "", false
+}

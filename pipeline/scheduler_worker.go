@@ -1,0 +1,262 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/scheduler"
+)
+
+// schedulerLog is what the scheduler worker needs from the log.
+type schedulerLog interface {
+	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
+	AppendGuarded(ctx context.Context, ev events.Event, expectLastFactSeq uint64) (events.Event, error)
+	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
+	Consume(ctx context.Context, durable, filter string, handler store.Handler) error
+	AckFloor(ctx context.Context, durable string) (uint64, error)
+	MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error)
+	LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error)
+}
+
+// ErrConflict is returned by the guarded append when a new fact landed on
+// the session since the decision's view.
+var errConflict = errors.New("session changed since the decision")
+
+// SchedulerWorker feeds facts and marks to each session's scheduler core
+// and, at every model request, publishes the application the core decides.
+// It decides request k only after the eligibility worker has acknowledged
+// every fact up to k, and only on marks caused before k, so the
+// applications are a function of the facts alone.
+type SchedulerWorker struct {
+	log        schedulerLog
+	policy     policy.Policy
+	logger     *slog.Logger
+	met        *Metrics
+	isConflict func(error) bool
+
+	mu       sync.Mutex
+	sessions map[sessionKey]*schedSession
+}
+
+type schedSession struct {
+	core        *scheduler.Core
+	lastSeq     uint64 // last fact fed
+	facts       int    // facts fed
+	lastMarkSeq uint64
+	seen        map[string]bool // mark and application ids fed
+}
+
+// NewSchedulerWorker returns a worker over log with policy p. isConflict
+// recognises the log's optimistic-concurrency error.
+func NewSchedulerWorker(log schedulerLog, p policy.Policy, logger *slog.Logger, met *Metrics, isConflict func(error) bool) *SchedulerWorker {
+	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict, sessions: map[sessionKey]*schedSession{}}
+}
+
+// Run consumes facts until ctx ends.
+func (w *SchedulerWorker) Run(ctx context.Context) error {
+	return w.log.Consume(ctx, DurableScheduler, events.KindFilter(events.KindFact), w.handle)
+}
+
+func (w *SchedulerWorker) handle(ctx context.Context, ev events.Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	done := w.met.observeLatency("scheduler")
+	defer done()
+	k := keyOf(ev)
+	s, err := w.session(ctx, k, ev.Seq)
+	if err != nil {
+		return err
+	}
+	if ev.Seq != 0 && ev.Seq <= s.lastSeq {
+		return nil
+	}
+	if mr, ok := ev.Data.(*events.ModelRequest); ok {
+		if err := w.waitEligibility(ctx, ev.Seq); err != nil {
+			return err
+		}
+		if err := w.feedMarks(ctx, k, s); err != nil {
+			return err
+		}
+		if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
+			stored, err := w.log.Append(ctx, []events.Event{*app})
+			if err != nil {
+				delete(w.sessions, k)
+				return fmt.Errorf("publish application for %s/%s request %s: %w", k.tenant, k.session, mr.Request, err)
+			}
+			w.observeApplication(s, stored[0])
+		}
+	}
+	s.core.Observe(ev)
+	s.facts++
+	s.lastSeq = ev.Seq
+	return nil
+}
+
+func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event) {
+	if s.seen[app.ID] {
+		return
+	}
+	s.seen[app.ID] = true
+	s.core.Observe(app)
+	w.met.application(app)
+}
+
+// waitEligibility blocks until the eligibility worker has acknowledged every
+// fact up to seq.
+func (w *SchedulerWorker) waitEligibility(ctx context.Context, seq uint64) error {
+	delay := time.Millisecond
+	for {
+		floor, err := w.log.AckFloor(ctx, DurableEligibility)
+		if err == nil && floor >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for eligibility to reach seq %d: %w", seq, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// feedMarks gives the core every mark of the session published since the
+// last call.
+func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedSession) error {
+	marks, err := w.log.MarksSince(ctx, k.tenant, k.session, s.lastMarkSeq)
+	if err != nil {
+		return fmt.Errorf("read marks of %s/%s: %w", k.tenant, k.session, err)
+	}
+	for _, m := range marks {
+		if !s.seen[m.ID] {
+			s.seen[m.ID] = true
+			s.core.Observe(m)
+		}
+		if m.Seq > s.lastMarkSeq {
+			s.lastMarkSeq = m.Seq
+		}
+	}
+	return nil
+}
+
+// session returns the cached core for k, rebuilding it from the log (facts
+// before seq, every mark, and applications) when needed.
+func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64) (*schedSession, error) {
+	if s, ok := w.sessions[k]; ok {
+		return s, nil
+	}
+	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
+	if seq > 0 {
+		evs, err := w.log.ReadSession(ctx, k.tenant, k.session)
+		if err != nil {
+			return nil, fmt.Errorf("rebuild scheduler for %s/%s: %w", k.tenant, k.session, err)
+		}
+		// Applications are fed at the fact position they were decided at.
+		apps := map[int][]events.Event{}
+		for _, e := range evs {
+			if a, ok := e.Data.(*events.Application); ok {
+				apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
+			}
+		}
+		for _, e := range evs {
+			switch {
+			case e.Type == events.TypeMark:
+				s.seen[e.ID] = true
+				s.core.Observe(e)
+				s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
+			case e.IsFact() && e.Seq < seq:
+				for _, a := range apps[s.facts] {
+					w.observeApplication(s, a)
+				}
+				s.core.Observe(e)
+				s.facts++
+				s.lastSeq = e.Seq
+			}
+		}
+	}
+	w.sessions[k] = s
+	return s, nil
+}
+
+// DecideLive is the render-time path: an adapter is about to send request
+// req at time at. The worker catches the session up to the log, decides, and
+// publishes the application guarded by the session's last fact sequence, so
+// a fact that lands concurrently makes it retry instead of applying on a
+// stale view. It returns the stored application, or nil when nothing applies.
+func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
+	k := sessionKey{tenant, session}
+	for attempt := 0; attempt < 20; attempt++ {
+		last, err := w.log.LastSeq(ctx, tenant, session, events.KindFact)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.waitFacts(ctx, k, last); err != nil {
+			return nil, err
+		}
+		if err := w.waitEligibility(ctx, last); err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		s, err := w.session(ctx, k, last+1)
+		if err != nil {
+			w.mu.Unlock()
+			return nil, err
+		}
+		if s.lastSeq != last {
+			w.mu.Unlock()
+			continue
+		}
+		if err := w.feedMarks(ctx, k, s); err != nil {
+			w.mu.Unlock()
+			return nil, err
+		}
+		app := s.core.Decide(at, req, s.facts)
+		if app == nil || s.seen[app.ID] {
+			w.mu.Unlock()
+			return nil, nil
+		}
+		stored, err := w.log.AppendGuarded(ctx, *app, last)
+		if err != nil {
+			// The core recorded the application when it decided; forget the
+			// session so the retry rebuilds it from the log.
+			delete(w.sessions, k)
+			w.mu.Unlock()
+			if w.isConflict != nil && w.isConflict(err) {
+				w.met.conflict()
+				continue
+			}
+			return nil, fmt.Errorf("publish live application for %s/%s: %w", tenant, session, err)
+		}
+		w.observeApplication(s, stored)
+		w.mu.Unlock()
+		return &stored, nil
+	}
+	return nil, fmt.Errorf("decide %s/%s: %w after 20 attempts", tenant, session, errConflict)
+}
+
+// waitFacts blocks until the worker has fed the session's facts up to seq.
+func (w *SchedulerWorker) waitFacts(ctx context.Context, k sessionKey, seq uint64) error {
+	delay := time.Millisecond
+	for {
+		floor, err := w.log.AckFloor(ctx, DurableScheduler)
+		if err == nil && floor >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for scheduler to reach seq %d: %w", seq, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}

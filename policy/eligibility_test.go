@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEligibilityDefaults(t *testing.T) {
+	p := Default()
+	e := p.Eligibility
+	if e.KeepCopy != "last" {
+		t.Errorf("keep_copy = %q, want last", e.KeepCopy)
+	}
+	if e.RecentTurns() != 2 || e.ErrorHorizon() != 4 || e.ErroredMinTokens() != 200 {
+		t.Errorf("defaults: recent %d horizon %d min %d", e.RecentTurns(), e.ErrorHorizon(), e.ErroredMinTokens())
+	}
+	if e.L4 || e.L4MinAgeRequests != 10 || e.MinPruneTokens != 0 {
+		t.Errorf("l4 defaults: %v %d %d", e.L4, e.L4MinAgeRequests, e.MinPruneTokens)
+	}
+	if len(e.ProjectRuleFiles) == 0 || e.ProjectRuleFiles[0] != "CLAUDE.md" {
+		t.Errorf("project_rule_files default = %v", e.ProjectRuleFiles)
+	}
+}
+
+func TestEligibilityParse(t *testing.T) {
+	cases := []struct {
+		name  string
+		yaml  string
+		check func(t *testing.T, e Eligibility)
+	}{
+		{"keep_copy first", "eligibility:\n  keep_copy: first\n", func(t *testing.T, e Eligibility) {
+			if e.KeepCopy != "first" {
+				t.Errorf("got %q", e.KeepCopy)
+			}
+		}},
+		{"tools", "eligibility:\n  tools:\n    mcp__db__query: state\n    Read: pure\n", func(t *testing.T, e Eligibility) {
+			if e.Tools["mcp__db__query"] != "state" || e.Tools["Read"] != "pure" {
+				t.Errorf("got %v", e.Tools)
+			}
+		}},
+		{"protected_tools", "eligibility:\n  protected_tools: [Task, skill]\n", func(t *testing.T, e Eligibility) {
+			if len(e.ProtectedTools) != 2 || e.ProtectedTools[1] != "skill" {
+				t.Errorf("got %v", e.ProtectedTools)
+			}
+		}},
+		{"protected_files", "eligibility:\n  protected_files: ['*.sql', 'migrations/*']\n", func(t *testing.T, e Eligibility) {
+			if len(e.ProtectedFiles) != 2 {
+				t.Errorf("got %v", e.ProtectedFiles)
+			}
+		}},
+		{"project_rule_files", "eligibility:\n  project_rule_files: [RULES.md]\n", func(t *testing.T, e Eligibility) {
+			if len(e.ProjectRuleFiles) != 1 || e.ProjectRuleFiles[0] != "RULES.md" {
+				t.Errorf("got %v", e.ProjectRuleFiles)
+			}
+		}},
+		{"project_rule_files empty", "eligibility:\n  project_rule_files: []\n", func(t *testing.T, e Eligibility) {
+			if len(e.ProjectRuleFiles) != 0 {
+				t.Errorf("got %v", e.ProjectRuleFiles)
+			}
+		}},
+		{"protect_recent_turns zero kept", "eligibility:\n  protect_recent_turns: 0\n", func(t *testing.T, e Eligibility) {
+			if e.RecentTurns() != 0 {
+				t.Errorf("got %d", e.RecentTurns())
+			}
+		}},
+		{"protect_recent_turns", "eligibility:\n  protect_recent_turns: 5\n", func(t *testing.T, e Eligibility) {
+			if e.RecentTurns() != 5 {
+				t.Errorf("got %d", e.RecentTurns())
+			}
+		}},
+		{"error_horizon_requests", "eligibility:\n  error_horizon_requests: 7\n", func(t *testing.T, e Eligibility) {
+			if e.ErrorHorizon() != 7 {
+				t.Errorf("got %d", e.ErrorHorizon())
+			}
+		}},
+		{"errored_input_min_tokens", "eligibility:\n  errored_input_min_tokens: 50\n", func(t *testing.T, e Eligibility) {
+			if e.ErroredMinTokens() != 50 {
+				t.Errorf("got %d", e.ErroredMinTokens())
+			}
+		}},
+		{"min_prune_tokens", "eligibility:\n  min_prune_tokens: 100\n", func(t *testing.T, e Eligibility) {
+			if e.MinPruneTokens != 100 {
+				t.Errorf("got %d", e.MinPruneTokens)
+			}
+		}},
+		{"l4", "eligibility:\n  l4: true\n  l4_min_age_requests: 3\n", func(t *testing.T, e Eligibility) {
+			if !e.L4 || e.L4MinAgeRequests != 3 {
+				t.Errorf("got %v %d", e.L4, e.L4MinAgeRequests)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, p.Eligibility)
+		})
+	}
+}
+
+func TestEligibilityParseErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown key", "eligibility:\n  keep_copies: last\n", "keep_copies"},
+		{"bad keep_copy", "eligibility:\n  keep_copy: middle\n", "eligibility.keep_copy"},
+		{"bad tool class", "eligibility:\n  tools:\n    Read: sometimes\n", "eligibility.tools.Read"},
+		{"negative turns", "eligibility:\n  protect_recent_turns: -1\n", "eligibility.protect_recent_turns"},
+		{"negative horizon", "eligibility:\n  error_horizon_requests: -2\n", "eligibility.error_horizon_requests"},
+		{"negative min tokens", "eligibility:\n  errored_input_min_tokens: -2\n", "eligibility.errored_input_min_tokens"},
+		{"negative min prune", "eligibility:\n  min_prune_tokens: -1\n", "eligibility.min_prune_tokens"},
+		{"negative l4 age", "eligibility:\n  l4_min_age_requests: -1\n", "eligibility.l4_min_age_requests"},
+		{"bad file pattern", "eligibility:\n  protected_files: ['[']\n", "eligibility.protected_files[0]"},
+		{"bad rule pattern", "eligibility:\n  project_rule_files: ['[']\n", "eligibility.project_rule_files[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEligibilityVersionChanges(t *testing.T) {
+	a, _ := Parse([]byte("eligibility:\n  keep_copy: last\n"))
+	b, _ := Parse([]byte("eligibility:\n  keep_copy: first\n"))
+	if a.Version() == b.Version() {
+		t.Fatal("policy version does not change with keep_copy")
+	}
+	c, _ := Parse([]byte(""))
+	if a.Version() != c.Version() {
+		t.Fatal("explicit default changes the version")
+	}
+}
