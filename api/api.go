@@ -79,6 +79,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/unpin", s.control(events.TypeUnpin))
 	mux.HandleFunc("POST /v1/sessions/{session}/prune", s.control(events.TypePruneRequest))
 	mux.HandleFunc("POST /v1/sessions/{session}/restore", s.control(events.TypeRestore))
+	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
+	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.pending)
 	return mux
 }
 

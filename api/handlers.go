@@ -14,6 +14,7 @@ import (
 	"github.com/prunesched/prunesched/events/importers"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // AppendResult answers POST /v1/events.
@@ -369,8 +370,19 @@ func (s *Server) control(t events.Type) http.HandlerFunc {
 			p = &events.PruneRequest{Item: req.Item, By: req.By, Reason: req.Reason}
 		case events.TypeRestore:
 			p = &events.Restore{Item: req.Item, By: req.By, Reason: req.Reason}
+		case events.TypeFlushRequest:
+			p = &events.FlushRequest{By: req.By, Reason: req.Reason}
 		}
-		if _, _, err := s.findItem(r.Context(), tenant, session, req.Item); err != nil {
+		if t == events.TypeFlushRequest {
+			if req.Item != "" {
+				writeError(w, http.StatusBadRequest, errors.New(`flush request: field "item" not allowed: a flush applies everything pending`))
+				return
+			}
+			if last, err := s.cfg.Store.LastSeq(r.Context(), tenant, session, events.KindFact); err != nil || last == 0 {
+				writeError(w, http.StatusNotFound, fmt.Errorf("session %s/%s: %w", tenant, session, errNotFound))
+				return
+			}
+		} else if _, _, err := s.findItem(r.Context(), tenant, session, req.Item); err != nil {
 			writeError(w, statusOf(err), err)
 			return
 		}
@@ -407,4 +419,20 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
+}
+
+func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
+	tenant, session, err := sessionOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if !s.waitSession(r.Context(), w, tenant, session) {
+		return
+	}
+	pend, _ := s.cfg.Pipeline.Scheduler.Pending(tenant, session)
+	if pend == nil {
+		pend = []scheduler.PendingMark{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "pending": pend})
 }

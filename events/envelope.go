@@ -35,6 +35,7 @@ const (
 	TypeRestore        Type = "restore"
 	TypeHostCompaction Type = "host_compaction"
 	TypePruneRequest   Type = "prune_request"
+	TypeFlushRequest   Type = "flush_request"
 )
 
 // Types lists every known event type in a stable order.
@@ -42,7 +43,7 @@ var Types = []Type{
 	TypeSessionStarted, TypeMessage, TypeToolCall, TypeToolResult,
 	TypeSubtaskOpened, TypeSubtaskClosed, TypePin, TypeUnpin,
 	TypeModelRequest, TypeMark, TypeApplication, TypeRestore,
-	TypeHostCompaction, TypePruneRequest,
+	TypeHostCompaction, TypePruneRequest, TypeFlushRequest,
 }
 
 // Payload is the type-specific body of an event. Each event type has exactly
@@ -235,6 +236,8 @@ func newPayload(t Type) (Payload, error) {
 		return &HostCompaction{}, nil
 	case TypePruneRequest:
 		return &PruneRequest{}, nil
+	case TypeFlushRequest:
+		return &FlushRequest{}, nil
 	}
 	return nil, fieldErr("type", "unknown event type %q", t)
 }

@@ -460,3 +460,17 @@ type PruneRequest struct {
 func (*PruneRequest) EventType() Type { return TypePruneRequest }
 
 func (p *PruneRequest) validate() error { return validItem("item", p.Item) }
+
+// FlushRequest is a person (or an adapter) asking the timing scheduler to
+// apply everything pending at the next model request, whatever the cache
+// break costs (trigger manual_flush). It is a fact so that a replay of the
+// log reproduces the flush.
+type FlushRequest struct {
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (*FlushRequest) EventType() Type { return TypeFlushRequest }
+
+func (p *FlushRequest) validate() error { return nil }

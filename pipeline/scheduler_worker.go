@@ -260,3 +260,16 @@ func (w *SchedulerWorker) waitFacts(ctx context.Context, k sessionKey, seq uint6
 		}
 	}
 }
+
+// Pending returns the marks the session's scheduler holds back, with the
+// reason each waits, as of the facts the worker has processed. It reports
+// false when the worker has not seen the session.
+func (w *SchedulerWorker) Pending(tenant, session string) ([]scheduler.PendingMark, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.sessions[sessionKey{tenant, session}]
+	if !ok {
+		return nil, false
+	}
+	return s.core.Pending(), true
+}

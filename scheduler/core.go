@@ -23,12 +23,6 @@ type moment struct {
 	samePrefix bool
 }
 
-// Flush asks the core to apply everything pending at the next Decide, with
-// trigger manual_flush (scheduled mode). There is no flush fact in the
-// event schema yet, so a flush is not replayed from the log; the
-// application it produces is, which is what replay needs.
-func (c *Core) Flush() { c.flush = true }
-
 // Decide is called for the model request that is the session's fact number
 // factIndex, dispatched at time at, with request id req. It returns the
 // application to publish (id events.DerivedID("apply", tenant, session,
@@ -108,8 +102,8 @@ func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger)
 // subtask boundary, pressure.
 func (c *Core) globalTrigger(m moment) (events.Trigger, bool) {
 	switch {
-	case ruleManualFlush(c):
-		c.flush = false
+	case ruleManualFlush(c, m):
+		c.flushServed = m.f
 		return events.TriggerManual, true
 	case m.cs.prev < 0:
 		return events.TriggerNeverSent, true

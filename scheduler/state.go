@@ -89,9 +89,12 @@ type Core struct {
 	// mark id -> fact index the application took effect at.
 	waiting map[string]int
 
-	flush   bool
-	reasons map[string]waitReason // mark id -> why it waited at the last Decide
-	apps    []appRecord
+	// flushes are the fact indexes of FlushRequest facts; flushServed the
+	// fact index of the request that last served one.
+	flushes     []int
+	flushServed int
+	reasons     map[string]waitReason // mark id -> why it waited at the last Decide
+	apps        []appRecord
 }
 
 // appRecord keeps what the ledger reports about one application.
@@ -157,6 +160,8 @@ func (c *Core) Observe(ev events.Event) {
 		c.subtasks = append(c.subtasks, f)
 	case *events.HostCompaction:
 		c.compactions = append(c.compactions, f)
+	case *events.FlushRequest:
+		c.flushes = append(c.flushes, f)
 	case *events.Restore:
 		if i, ok := c.byID[p.Item]; ok {
 			it := c.items[i]

@@ -1,5 +1,12 @@
 package scheduler
 
-// ruleManualFlush (trigger manual_flush): a person asked, through Flush,
-// for everything pending to apply at the next request, whatever it costs.
-func ruleManualFlush(c *Core) bool { return c.flush }
+import "sort"
+
+// ruleManualFlush (trigger manual_flush): a FlushRequest fact lies before
+// this request and after the last request the flush already served. A
+// person asked for everything pending to apply now, whatever it costs. The
+// flush is a fact, so a replay of the log reproduces it.
+func ruleManualFlush(c *Core, m moment) bool {
+	k := sort.SearchInts(c.flushes, c.flushServed)
+	return k < len(c.flushes) && c.flushes[k] < m.f
+}

@@ -60,7 +60,9 @@ func TestScheduledTriggers(t *testing.T) {
 		{"pressure below threshold defers", warmSession(30*time.Second, nil), func(p *policy.Policy) {
 			p.Scheduler.PressureTokens = 50000
 		}, want{reason: "cache warm", radius: -1, pending: 1}},
-		{"manual flush", warmSession(30*time.Second, nil), nil,
+		{"manual flush", warmSession(30*time.Second, func(b *sb) {
+			b.fact(&events.FlushRequest{By: "alice"})
+		}), nil,
 			want{apply: true, trigger: events.TriggerManual, radius: 20000}},
 	}
 	for _, tc := range cases {
@@ -70,9 +72,6 @@ func TestScheduledTriggers(t *testing.T) {
 				tc.pol(&p)
 			}
 			c := New(p, "", "s1")
-			if tc.name == "manual flush" {
-				c.Flush()
-			}
 			var apps []*events.Application
 			for _, ev := range tc.b.evs {
 				if r, ok := ev.Data.(*events.ModelRequest); ok {

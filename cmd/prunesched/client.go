@@ -324,3 +324,71 @@ func controlCmd(verb string) func(context.Context, *env, []string) error {
 
 // newTable returns a tab writer for readable tables.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func runFlush(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "flush", "[flags] SESSION", "Record a manual flush: the scheduler applies everything pending at the next request (trigger manual_flush), whatever the cache break costs.")
+	cf := addClientFlags(fs, e)
+	by := fs.String("by", e.getenv("USER"), "who asks")
+	reason := fs.String("reason", "", "why (free text, kept in the log)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want SESSION")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	body, _ := json.Marshal(map[string]string{"by": *by, "reason": *reason})
+	if _, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/flush"), nil, bytes.NewReader(body), "application/json"); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "flush of %s recorded: pending marks apply at the next request\n", fs.Arg(0))
+	return nil
+}
+
+func runPending(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "pending", "[flags] SESSION", "List the marks the timing scheduler holds back (DEFER), with the reason each waits.")
+	cf := addClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want SESSION")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/pending"), nil, nil, "")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err = e.stdout.Write(out)
+		return err
+	}
+	var res struct {
+		Pending []struct {
+			Item, Decision, Reason string
+			Since                  time.Time
+		} `json:"pending"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("bad response: %w", err)
+	}
+	if len(res.Pending) == 0 {
+		fmt.Fprintln(e.stdout, "nothing pending")
+		return nil
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "ITEM\tDECISION\tSINCE\tWAITING BECAUSE")
+	for _, p := range res.Pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Item, p.Decision, p.Since.Format(time.RFC3339), p.Reason)
+	}
+	return tw.Flush()
+}

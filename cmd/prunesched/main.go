@@ -57,6 +57,8 @@ func commands() []command {
 		{"unpin", "lift a pin", controlCmd("unpin")},
 		{"prune", "ask for an item to be pruned (recorded as MANUAL_PRUNE)", controlCmd("prune")},
 		{"restore", "bring a pruned item back into the bundle", controlCmd("restore")},
+		{"flush", "apply everything pending at the session's next request, whatever the cache break costs", runFlush},
+		{"pending", "list the marks the scheduler holds back, and why each waits", runPending},
 		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
 		{"version", "print the version", func(_ context.Context, e *env, _ []string) error {
 			fmt.Fprintln(e.stdout, "prunesched", version)
