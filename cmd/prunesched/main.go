@@ -59,6 +59,9 @@ func commands() []command {
 		{"restore", "bring a pruned item back into the bundle", controlCmd("restore")},
 		{"flush", "apply everything pending at the session's next request, whatever the cache break costs", runFlush},
 		{"pending", "list the marks the scheduler holds back, and why each waits", runPending},
+		{"lab", "run the six-condition pruning experiment on ground-truth fixtures, against the peers", runLab},
+		{"proxy", "prune live agents' requests: an Anthropic / OpenAI API proxy in front of the model", runProxy},
+		{"bench", "measure the pipeline against raw JetStream and the render path against the request budget", runBench},
 		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
 		{"version", "print the version", func(_ context.Context, e *env, _ []string) error {
 			fmt.Fprintln(e.stdout, "prunesched", version)
