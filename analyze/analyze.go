@@ -18,6 +18,7 @@ import (
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
 	"github.com/prunesched/prunesched/service"
 )
 
@@ -90,6 +91,13 @@ type SessionReport struct {
 	Applied        int           `json:"applied"`
 	Pending        int           `json:"pending"`
 	Decisions      []DecisionRow `json:"decisions"`
+	// Economics prices the session under no pruning, immediate
+	// application and the timing scheduler; Applications are the
+	// scheduler's applications in the log; Calibration compares the cache
+	// model with the provider's reported cache tokens, where reported.
+	Economics    *Economics             `json:"economics"`
+	Applications []Application          `json:"applications"`
+	Calibration  *scheduler.Calibration `json:"calibration,omitempty"`
 }
 
 // Run imports every file, runs the pipeline to idle and reports.
@@ -166,6 +174,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}}
 	for _, im := range all {
 		sr, err := sessionReport(ctx, svc, im.path, im.s)
+		if err != nil {
+			return nil, err
+		}
+		sr.Economics, sr.Applications, sr.Calibration, err = economics(ctx, svc, cfg.Policy, im.s.Events[0].TenantOrDefault(), sr.Session)
 		if err != nil {
 			return nil, err
 		}

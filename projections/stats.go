@@ -22,8 +22,9 @@ type Stats struct {
 	// latest PRUNE marks by rung (a rungless manual prune under "none").
 	Decisions map[events.Decision]int `json:"decisions"`
 	Rungs     map[string]int          `json:"rungs"`
-	// Applied and Pending split the latest marks: applied by an application,
-	// or still waiting (a pending mark changes nothing in the bundle).
+	// Applied counts the latest marks an application applied; Pending the
+	// latest PRUNE marks still waiting for the scheduler (a pending mark
+	// changes nothing in the bundle).
 	Applied int `json:"applied"`
 	Pending int `json:"pending"`
 	// PrunedItems render as our placeholder; HostPrunedItems as the host's;
@@ -118,9 +119,12 @@ func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc TokenCounter) 
 			}
 			st.Rungs[r]++
 		}
-		if ms.app != nil {
+		switch {
+		case ms.app != nil:
 			st.Applied++
-		} else {
+		case ms.m.Decision == events.Prune:
+			// Only an unapplied PRUNE waits on the scheduler; KEEP, DEFER
+			// and ABSTAIN marks change nothing in the bundle.
 			st.Pending++
 		}
 	}

@@ -80,10 +80,11 @@ type cacheState struct {
 }
 
 // cacheAt models the cache before the request at fact index f dispatched
-// at time at. With reports, the previous request's usage calibrates the
-// cached prefix: a request that reported neither cache reads nor writes
-// cached nothing, and one that did cached all but its reported uncached
-// tail (usage input tokens), whatever the model's own size estimate says.
+// at time at. With reports from an explicit-caching provider, the previous
+// request's usage calibrates the cached prefix: a request that reported
+// neither cache reads nor writes cached nothing, and one that did cached all
+// but its reported uncached tail (usage input tokens), whatever the model's
+// own size estimate says.
 func (c *Core) cacheAt(f int, at time.Time, reports bool) cacheState {
 	k := c.prevRequest(f)
 	st := cacheState{prev: k}
@@ -108,7 +109,11 @@ func (c *Core) cacheAt(f int, at time.Time, reports bool) cacheState {
 	}
 	size := c.tokens(c.spanAt(r.fact))
 	st.cached = st.pr.cacheable(size)
-	if u := r.usage; reports && u != nil {
+	// Only explicit caching reports what a request wrote. Under automatic
+	// caching (OpenAI) writes are free and unreported: a request caches its
+	// whole cacheable prompt whatever it read, so a report of zero reads is
+	// no sign of a cold cache.
+	if u := r.usage; reports && u != nil && st.pr.prov.Caching == policy.CachingExplicit {
 		if u.CacheReadTokens+u.CacheWriteTokens == 0 {
 			st.cached = 0
 		} else {

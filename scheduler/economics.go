@@ -190,8 +190,17 @@ func (c *Core) economics(head int) Ledger {
 // published late still count where its cause allows. Events of sessions
 // other than the first one seen are ignored. It panics on an unknown
 // strategy.
+//
+// The head (context the log does not hold, estimated from usage reports) is
+// always taken from the unpruned replay: the reports describe the requests
+// as they were sent, so a pruned bundle must not inflate the estimate.
 func Simulate(p policy.Policy, evs []events.Event, strategy string) Ledger {
-	l := replay(p, evs, strategy).Economics()
+	c := replay(p, evs, strategy)
+	head := c.head()
+	if strategy != StrategyNone {
+		head = replay(p, evs, StrategyNone).head()
+	}
+	l := c.economics(head)
 	l.Strategy = strategy
 	return l
 }

@@ -127,3 +127,24 @@ func TestCalibrate(t *testing.T) {
 	require_eq(t, "hidden prefix", cal.HiddenPrefix, 10005)
 	require_eq(t, "head", cal.Head, 10005)
 }
+
+// TestSimulateHeadFromUnprunedReplay: pruning must never make a strategy
+// send more tokens than no pruning because the head estimate grew.
+func TestSimulateHeadFromUnprunedReplay(t *testing.T) {
+	b := newSession()
+	b.msg("u1", 100)
+	b.result("a1", 5000)
+	b.reqWith(&events.ModelRequest{Request: "r1", Usage: &events.Usage{InputTokens: 100, CacheWriteTokens: 35100}})
+	cb := b.result("a2", 5000)
+	b.mark("a1", events.Prune, cb)
+	b.at(time.Second)
+	b.reqWith(&events.ModelRequest{Request: "r2", Usage: &events.Usage{InputTokens: 5000, CacheReadTokens: 35100}})
+	b.at(time.Second)
+	b.reqWith(&events.ModelRequest{Request: "r3", Usage: &events.Usage{InputTokens: 100, CacheReadTokens: 40100}})
+	none := Simulate(pol(policy.ModeScheduled), b.evs, StrategyNone)
+	imm := Simulate(pol(policy.ModeScheduled), b.evs, StrategyImmediate)
+	require_eq(t, "head", imm.Head, none.Head)
+	if imm.Total.Tokens >= none.Total.Tokens {
+		t.Fatalf("immediate sends %d tokens, none %d: pruning must send fewer", imm.Total.Tokens, none.Total.Tokens)
+	}
+}

@@ -24,6 +24,7 @@ removed / placeholder, and decisions by kind and rung.`)
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	all := fs.Bool("all-decisions", false, "list every decision in the readable report (default: prunes only)")
+	summary := fs.Bool("summary", false, "print Markdown tables over all sessions (decisions by rung, economics, calibration) instead of the per-session report")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -46,6 +47,10 @@ removed / placeholder, and decisions by kind and rung.`)
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
+	}
+	if *summary {
+		analyze.WriteSummary(e.stdout, rep)
+		return nil
 	}
 	printReport(e.stdout, rep, *all)
 	return nil
