@@ -67,8 +67,8 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	}
-	mux.HandleFunc("POST /v1/events", s.appendEvents)
-	mux.HandleFunc("POST /v1/import", s.importTrace)
+	mux.Handle("POST /v1/events", s.countInvalid(http.HandlerFunc(s.appendEvents)))
+	mux.Handle("POST /v1/import", s.countInvalid(http.HandlerFunc(s.importTrace)))
 	mux.HandleFunc("GET /v1/sessions", s.listSessions)
 	mux.HandleFunc("GET /v1/sessions/{session}/bundle", s.bundle)
 	mux.HandleFunc("POST /v1/sessions/{session}/render", s.render)
@@ -83,6 +83,36 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.pending)
 	return mux
 }
+
+// countInvalid counts every 400 answer of next (an event or trace that
+// failed decoding or validation) as a validation error of component "api".
+func (s *Server) countInvalid(next http.Handler) http.Handler {
+	if s.cfg.Pipeline == nil || s.cfg.Pipeline.Metrics == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		if rec.status == http.StatusBadRequest {
+			s.cfg.Pipeline.Metrics.ValidationError("api")
+		}
+	})
+}
+
+// statusRecorder remembers the status code written.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records code and passes it on.
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

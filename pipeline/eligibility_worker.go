@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -16,7 +17,7 @@ import (
 type eligibilityLog interface {
 	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
 	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
-	Consume(ctx context.Context, durable, filter string, handler store.Handler) error
+	Consume(ctx context.Context, durable, filter string, handler store.Handler, opts ...store.ConsumeOption) error
 }
 
 // EligibilityWorker feeds every fact to its session's eligibility core and
@@ -27,6 +28,7 @@ type EligibilityWorker struct {
 	policy policy.Policy
 	logger *slog.Logger
 	met    *Metrics
+	parts  partitioning
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*eligSession
@@ -43,9 +45,23 @@ func NewEligibilityWorker(log eligibilityLog, p policy.Policy, logger *slog.Logg
 	return &EligibilityWorker{log: log, policy: p, logger: logger, met: met, sessions: map[sessionKey]*eligSession{}}
 }
 
-// Run consumes facts until ctx ends.
+func (w *EligibilityWorker) withPartitions(p partitioning) *EligibilityWorker {
+	w.parts = p
+	return w
+}
+
+// Run consumes the facts of the worker's partitions, one durable consumer
+// per partition (DurableName(DurableEligibility, p), filter
+// ps.*.*.fact.<p>), until ctx ends. Every session lives in exactly one
+// partition, so one consumer judges each of its facts once.
 func (w *EligibilityWorker) Run(ctx context.Context) error {
-	return w.log.Consume(ctx, DurableEligibility, events.KindFilter(events.KindFact), w.handle)
+	if len(w.parts.owned) == 0 {
+		return errors.New("eligibility worker: no partitions to consume")
+	}
+	opts := w.parts.consumeOptions(w.met, "eligibility")
+	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
+		return w.log.Consume(ctx, DurableName(DurableEligibility, p), events.PartitionFilter(events.KindFact, p), w.handle, opts...)
+	})
 }
 
 func (w *EligibilityWorker) handle(ctx context.Context, ev events.Event) error {
@@ -69,6 +85,7 @@ func (w *EligibilityWorker) handle(ctx context.Context, ev events.Event) error {
 	}
 	if len(fresh) > 0 {
 		if _, err := w.log.Append(ctx, fresh); err != nil {
+			w.met.validationErrorOf("eligibility", err)
 			// Drop the cached core: the fact will be redelivered and the
 			// session rebuilt from the log.
 			delete(w.sessions, keyOf(ev))

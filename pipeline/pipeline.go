@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +18,31 @@ import (
 	"github.com/prunesched/prunesched/policy"
 )
 
+// Config configures a Pipeline. The zero value (plus a Policy) is the
+// single-process mode: every partition, no priority groups, no metrics.
+type Config struct {
+	// Policy drives the eligibility and scheduler cores.
+	Policy policy.Policy
+	// Logger receives worker logs. Default: discard.
+	Logger *slog.Logger
+	// Registry receives the metrics (a fresh prometheus.NewRegistry());
+	// nil disables metrics.
+	Registry prometheus.Registerer
+	// Partitions lists the partitions this process's eligibility and
+	// scheduler workers consume. Empty means all of the stream's partitions
+	// (the single-process mode).
+	Partitions []int
+	// PinnedTTL, when positive, makes every partition consumer a
+	// pinned-client priority-group consumer (group PriorityGroup): several
+	// processes may consume the same partition, one at a time, and a
+	// process that stops pulling for PinnedTTL loses the partition to
+	// another. Zero: plain durable consumers (one process per partition).
+	PinnedTTL time.Duration
+	// LagInterval is how often consumer lag is polled for the metrics.
+	// Default 5s.
+	LagInterval time.Duration
+}
+
 // Pipeline wires the three workers to one store.
 type Pipeline struct {
 	Store       *store.Store
@@ -24,41 +52,105 @@ type Pipeline struct {
 	Metrics     *Metrics
 	Policy      policy.Policy
 
+	cfg    Config
 	logger *slog.Logger
 }
 
-// New builds the pipeline over st. reg receives the metrics (pass a fresh
-// prometheus.NewRegistry(); nil disables metrics).
+// New builds the single-process pipeline over st. reg receives the metrics
+// (pass a fresh prometheus.NewRegistry(); nil disables metrics).
 func New(st *store.Store, p policy.Policy, logger *slog.Logger, reg prometheus.Registerer) *Pipeline {
+	return NewFromConfig(st, Config{Policy: p, Logger: logger, Registry: reg})
+}
+
+// NewFromConfig builds the pipeline over st as cfg says.
+func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LagInterval <= 0 {
+		cfg.LagInterval = 5 * time.Second
+	}
+	if len(cfg.Partitions) == 0 {
+		for p := 0; p < st.Partitions(); p++ {
+			cfg.Partitions = append(cfg.Partitions, p)
+		}
+	}
 	var met *Metrics
-	if reg != nil {
-		met = NewMetrics(reg)
+	if cfg.Registry != nil {
+		met = NewMetrics(cfg.Registry)
 	}
 	lg := &Log{Store: st}
+	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL}
+	logger := cfg.Logger
 	return &Pipeline{
 		Store:       st,
-		Eligibility: NewEligibilityWorker(lg, p, logger.With("worker", "eligibility"), met),
-		Scheduler:   NewSchedulerWorker(lg, p, logger.With("worker", "scheduler"), met, func(err error) bool { return errors.Is(err, store.ErrConflict) }),
-		Projection:  NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met),
-		Metrics:     met,
-		Policy:      p,
-		logger:      logger,
+		Eligibility: NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts),
+		Scheduler: NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
+			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts),
+		Projection: NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met),
+		Metrics:    met,
+		Policy:     cfg.Policy,
+		cfg:        cfg,
+		logger:     logger,
 	}
 }
 
+// Partitions returns the partitions this pipeline's workers consume.
+func (p *Pipeline) Partitions() []int { return slices.Clone(p.cfg.Partitions) }
+
+// partitioning says which partitions a worker consumes and how.
+type partitioning struct {
+	owned     []int
+	pinnedTTL time.Duration
+}
+
+// consumeOptions are the store options of every partition consumer:
+// strictly ordered delivery (MaxAckPending 1), so a fact left unacknowledged
+// by a crashed worker is redelivered before any later fact of its partition
+// and each session's core sees its facts in log order, and the pinned
+// priority group when several processes share partitions.
+func (pt partitioning) consumeOptions(met *Metrics, component string) []store.ConsumeOption {
+	opts := []store.ConsumeOption{
+		store.WithMaxAckPending(1),
+		store.WithDecodeErrorHook(func(error) { met.decodeError(component) }),
+	}
+	if pt.pinnedTTL > 0 {
+		opts = append(opts, store.WithPinnedGroup(PriorityGroup, pt.pinnedTTL))
+	}
+	return opts
+}
+
+// runPartitions runs fn for every partition concurrently until ctx ends or
+// one fails; it returns the first failure.
+func runPartitions(ctx context.Context, parts []int, fn func(ctx context.Context, p int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(parts))
+	for _, p := range parts {
+		go func() {
+			err := fn(ctx, p)
+			if err != nil {
+				err = fmt.Errorf("partition %d: %w", p, err)
+				cancel()
+			}
+			errc <- err
+		}()
+	}
+	var first error
+	for range parts {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Run runs the selected workers ("eligibility", "scheduler", "projection";
-// none means all) until ctx ends or one fails.
+// none means all) until ctx ends or one fails. With metrics it also polls
+// the lag of the consumers it runs.
 func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	want := func(name string) bool {
-		if len(only) == 0 {
-			return true
-		}
-		for _, o := range only {
-			if o == name {
-				return true
-			}
-		}
-		return false
+		return len(only) == 0 || slices.Contains(only, name)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -82,6 +174,14 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	start("eligibility", p.Eligibility.Run)
 	start("scheduler", p.Scheduler.Run)
 	start("projection", p.Projection.Run)
+	var wg sync.WaitGroup
+	if p.Metrics != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.pollLag(ctx, want)
+		}()
+	}
 	var first error
 	for i := 0; i < n; i++ {
 		if err := <-errc; err != nil && first == nil {
@@ -89,12 +189,62 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 			cancel()
 		}
 	}
+	cancel()
+	wg.Wait()
 	return first
 }
 
-// WaitIdle blocks until every fact has been judged and scheduled and the
-// projection has applied everything in the stream, with nothing published
-// in between (a full quiet pass).
+// pollLag sets the consumer lag gauges every LagInterval: NumPending +
+// NumAckPending of each partition consumer this process runs, and for the
+// projection the stream's last sequence minus the last one it applied.
+func (p *Pipeline) pollLag(ctx context.Context, want func(string) bool) {
+	t := time.NewTicker(p.cfg.LagInterval)
+	defer t.Stop()
+	for {
+		for _, kind := range []struct{ worker, prefix string }{{"eligibility", DurableEligibility}, {"scheduler", DurableScheduler}} {
+			if !want(kind.worker) {
+				continue
+			}
+			for _, part := range p.cfg.Partitions {
+				lag, err := p.Store.ConsumerLag(ctx, DurableName(kind.prefix, part))
+				if err != nil {
+					continue // not created yet, or the server is away: keep the last value
+				}
+				p.Metrics.setLag(kind.worker, strconv.Itoa(part), float64(lag))
+			}
+		}
+		if want("projection") {
+			if last, err := p.Store.StreamLastSeq(ctx); err == nil {
+				applied := p.Projection.Seq()
+				lag := uint64(0)
+				if last > applied {
+					lag = last - applied
+				}
+				p.Metrics.setLag("projection", "all", float64(lag))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// allDurables lists every partition consumer of the stream (all partitions,
+// not only this process's).
+func (p *Pipeline) allDurables() []string {
+	var out []string
+	for part := 0; part < p.Store.Partitions(); part++ {
+		out = append(out, DurableName(DurableEligibility, part), DurableName(DurableScheduler, part))
+	}
+	return out
+}
+
+// WaitIdle blocks until every fact has been judged and scheduled (in every
+// partition, whichever process consumes it) and the projection has applied
+// everything in the stream, with nothing published in between (a full
+// quiet pass).
 func (p *Pipeline) WaitIdle(ctx context.Context) error {
 	delay := 2 * time.Millisecond
 	for {
@@ -103,12 +253,14 @@ func (p *Pipeline) WaitIdle(ctx context.Context) error {
 			return err
 		}
 		idle := true
-		for _, d := range []string{DurableEligibility, DurableScheduler} {
+		for _, d := range p.allDurables() {
 			ok, err := p.consumerDone(ctx, d)
 			if err != nil {
 				return err
 			}
-			idle = idle && ok
+			if idle = idle && ok; !idle {
+				break
+			}
 		}
 		if idle {
 			if err := p.Projection.WaitSeq(ctx, last); err != nil {
@@ -149,13 +301,15 @@ func (p *Pipeline) consumerDone(ctx context.Context, durable string) (bool, erro
 }
 
 // WaitSession blocks until the session's facts have been judged and
-// scheduled and the projection has caught up with the stream.
+// scheduled (by the consumers of its partition) and the projection has
+// caught up with the stream.
 func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) error {
 	last, err := p.Store.LastSeq(ctx, tenant, session, events.KindFact)
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{DurableEligibility, DurableScheduler} {
+	part := p.Store.PartitionOf(tenant, session)
+	for _, d := range []string{DurableName(DurableEligibility, part), DurableName(DurableScheduler, part)} {
 		if err := waitAckFloor(ctx, p.Store, d, last); err != nil {
 			return err
 		}
@@ -167,6 +321,7 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 	return p.Projection.WaitSeq(ctx, streamLast)
 }
 
+// waitAckFloor blocks until the durable's ack floor reaches seq.
 func waitAckFloor(ctx context.Context, st interface {
 	AckFloor(context.Context, string) (uint64, error)
 }, durable string, seq uint64) error {
@@ -199,7 +354,7 @@ func (l *Log) MarksSince(ctx context.Context, tenant, session string, afterSeq u
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.StreamName, err)
 	}
-	subj := events.Subject(tenant, session, events.KindMark)
+	subj := events.StoredSubject(tenant, session, events.KindMark, l.PartitionOf(tenant, session))
 	var out []events.Event
 	seq := afterSeq + 1
 	for {

@@ -19,7 +19,8 @@ type schedulerLog interface {
 	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
 	AppendGuarded(ctx context.Context, ev events.Event, expectLastFactSeq uint64) (events.Event, error)
 	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
-	Consume(ctx context.Context, durable, filter string, handler store.Handler) error
+	Consume(ctx context.Context, durable, filter string, handler store.Handler, opts ...store.ConsumeOption) error
+	PartitionOf(tenant, session string) int
 	AckFloor(ctx context.Context, durable string) (uint64, error)
 	MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error)
 	LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error)
@@ -31,18 +32,29 @@ var errConflict = errors.New("session changed since the decision")
 
 // SchedulerWorker feeds facts and marks to each session's scheduler core
 // and, at every model request, publishes the application the core decides.
-// It decides request k only after the eligibility worker has acknowledged
-// every fact up to k, and only on marks caused before k, so the
-// applications are a function of the facts alone.
+// It decides request k only after the eligibility consumer of the
+// session's partition has acknowledged every fact up to k, and only on
+// marks caused before k, so the applications are a function of the facts
+// alone (see Run).
 type SchedulerWorker struct {
 	log        schedulerLog
 	policy     policy.Policy
 	logger     *slog.Logger
 	met        *Metrics
 	isConflict func(error) bool
+	parts      partitioning
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*schedSession
+	// pending summarises each session's pending marks for the deferred
+	// gauges; latest is the latest event time the worker has seen.
+	pending map[sessionKey]pendingSummary
+	latest  time.Time
+}
+
+type pendingSummary struct {
+	n      int
+	oldest time.Time
 }
 
 type schedSession struct {
@@ -56,19 +68,51 @@ type schedSession struct {
 // NewSchedulerWorker returns a worker over log with policy p. isConflict
 // recognises the log's optimistic-concurrency error.
 func NewSchedulerWorker(log schedulerLog, p policy.Policy, logger *slog.Logger, met *Metrics, isConflict func(error) bool) *SchedulerWorker {
-	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict, sessions: map[sessionKey]*schedSession{}}
+	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict,
+		sessions: map[sessionKey]*schedSession{}, pending: map[sessionKey]pendingSummary{}}
 }
 
-// Run consumes facts until ctx ends.
+func (w *SchedulerWorker) withPartitions(p partitioning) *SchedulerWorker {
+	w.parts = p
+	return w
+}
+
+// Run consumes the facts of the worker's partitions, one durable consumer
+// per partition (DurableName(DurableScheduler, p), filter ps.*.*.fact.<p>),
+// until ctx ends.
+//
+// Determinism with partitions: a session's facts and marks all live in its
+// partition p. Before deciding the request at stream sequence k the worker
+// waits until the ack floor of DurableName(DurableEligibility, p) reaches
+// k. That consumer delivers partition p's facts strictly in order
+// (MaxAckPending 1) and the eligibility worker acknowledges a fact only
+// after the marks it causes are stored, so every mark with CauseIndex below
+// the request's fact index is in the log by then, whichever process (or
+// failover successor) judged it. The core considers only those marks, so
+// the application does not depend on which worker ran where, on timing, or
+// on other partitions' progress.
 func (w *SchedulerWorker) Run(ctx context.Context) error {
-	return w.log.Consume(ctx, DurableScheduler, events.KindFilter(events.KindFact), w.handle)
+	if len(w.parts.owned) == 0 {
+		return errors.New("scheduler worker: no partitions to consume")
+	}
+	opts := w.parts.consumeOptions(w.met, "scheduler")
+	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
+		return w.log.Consume(ctx, DurableName(DurableScheduler, p), events.PartitionFilter(events.KindFact, p),
+			func(ctx context.Context, ev events.Event) error { return w.handle(ctx, p, ev) }, opts...)
+	})
 }
 
-func (w *SchedulerWorker) handle(ctx context.Context, ev events.Event) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (w *SchedulerWorker) handle(ctx context.Context, part int, ev events.Event) error {
 	done := w.met.observeLatency("scheduler")
 	defer done()
+	if _, ok := ev.Data.(*events.ModelRequest); ok {
+		// Wait outside the lock: other partitions keep moving meanwhile.
+		if err := w.waitEligibility(ctx, part, ev.Seq); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	k := keyOf(ev)
 	s, err := w.session(ctx, k, ev.Seq)
 	if err != nil {
@@ -77,10 +121,10 @@ func (w *SchedulerWorker) handle(ctx context.Context, ev events.Event) error {
 	if ev.Seq != 0 && ev.Seq <= s.lastSeq {
 		return nil
 	}
+	if ev.Time.After(w.latest) {
+		w.latest = ev.Time
+	}
 	if mr, ok := ev.Data.(*events.ModelRequest); ok {
-		if err := w.waitEligibility(ctx, ev.Seq); err != nil {
-			return err
-		}
 		if err := w.feedMarks(ctx, k, s); err != nil {
 			return err
 		}
@@ -88,32 +132,76 @@ func (w *SchedulerWorker) handle(ctx context.Context, ev events.Event) error {
 			stored, err := w.log.Append(ctx, []events.Event{*app})
 			if err != nil {
 				delete(w.sessions, k)
+				w.met.validationErrorOf("scheduler", err)
 				return fmt.Errorf("publish application for %s/%s request %s: %w", k.tenant, k.session, mr.Request, err)
 			}
-			w.observeApplication(s, stored[0])
+			w.observeApplication(s, stored[0], true)
 		}
 	}
 	s.core.Observe(ev)
 	s.facts++
 	s.lastSeq = ev.Seq
+	if _, ok := ev.Data.(*events.ModelRequest); ok {
+		w.updatePending(k, s)
+	}
 	return nil
 }
 
-func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event) {
+// observeApplication feeds an application to the core once; count says it
+// was just published here (so the metrics count it once, not again when a
+// session is rebuilt from the log).
+func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event, count bool) {
 	if s.seen[app.ID] {
 		return
 	}
 	s.seen[app.ID] = true
 	s.core.Observe(app)
-	w.met.application(app)
+	if count {
+		w.met.application(app)
+	}
 }
 
-// waitEligibility blocks until the eligibility worker has acknowledged every
-// fact up to seq.
-func (w *SchedulerWorker) waitEligibility(ctx context.Context, seq uint64) error {
+// updatePending refreshes the session's pending-mark summary and the
+// deferred gauges (w.mu held). Ages are measured on event time: the latest
+// event time seen minus the oldest pending mark's time.
+func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
+	if w.met == nil {
+		return
+	}
+	var sum pendingSummary
+	for _, pm := range s.core.Pending() {
+		sum.n++
+		if sum.oldest.IsZero() || pm.Since.Before(sum.oldest) {
+			sum.oldest = pm.Since
+		}
+	}
+	if sum.n == 0 {
+		delete(w.pending, k)
+	} else {
+		w.pending[k] = sum
+	}
+	total := 0
+	var oldest time.Time
+	for _, ps := range w.pending {
+		total += ps.n
+		if oldest.IsZero() || ps.oldest.Before(oldest) {
+			oldest = ps.oldest
+		}
+	}
+	age := 0.0
+	if !oldest.IsZero() && w.latest.After(oldest) {
+		age = w.latest.Sub(oldest).Seconds()
+	}
+	w.met.setDeferred(total, age)
+}
+
+// waitEligibility blocks until the eligibility consumer of partition part
+// has acknowledged every fact of the partition up to seq.
+func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, seq uint64) error {
 	delay := time.Millisecond
+	durable := DurableName(DurableEligibility, part)
 	for {
-		floor, err := w.log.AckFloor(ctx, DurableEligibility)
+		floor, err := w.log.AckFloor(ctx, durable)
 		if err == nil && floor >= seq {
 			return nil
 		}
@@ -165,6 +253,9 @@ func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64)
 			if a, ok := e.Data.(*events.Application); ok {
 				apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
 			}
+			if e.Time.After(w.latest) {
+				w.latest = e.Time
+			}
 		}
 		for _, e := range evs {
 			switch {
@@ -174,7 +265,7 @@ func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64)
 				s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
 			case e.IsFact() && e.Seq < seq:
 				for _, a := range apps[s.facts] {
-					w.observeApplication(s, a)
+					w.observeApplication(s, a, false)
 				}
 				s.core.Observe(e)
 				s.facts++
@@ -193,15 +284,16 @@ func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64)
 // stale view. It returns the stored application, or nil when nothing applies.
 func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
 	k := sessionKey{tenant, session}
+	part := w.log.PartitionOf(tenant, session)
 	for attempt := 0; attempt < 20; attempt++ {
 		last, err := w.log.LastSeq(ctx, tenant, session, events.KindFact)
 		if err != nil {
 			return nil, err
 		}
-		if err := w.waitFacts(ctx, k, last); err != nil {
+		if err := w.waitFacts(ctx, part, last); err != nil {
 			return nil, err
 		}
-		if err := w.waitEligibility(ctx, last); err != nil {
+		if err := w.waitEligibility(ctx, part, last); err != nil {
 			return nil, err
 		}
 		w.mu.Lock()
@@ -235,18 +327,21 @@ func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string
 			}
 			return nil, fmt.Errorf("publish live application for %s/%s: %w", tenant, session, err)
 		}
-		w.observeApplication(s, stored)
+		w.observeApplication(s, stored, true)
+		w.updatePending(k, s)
 		w.mu.Unlock()
 		return &stored, nil
 	}
 	return nil, fmt.Errorf("decide %s/%s: %w after 20 attempts", tenant, session, errConflict)
 }
 
-// waitFacts blocks until the worker has fed the session's facts up to seq.
-func (w *SchedulerWorker) waitFacts(ctx context.Context, k sessionKey, seq uint64) error {
+// waitFacts blocks until the scheduler consumer of partition part (in
+// whichever process) has handled the partition's facts up to seq.
+func (w *SchedulerWorker) waitFacts(ctx context.Context, part int, seq uint64) error {
 	delay := time.Millisecond
+	durable := DurableName(DurableScheduler, part)
 	for {
-		floor, err := w.log.AckFloor(ctx, DurableScheduler)
+		floor, err := w.log.AckFloor(ctx, durable)
 		if err == nil && floor >= seq {
 			return nil
 		}

@@ -48,6 +48,25 @@ type Config struct {
 	Logger  *slog.Logger
 	// Replicas for the stream and blob bucket (external clusters).
 	Replicas int
+	// Partitions is the stream's session partition count when this start
+	// creates the stream; zero adopts an existing stream's count (default
+	// events.DefaultPartitions for a new one). See store.Config.Partitions.
+	Partitions int
+	// OwnedPartitions lists the partitions this process's eligibility and
+	// scheduler workers consume; empty means all (the single-process mode).
+	OwnedPartitions []int
+	// PinnedTTL, when positive, makes partition consumers pinned-client
+	// priority-group consumers, so several worker processes can stand by
+	// for one partition (see pipeline.Config.PinnedTTL). Zero in the
+	// single-process mode.
+	PinnedTTL time.Duration
+	// AckWait is how long a worker may hold an event before the server
+	// redelivers it (also how long a crashed worker's event waits). Zero
+	// keeps store.DefaultAckWait.
+	AckWait time.Duration
+	// LagInterval is how often consumer lag is polled for /metrics. Zero
+	// keeps the pipeline default (5s).
+	LagInterval time.Duration
 }
 
 // Service is a started prunesched.
@@ -63,6 +82,7 @@ type Service struct {
 	HTTPAddr string
 
 	cancel  context.CancelFunc
+	done    chan struct{}
 	wg      sync.WaitGroup
 	runErr  error
 	httpSrv *http.Server
@@ -99,18 +119,29 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	s.NC = nc
-	st, err := store.Open(ctx, nc, store.Config{Replicas: cfg.Replicas, Tokens: s.Tokens}, logger.With("component", "store"))
+	st, err := store.Open(ctx, nc, store.Config{Replicas: cfg.Replicas, Tokens: s.Tokens, Partitions: cfg.Partitions, AckWait: cfg.AckWait}, logger.With("component", "store"))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.Store = st
-	s.Pipeline = pipeline.New(st, cfg.Policy, logger, s.Registry)
+	for _, p := range cfg.OwnedPartitions {
+		if p < 0 || p >= st.Partitions() {
+			s.Close()
+			return nil, fmt.Errorf("partition %d: the stream has partitions 0-%d", p, st.Partitions()-1)
+		}
+	}
+	s.Pipeline = pipeline.NewFromConfig(st, pipeline.Config{
+		Policy: cfg.Policy, Logger: logger, Registry: s.Registry,
+		Partitions: cfg.OwnedPartitions, PinnedTTL: cfg.PinnedTTL, LagInterval: cfg.LagInterval,
+	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	s.done = make(chan struct{})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(s.done)
 		if err := s.Pipeline.Run(runCtx, cfg.Workers...); err != nil {
 			logger.Error("pipeline stopped", "err", err)
 			s.runErr = err
@@ -136,8 +167,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Err reports why the pipeline stopped, if it did.
+// Err reports why the pipeline stopped, if it did. Read it after Done is
+// closed.
 func (s *Service) Err() error { return s.runErr }
+
+// Done is closed when the pipeline's workers have stopped (on Close, or on
+// their own after a failure; Err says why).
+func (s *Service) Done() <-chan struct{} { return s.done }
 
 // Close stops the API, the workers, the connection and the embedded server,
 // in that order.

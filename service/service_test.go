@@ -133,3 +133,81 @@ func TestServeEndToEndAndRestart(t *testing.T) {
 		t.Errorf("decisions changed across restart:\n%s\n---\n%s", decisions, decisions2)
 	}
 }
+
+// TestManualControlAndLiveRender pins a pruned item, asks for a manual
+// prune of another, renders at a later request time and checks the
+// decisions and the bundle follow; then restores and flushes.
+func TestManualControlAndLiveRender(t *testing.T) {
+	body, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := startT(t, t.TempDir())
+	defer svc.Close()
+	base := "http://" + svc.HTTPAddr
+	if code, b := httpDo(t, "POST", base+"/v1/events", body); code != 200 {
+		t.Fatalf("append %d %s", code, b)
+	}
+	decisionOf := func(item string) (string, string, bool) {
+		t.Helper()
+		_, b := httpDo(t, "GET", base+"/v1/sessions/sample/decisions", nil)
+		var ds struct {
+			Decisions []struct {
+				Item, Decision, Reason string
+				Applied                bool
+			}
+		}
+		if err := json.Unmarshal(b, &ds); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds.Decisions {
+			if d.Item == item {
+				return d.Decision, d.Reason, d.Applied
+			}
+		}
+		return "", "", false
+	}
+	if d, _, applied := decisionOf("t1"); d != "PRUNE" || !applied {
+		t.Fatalf("t1 before the pin: %s applied=%v", d, applied)
+	}
+	for _, c := range []struct{ verb, item string }{{"pin", "t1"}, {"prune", "a2"}} {
+		if code, b := httpDo(t, "POST", base+"/v1/sessions/sample/"+c.verb, []byte(`{"item":"`+c.item+`","by":"alice","reason":"test","time":"2026-11-30T09:10:00Z"}`)); code != 200 {
+			t.Fatalf("%s %s: %d %s", c.verb, c.item, code, b)
+		}
+	}
+	if code, b := httpDo(t, "POST", base+"/v1/sessions/sample/pin", []byte(`{"item":"no-such-item"}`)); code != 404 {
+		t.Errorf("pin of an unknown item: %d %s", code, b)
+	}
+	// An adapter renders at its next request's time.
+	code, bundle := httpDo(t, "POST", base+"/v1/sessions/sample/render", []byte(`{"time":"2026-11-30T09:20:00Z","request":"live1","format":"text"}`))
+	if code != 200 {
+		t.Fatalf("render %d %s", code, bundle)
+	}
+	if d, reason, applied := decisionOf("t1"); d != "KEEP" || reason != "PINNED" || !applied {
+		t.Errorf("t1 after pin and render: %s %s applied=%v", d, reason, applied)
+	}
+	if d, reason, applied := decisionOf("a2"); d != "PRUNE" || reason != "MANUAL_PRUNE" || !applied {
+		t.Errorf("a2 after manual prune and render: %s %s applied=%v", d, reason, applied)
+	}
+	if strings.Contains(string(bundle), "Reading the loader again") {
+		t.Errorf("manually pruned a2 still rendered:\n%s", bundle)
+	}
+	// A render without a time is refused: decisions never read the clock.
+	if code, b := httpDo(t, "POST", base+"/v1/sessions/sample/render", []byte(`{"request":"live2"}`)); code != 400 {
+		t.Errorf("render without time: %d %s", code, b)
+	}
+	// Restore takes effect at once; flush is recorded.
+	if code, b := httpDo(t, "POST", base+"/v1/sessions/sample/restore", []byte(`{"item":"a2","by":"alice"}`)); code != 200 {
+		t.Fatalf("restore: %d %s", code, b)
+	}
+	_, text := httpDo(t, "GET", base+"/v1/sessions/sample/bundle?format=text", nil)
+	if !strings.Contains(string(text), "Reading the loader again") {
+		t.Errorf("restored a2 not rendered")
+	}
+	if code, b := httpDo(t, "POST", base+"/v1/sessions/sample/flush", []byte(`{"by":"alice"}`)); code != 200 {
+		t.Errorf("flush: %d %s", code, b)
+	}
+	if code, b := httpDo(t, "GET", base+"/v1/sessions/sample/pending", nil); code != 200 || !json.Valid(b) {
+		t.Errorf("pending: %d %s", code, b)
+	}
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prunesched/prunesched/service"
 )
@@ -21,6 +23,7 @@ Restarting on the same data directory keeps every session.`)
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
+	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if err := parse(fs, args); err != nil {
@@ -42,7 +45,7 @@ Restarting on the same data directory keeps every session.`)
 	}
 	svc, err := service.Start(ctx, service.Config{
 		NATSURL: *natsURL, DataDir: *data, NATSListen: *natsListen, SyncAlways: *sync == "always",
-		HTTPListen: *listen, Policy: pol, Logger: logger, Replicas: *replicas,
+		HTTPListen: *listen, Policy: pol, Logger: logger, Replicas: *replicas, Partitions: *partitions,
 	})
 	if err != nil {
 		return err
@@ -64,20 +67,40 @@ Restarting on the same data directory keeps every session.`)
 func runWorker(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "worker", "eligibility|scheduler|projector --nats URL [flags]", `
 Run one pipeline component as its own process against an external NATS
-server, for fleets larger than one machine. The projector also serves the HTTP
-API (render, decisions, items) when --listen is set.`)
-	natsURL := fs.String("nats", "", "NATS server URL (required)")
+server (a JetStream cluster), for fleets larger than one machine. The
+projector also serves the HTTP API (render, decisions, items) when --listen
+is set; every worker serves /metrics, /healthz and /readyz there.
+
+Eligibility and scheduler workers consume the stream's session partitions
+(--owns, default all) through pinned priority-group consumers: run two or
+more of each kind and every partition is consumed by exactly one of them at
+a time; when it dies, another takes its partitions over after --pinned-ttl
+(its unacknowledged event is redelivered after --ack-wait). See
+docs/operations.md.`)
+	natsURL := fs.String("nats", "", "NATS server URL(s), comma-separated (required)")
 	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector)")
 	policyPath := fs.String("policy", "", "policy file (YAML)")
-	replicas := fs.Int("replicas", 1, "stream replicas when creating the stream")
-	logLevel := fs.String("log-level", "info", "log level")
+	replicas := fs.Int("replicas", 1, "stream replicas when creating the stream (a three-node cluster: 3)")
+	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
+	owns := fs.String("owns", "", "partitions this worker consumes, e.g. 0-3,6 (empty: all)")
+	pinnedTTL := fs.Duration("pinned-ttl", 10*time.Second, "a partition whose worker stops pulling for this long moves to a standby worker")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "an event held this long without acknowledgement is redelivered (also after a crash)")
+	lagInterval := fs.Duration("lag-interval", 5*time.Second, "how often consumer lag is polled for /metrics")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logJSON := fs.Bool("log-json", false, "log as JSON")
+	// The component may come first: `worker eligibility --nats URL`.
+	var comp string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		comp, args = args[0], args[1:]
+	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if comp == "" && fs.NArg() == 1 {
+		comp = fs.Arg(0)
+	} else if fs.NArg() > 0 {
 		return usagef("want exactly one component: eligibility, scheduler or projector")
 	}
-	comp := fs.Arg(0)
 	workers := map[string][]string{"eligibility": {"eligibility"}, "scheduler": {"scheduler"}, "projector": {"projection"}}[comp]
 	if workers == nil {
 		return usagef("unknown component %q: want eligibility, scheduler or projector", comp)
@@ -85,20 +108,71 @@ API (render, decisions, items) when --listen is set.`)
 	if *natsURL == "" {
 		return usagef("--nats is required")
 	}
-	logger, err := newLogger(e.stderr, *logLevel, false)
+	owned, err := parsePartitions(*owns)
+	if err != nil {
+		return usagef("--owns: %v", err)
+	}
+	if *pinnedTTL <= 0 || *ackWait < time.Second {
+		return usagef("--pinned-ttl must be positive and --ack-wait at least 1s")
+	}
+	logger, err := newLogger(e.stderr, *logLevel, *logJSON)
 	if err != nil {
 		return err
 	}
+	logger = logger.With("component", comp)
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
 		return err
 	}
-	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger, Replicas: *replicas})
+	svc, err := service.Start(ctx, service.Config{
+		NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger,
+		Replicas: *replicas, Partitions: *partitions, OwnedPartitions: owned,
+		PinnedTTL: *pinnedTTL, AckWait: *ackWait, LagInterval: *lagInterval,
+	})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	logger.Info("worker running", "component", comp, "nats", *natsURL, "http", svc.HTTPAddr)
-	<-ctx.Done()
+	logger.Info("worker running", "nats", *natsURL, "http", svc.HTTPAddr,
+		"partitions", svc.Pipeline.Partitions(), "stream_partitions", svc.Store.Partitions())
+	if svc.HTTPAddr != "" {
+		fmt.Fprintf(e.stdout, "prunesched worker %s on http://%s\n", comp, svc.HTTPAddr)
+	}
+	select {
+	case <-ctx.Done():
+	case <-svc.Done():
+		if err := svc.Err(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// parsePartitions parses a partition list like "0-3,6" (empty: nil, all).
+func parsePartitions(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad partition %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad partition range %q", part)
+			}
+		}
+		for p := a; p <= b; p++ {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }

@@ -129,7 +129,7 @@ func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFa
 	if err != nil {
 		return events.Event{}, &EventError{ID: ev.ID, Err: err}
 	}
-	guard := events.Subject(stored.TenantOrDefault(), stored.Session, events.KindFact)
+	guard := events.StoredSubject(stored.TenantOrDefault(), stored.Session, events.KindFact, s.PartitionOf(stored.TenantOrDefault(), stored.Session))
 	ack, err := s.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(events.MsgID(stored)),
 		jetstream.WithExpectStream(events.StreamName),
@@ -152,7 +152,7 @@ func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFa
 // serve slightly behind the leader: a stale answer only makes a following
 // AppendGuarded fail with ErrConflict, never succeed wrongly.
 func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
-	subj, err := sessionSubject(tenant, session, kind)
+	subj, err := s.sessionSubject(tenant, session, kind)
 	if err != nil {
 		return 0, fmt.Errorf("last seq: %w", err)
 	}
@@ -196,10 +196,10 @@ func isWrongLastSequence(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
-// sessionSubject returns the subject (kind set) or session filter (kind
-// empty) of a session, refusing names that are not plain subject tokens so
-// no caller can smuggle in a wildcard.
-func sessionSubject(tenant, session string, kind events.SubjectKind) (string, error) {
+// sessionSubject returns the stored subject (kind set) or session filter
+// (kind empty) of a session, refusing names that are not plain subject
+// tokens so no caller can smuggle in a wildcard.
+func (s *Store) sessionSubject(tenant, session string, kind events.SubjectKind) (string, error) {
 	if tenant == "" {
 		tenant = events.DefaultTenant
 	}
@@ -213,7 +213,7 @@ func sessionSubject(tenant, session string, kind events.SubjectKind) (string, er
 	case "":
 		return events.SessionFilter(tenant, session), nil
 	case events.KindFact, events.KindMark, events.KindApply:
-		return events.Subject(tenant, session, kind), nil
+		return events.StoredSubject(tenant, session, kind, s.PartitionOf(tenant, session)), nil
 	}
 	return "", fmt.Errorf("unknown subject kind %q", kind)
 }

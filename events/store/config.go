@@ -51,6 +51,12 @@ type Config struct {
 	// (ReadSession, ReadAll). It must exceed the largest message. Default
 	// 64 MB.
 	ReadBufferBytes int
+	// Partitions is the number of session partitions of the stream (its
+	// subject transform adds partition(Partitions,1,2) as the fifth subject
+	// token). It is fixed when the stream is created: zero adopts the
+	// existing stream's count (events.DefaultPartitions for a new stream);
+	// a different non-zero count for an existing stream is an error.
+	Partitions int
 }
 
 // Default values of Config fields.
@@ -124,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.NakDelay < 0 {
 		errs = append(errs, fmt.Errorf("nak delay: negative (%s)", c.NakDelay))
+	}
+	if c.Partitions < 0 || c.Partitions > events.MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions: %d out of range 1-%d", c.Partitions, events.MaxPartitions))
 	}
 	if c.ReadBufferBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("read buffer bytes: %d, want at least 1 MB", c.ReadBufferBytes))

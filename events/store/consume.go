@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,11 +18,54 @@ import (
 // for redelivery after Config.NakDelay.
 type Handler func(ctx context.Context, e events.Event) error
 
+// ConsumeOption adjusts one Consume call.
+type ConsumeOption func(*consumeOpts)
+
+type consumeOpts struct {
+	group         string
+	pinnedTTL     time.Duration
+	maxAckPending int
+	onDecodeError func(error)
+}
+
+// WithPinnedGroup makes the durable a pinned-client priority-group consumer
+// (nats-server 2.11+): the server delivers to one pulling client at a time,
+// and when that client stops pulling for ttl it pins another one waiting on
+// the same group. Several processes running the same Consume then share no
+// work but stand by for each other: the failover for a partition's worker.
+func WithPinnedGroup(group string, ttl time.Duration) ConsumeOption {
+	return func(o *consumeOpts) { o.group, o.pinnedTTL = group, ttl }
+}
+
+// WithMaxAckPending overrides Config.MaxAckPending for this consumer. 1
+// makes delivery strictly ordered: a message is redelivered (after a
+// failure or a crash, once AckWait passes) before any later one.
+func WithMaxAckPending(n int) ConsumeOption {
+	return func(o *consumeOpts) { o.maxAckPending = n }
+}
+
+// WithDecodeErrorHook calls fn for every event that cannot be decoded (it
+// is terminated, never redelivered), e.g. to count it.
+func WithDecodeErrorHook(fn func(error)) ConsumeOption {
+	return func(o *consumeOpts) { o.onDecodeError = fn }
+}
+
+// storedFilter turns a filter in the publish layout
+// (ps.<tenant>.<session>.<kind>, wildcards allowed) into the stored layout by
+// matching every partition; other filters are used as given.
+func storedFilter(filter string) string {
+	if strings.Count(filter, ".") == 3 && !strings.HasSuffix(filter, ">") {
+		return filter + ".*"
+	}
+	return filter
+}
+
 // Consume runs handler for every event on subjects matching filter (empty:
 // all, "ps.>"), through the durable pull consumer named durable, created or
 // updated here (explicit ack, Config.AckWait, Config.MaxAckPending). The
 // durable remembers progress across restarts: a worker resumes after its
-// last acknowledged event.
+// last acknowledged event. A filter in the publish layout
+// (ps.<tenant>.<session>.<kind>) matches the events of every partition.
 //
 // Handler calls are sequential. Success acknowledges the event and waits for
 // the server to confirm (so AckFloor moves); an error (or a panic) is logged
@@ -31,28 +75,42 @@ type Handler func(ctx context.Context, e events.Event) error
 //
 // Consume returns nil when ctx ends, after the handler in progress returns;
 // it returns an error if the consumer cannot be set up or stops on its own.
-func (s *Store) Consume(ctx context.Context, durable, filter string, handler Handler) error {
+func (s *Store) Consume(ctx context.Context, durable, filter string, handler Handler, opts ...ConsumeOption) error {
 	if err := validDurable(durable); err != nil {
 		return fmt.Errorf("consume: %w", err)
+	}
+	o := consumeOpts{maxAckPending: s.cfg.MaxAckPending}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAckPending < 1 {
+		return fmt.Errorf("consume %s: max ack pending %d, want at least 1", durable, o.maxAckPending)
 	}
 	if filter == "" {
 		filter = events.SubjectPrefix + ".>"
 	}
+	filter = storedFilter(filter)
 	if !strings.HasPrefix(filter, events.SubjectPrefix+".") {
 		return fmt.Errorf("consume %s: filter %q is outside %s.>", durable, filter, events.SubjectPrefix)
 	}
 	if handler == nil {
 		return fmt.Errorf("consume %s: nil handler", durable)
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       durable,
 		Description:   "prunesched worker",
 		FilterSubject: filter,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.cfg.AckWait,
-		MaxAckPending: s.cfg.MaxAckPending,
-	})
+		MaxAckPending: o.maxAckPending,
+	}
+	if o.group != "" {
+		ccfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		ccfg.PriorityGroups = []string{o.group}
+		ccfg.PinnedTTL = o.pinnedTTL
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamName, ccfg)
 	if err != nil {
 		return fmt.Errorf("consume %s: create or update consumer: %w", durable, err)
 	}
@@ -71,21 +129,30 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 			_ = msg.Nak()
 			return
 		}
-		s.handle(ctx, log, msg, handler)
+		s.handle(ctx, log, msg, handler, o.onDecodeError)
 	}
 	stop := func() {
 		handling.Lock()
 		stopped = true
 		handling.Unlock()
 	}
-	cc, err := cons.Consume(cb,
+	popts := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxBytes(s.cfg.ReadBufferBytes),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if ctx.Err() == nil {
-				log.Warn("consume: pull error (retrying)", slog.Any("err", err))
+			if ctx.Err() != nil {
+				return
 			}
+			if errors.Is(err, jetstream.ErrPinIDMismatch) {
+				log.Debug("consume: another client holds the pin (standing by)")
+				return
+			}
+			log.Warn("consume: pull error (retrying)", slog.Any("err", err))
 		}),
-	)
+	}
+	if o.group != "" {
+		popts = append(popts, jetstream.PullPriorityGroup(o.group))
+	}
+	cc, err := cons.Consume(cb, popts...)
 	if err != nil {
 		return fmt.Errorf("consume %s: start: %w", durable, err)
 	}
@@ -107,7 +174,7 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 }
 
 // handle runs the handler for one message and settles it.
-func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, handler Handler) {
+func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, handler Handler, onDecodeError func(error)) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		log.Error("consume: message without metadata", slog.String("subject", msg.Subject()), slog.Any("err", err))
@@ -117,6 +184,9 @@ func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg,
 	seq := meta.Sequence.Stream
 	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
 	if err != nil {
+		if onDecodeError != nil {
+			onDecodeError(err)
+		}
 		log.Error("consume: undecodable event, not redelivered", slog.Uint64("seq", seq), slog.Any("err", err))
 		if err := msg.Term(); err != nil {
 			log.Warn("consume: term failed", slog.Uint64("seq", seq), slog.Any("err", err))
@@ -202,6 +272,28 @@ func (s *Store) ProcessedThrough(ctx context.Context, durable string, seq uint64
 		return true, nil
 	}
 	return seq <= last && info.NumPending == 0 && info.NumAckPending == 0, nil
+}
+
+// ConsumerLag returns what a durable consumer still has to do: messages
+// matching its filter not yet delivered plus those delivered and not yet
+// acknowledged (NumPending + NumAckPending). A missing consumer is an error
+// wrapping ErrNotFound.
+func (s *Store) ConsumerLag(ctx context.Context, durable string) (uint64, error) {
+	if err := validDurable(durable); err != nil {
+		return 0, fmt.Errorf("consumer lag: %w", err)
+	}
+	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0, fmt.Errorf("consumer lag: consumer %s: %w", durable, ErrNotFound)
+		}
+		return 0, fmt.Errorf("consumer lag: consumer %s: %w", durable, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("consumer lag: consumer %s info: %w", durable, err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
 func validDurable(name string) error {

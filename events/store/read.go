@@ -27,7 +27,7 @@ type SessionRef struct {
 // does not decode, or whose subject does not match its envelope, stops the
 // read with an error naming its stream sequence.
 func (s *Store) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
-	filter, err := sessionSubject(tenant, session, "")
+	filter, err := s.sessionSubject(tenant, session, "")
 	if err != nil {
 		return nil, fmt.Errorf("read session: %w", err)
 	}
@@ -142,11 +142,18 @@ func decodeMsg(subject string, seq uint64, data []byte) (events.Event, error) {
 	if err != nil {
 		return events.Event{}, fmt.Errorf("decode seq %d (%s): %w", seq, subject, err)
 	}
-	if want := events.SubjectOf(e); want != subject {
-		return events.Event{}, fmt.Errorf("decode seq %d: event %s belongs on %s, stored on %s", seq, e.ID, want, subject)
+	if !checkSubject(subject, e) {
+		return events.Event{}, fmt.Errorf("decode seq %d: event %s belongs on %s, stored on %s", seq, e.ID, events.SubjectOf(e), subject)
 	}
 	e.Seq = seq
 	return e, nil
+}
+
+// checkSubject checks that an event was stored on a subject of its own
+// session and kind (either form, with or without the partition token).
+func checkSubject(subject string, e events.Event) bool {
+	tenant, session, kind, err := events.ParseSubject(subject)
+	return err == nil && tenant == e.TenantOrDefault() && session == e.Session && kind == events.KindOf(e.Type)
 }
 
 // Sessions lists the sessions that have at least one fact, sorted by tenant

@@ -82,6 +82,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: jetstream: %w", err)
 	}
+	if err := adoptPartitions(ctx, js, &cfg, logger); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	scfg := StreamConfig(cfg)
 	stream, err := js.CreateOrUpdateStream(ctx, scfg)
 	if err != nil {
@@ -100,6 +103,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		slog.String("stream", scfg.Name),
 		slog.String("blob_bucket", cfg.BlobBucket),
 		slog.Int("replicas", cfg.Replicas),
+		slog.Int("partitions", cfg.Partitions),
 		slog.Duration("duplicates", cfg.Duplicates))
 	return &Store{
 		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
@@ -108,13 +112,20 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 }
 
 // StreamConfig is the event stream's configuration for cfg (with defaults
-// applied by Open): file storage, subjects ps.>, deletes and purges denied
-// so the log stays append-only, DiscardNew so a limit rejects new writes
-// instead of silently dropping old events, and direct gets allowed for
-// cheap last-message lookups. It is exported so deployment tooling can
+// applied by Open): file storage, subjects ps.>, a subject transform that
+// appends the session's partition (events.SubjectTransform with
+// cfg.Partitions, default events.DefaultPartitions), deletes and purges
+// denied so the log stays append-only, DiscardNew so a limit rejects new
+// writes instead of silently dropping old events, and direct gets allowed
+// for cheap last-message lookups. It is exported so deployment tooling can
 // create the stream the same way.
 func StreamConfig(cfg Config) jetstream.StreamConfig {
 	cfg.setDefaults()
+	n := cfg.Partitions
+	if n == 0 {
+		n = events.DefaultPartitions
+	}
+	src, dst := events.SubjectTransform(n)
 	return jetstream.StreamConfig{
 		Name:        events.StreamName,
 		Description: "prunesched session events (append-only)",
@@ -130,7 +141,54 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      src,
+			Destination: dst,
+		},
 	}
+}
+
+// adoptPartitions settles cfg.Partitions against the stream as it exists:
+// zero adopts the stream's count, a different count is an error (moving a
+// session to another partition while workers own the old one would let two
+// workers judge it). A new stream gets cfg.Partitions or the default.
+func adoptPartitions(ctx context.Context, js jetstream.JetStream, cfg *Config, logger *slog.Logger) error {
+	st, err := js.Stream(ctx, events.StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if cfg.Partitions == 0 {
+			cfg.Partitions = events.DefaultPartitions
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up stream %s: %w", events.StreamName, err)
+	}
+	tr := st.CachedInfo().Config.SubjectTransform
+	if tr == nil {
+		if cfg.Partitions == 0 {
+			cfg.Partitions = events.DefaultPartitions
+		}
+		logger.Warn("stream has no partition transform; adding it: events stored before stay unpartitioned and are not redelivered to workers",
+			slog.String("stream", events.StreamName), slog.Int("partitions", cfg.Partitions))
+		return nil
+	}
+	n, ok := events.PartitionsOfTransform(tr.Destination)
+	if !ok {
+		return fmt.Errorf("stream %s: unexpected subject transform %s -> %s", events.StreamName, tr.Source, tr.Destination)
+	}
+	if cfg.Partitions != 0 && cfg.Partitions != n {
+		return fmt.Errorf("stream %s has %d partitions, configured %d: the count is fixed when the stream is created", events.StreamName, n, cfg.Partitions)
+	}
+	cfg.Partitions = n
+	return nil
+}
+
+// Partitions returns the stream's partition count.
+func (s *Store) Partitions() int { return s.cfg.Partitions }
+
+// PartitionOf returns the partition a session's events are stored in.
+func (s *Store) PartitionOf(tenant, session string) int {
+	return events.Partition(tenant, session, s.cfg.Partitions)
 }
 
 // JS returns the JetStream handle for advanced use (tests, admin tools).

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// The server's partition(n,1,2) transform and events.Partition must agree,
+// or readers would look for a session in the wrong partition.
+func TestPartitionTransformMatchesClient(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	s := openStore(t, connectEmbedded(t), Config{Tokens: lenCounter{}, Partitions: 5})
+	require_Equal(t, s.Partitions(), 5)
+	seen := map[int]bool{}
+	for i := 0; i < 40; i++ {
+		tenant := []string{"", "acme", "t-2"}[i%3]
+		sess := fmt.Sprintf("s%d", i)
+		stored, err := s.Append(ctx, []events.Event{msgEvent(tenant, sess, "e1", "x")})
+		require_NoError(t, err)
+		msg, err := s.stream.GetMsg(ctx, stored[0].Seq)
+		require_NoError(t, err)
+		tn, sn, kind, p, err := events.ParseStoredSubject(msg.Subject)
+		require_NoError(t, err)
+		require_Equal(t, sn, sess)
+		require_Equal(t, kind, events.KindFact)
+		require_Equal(t, p, events.Partition(tn, sn, 5))
+		require_Equal(t, p, s.PartitionOf(tenant, sess))
+		seen[p] = true
+		got, err := s.ReadSession(ctx, tenant, sess)
+		require_NoError(t, err)
+		require_Equal(t, len(got), 1)
+		last, err := s.LastSeq(ctx, tenant, sess, events.KindFact)
+		require_NoError(t, err)
+		require_Equal(t, last, stored[0].Seq)
+	}
+	require_True(t, len(seen) == 5, "40 sessions used only partitions %v", seen)
+
+	// The count is fixed at creation: a different one is refused, zero adopts.
+	_, err := Open(ctx, s.nc, Config{Tokens: lenCounter{}, Partitions: 7}, nil)
+	require_Error(t, err)
+	require_Contains(t, err.Error(), "has 5 partitions")
+	again := openStore(t, s.nc, Config{Tokens: lenCounter{}})
+	require_Equal(t, again.Partitions(), 5)
+}
+
+// Two consumers of one pinned priority group: only one gets messages; when
+// it stops pulling, the other takes over after the pinned TTL and nothing is
+// handled twice or lost.
+func TestPinnedGroupFailover(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	nc := connectEmbedded(t)
+	cfg := Config{Tokens: lenCounter{}, AckWait: time.Second, Partitions: 2}
+	a := openStore(t, nc, cfg)
+	b := openStore(t, connectTo(t, nc.ConnectedUrl()), cfg)
+	var (
+		mu  sync.Mutex
+		got = map[string]string{} // event id -> consumer
+		dup []string
+	)
+	handler := func(name string) Handler {
+		return func(_ context.Context, e events.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, ok := got[e.ID]; ok {
+				dup = append(dup, e.ID+" by "+prev+" and "+name)
+			}
+			got[e.ID] = name
+			return nil
+		}
+	}
+	p := a.PartitionOf("", "pin")
+	filter := events.PartitionFilter(events.KindFact, p)
+	opts := []ConsumeOption{WithPinnedGroup("ps", 2*time.Second), WithMaxAckPending(1)}
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Consume(actx, "pinned", filter, handler("a"), opts...) }()
+	// Let a take the pin before b starts pulling.
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := a.AckFloor(ctx, "pinned")
+		return err
+	})
+	time.Sleep(200 * time.Millisecond)
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	bDone := make(chan error, 1)
+	go func() { bDone <- b.Consume(bctx, "pinned", filter, handler("b"), opts...) }()
+
+	var evs []events.Event
+	for i := 0; i < 10; i++ {
+		evs = append(evs, msgEvent("", "pin", fmt.Sprintf("e%d", i), "x"))
+	}
+	_, err := a.Append(ctx, evs[:5])
+	require_NoError(t, err)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < 5 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	stopA()
+	require_NoError(t, <-aDone)
+	_, err = a.Append(ctx, evs[5:])
+	require_NoError(t, err)
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < 10 {
+			return fmt.Errorf("%d of 10 handled", len(got))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i < 5; i++ {
+		require_Equal(t, got[fmt.Sprintf("e%d", i)], "a")
+	}
+	for i := 5; i < 10; i++ {
+		require_Equal(t, got[fmt.Sprintf("e%d", i)], "b")
+	}
+	require_True(t, len(dup) == 0, "handled twice: %v", dup)
+	c, err := a.js.Consumer(ctx, events.StreamName, "pinned")
+	require_NoError(t, err)
+	ci, err := c.Info(ctx)
+	require_NoError(t, err)
+	require_Equal(t, ci.Config.PriorityPolicy, jetstream.PriorityPolicyPinned)
+}
