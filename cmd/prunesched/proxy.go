@@ -3,9 +3,89 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prunesched/prunesched/proxy"
+	"github.com/prunesched/prunesched/service"
 )
 
-// runProxy is replaced by the real command.
-func runProxy(_ context.Context, _ *env, _ []string) error {
-	return errors.New("proxy: not built yet")
+func runProxy(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "proxy", "--upstream URL [flags]", `
+Prune live agents' requests. The proxy speaks the Anthropic Messages API
+(/v1/messages, streaming or not; count_tokens passed through) and the OpenAI
+Chat Completions (/v1/chat/completions) and Responses (/v1/responses) APIs.
+Point the agent's base URL at --listen: each request's new messages and tool
+results are appended to the session's log, the scheduler decides at the
+request's time, the placeholders of pruned items are spliced into the
+client's own request, and the response streams back unchanged. If anything
+inside prunesched fails or takes longer than --budget, the original request
+goes upstream unchanged.
+
+It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
+--data, or --nats), and the prunesched API on --api-listen so that
+'prunesched decisions', 'bundle' and /metrics work while it runs.`)
+	listen := fs.String("listen", "127.0.0.1:8788", "proxy address the agents call; loopback unless told otherwise")
+	upstream := fs.String("upstream", "", "model API base URL requests go to, e.g. https://api.anthropic.com (required)")
+	openaiUp := fs.String("openai-upstream", "", "base URL for the OpenAI paths (/v1/chat/completions, /v1/responses), e.g. https://api.openai.com; default --upstream")
+	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server")
+	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
+	apiListen := fs.String("api-listen", "127.0.0.1:7070", "prunesched API address (decisions, bundle, /metrics); empty runs none")
+	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
+	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
+	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logJSON := fs.Bool("log-json", false, "log as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *upstream == "" {
+		return usagef("--upstream is required (for example https://api.anthropic.com)")
+	}
+	logger, err := newLogger(e.stderr, *logLevel, *logJSON)
+	if err != nil {
+		return err
+	}
+	pol, err := loadPolicy(*policyPath)
+	if err != nil {
+		return err
+	}
+	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	px, err := proxy.New(proxy.Config{
+		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
+		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+	})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen for the proxy on %s: %w", *listen, err)
+	}
+	srv := &http.Server{Handler: px.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("prunesched proxy", "listen", "http://"+ln.Addr().String(), "upstream", *upstream, "api", svc.HTTPAddr, "policy", pol.Version())
+	fmt.Fprintf(e.stdout, "prunesched proxy on http://%s -> %s (API on http://%s)\n", ln.Addr(), *upstream, svc.HTTPAddr)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("proxy server: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
 }

@@ -1,0 +1,506 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// capture reads a response as it streams to the client: the usage the
+// upstream reports and the assistant's content. It never changes a byte.
+type capture struct {
+	api      API
+	sse      bool
+	buf      bytes.Buffer // non-streamed body, or the partial SSE line
+	over     bool         // non-streamed body exceeded DefaultMaxCaptureBytes
+	complete bool         // the body was read to EOF
+
+	id    string
+	model string
+	usage *events.Usage
+	// blocks are the assistant's content blocks in order.
+	blocks []*respBlock
+	// byIndex finds a streamed block by its index (Anthropic content
+	// index, Chat Completions tool call index).
+	byIndex map[int]*respBlock
+	text    *respBlock // Chat Completions streamed text
+	done    time.Time
+}
+
+type respBlock struct {
+	kind      blockKind
+	text      strings.Builder
+	signature string
+	callID    string
+	tool      string
+	input     strings.Builder
+}
+
+func newCapture(api API, sse bool) *capture {
+	return &capture{api: api, sse: sse, byIndex: map[int]*respBlock{}}
+}
+
+// write feeds response bytes.
+func (c *capture) write(p []byte) {
+	if !c.sse {
+		if c.buf.Len()+len(p) > DefaultMaxCaptureBytes {
+			c.over = true
+			return
+		}
+		c.buf.Write(p)
+		return
+	}
+	c.buf.Write(p)
+	for {
+		b := c.buf.Bytes()
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return
+		}
+		line := bytes.TrimRight(b[:i], "\r")
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			c.event(bytes.TrimSpace(data))
+		}
+		c.buf.Next(i + 1)
+	}
+}
+
+// finish parses a non-streamed body.
+func (c *capture) finish() {
+	c.done = time.Now()
+	if c.sse || c.over {
+		return
+	}
+	switch c.api {
+	case APIAnthropic:
+		var m anthMessage
+		if json.Unmarshal(c.buf.Bytes(), &m) == nil {
+			c.id, c.model, c.usage = m.ID, m.Model, m.Usage.usage()
+			for _, cb := range m.Content {
+				c.anthBlock(cb)
+			}
+		}
+	case APIOpenAIChat:
+		var r struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
+			Choices []struct {
+				Message struct {
+					Content   *string        `json:"content"`
+					ToolCalls []chatToolCall `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+			Usage *oaUsage `json:"usage"`
+		}
+		if json.Unmarshal(c.buf.Bytes(), &r) == nil {
+			c.id, c.model, c.usage = r.ID, r.Model, r.Usage.usage()
+			if len(r.Choices) > 0 {
+				m := r.Choices[0].Message
+				if m.Content != nil && *m.Content != "" {
+					b := &respBlock{kind: bText}
+					b.text.WriteString(*m.Content)
+					c.blocks = append(c.blocks, b)
+				}
+				for _, tc := range m.ToolCalls {
+					b := &respBlock{kind: bToolUse, callID: tc.ID, tool: tc.Function.Name}
+					b.input.WriteString(tc.Function.Arguments)
+					c.blocks = append(c.blocks, b)
+				}
+			}
+		}
+	case APIOpenAIResponses:
+		var r respResponse
+		if json.Unmarshal(c.buf.Bytes(), &r) == nil {
+			c.respCompleted(&r)
+		}
+	}
+}
+
+type anthUsage struct {
+	InputTokens   int `json:"input_tokens"`
+	CacheCreation int `json:"cache_creation_input_tokens"`
+	CacheRead     int `json:"cache_read_input_tokens"`
+	OutputTokens  int `json:"output_tokens"`
+	CacheTiers    *struct {
+		Ephemeral5m int `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h int `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+}
+
+func (u *anthUsage) usage() *events.Usage {
+	if u == nil {
+		return nil
+	}
+	out := &events.Usage{InputTokens: u.InputTokens, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheCreation, OutputTokens: u.OutputTokens}
+	if u.CacheTiers != nil {
+		out.CacheWrite1hTokens = u.CacheTiers.Ephemeral1h
+		if w := u.CacheTiers.Ephemeral5m + u.CacheTiers.Ephemeral1h; w > out.CacheWriteTokens {
+			out.CacheWriteTokens = w
+		}
+	}
+	return out
+}
+
+type anthContent struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+}
+
+type anthMessage struct {
+	ID      string        `json:"id"`
+	Model   string        `json:"model"`
+	Content []anthContent `json:"content"`
+	Usage   *anthUsage    `json:"usage"`
+}
+
+func (c *capture) anthBlock(cb anthContent) *respBlock {
+	var b *respBlock
+	switch cb.Type {
+	case "text":
+		b = &respBlock{kind: bText}
+		b.text.WriteString(cb.Text)
+	case "thinking":
+		b = &respBlock{kind: bThinking, signature: cb.Signature}
+		b.text.WriteString(cb.Thinking)
+	case "tool_use":
+		b = &respBlock{kind: bToolUse, callID: cb.ID, tool: cb.Name}
+		if len(cb.Input) > 0 && string(cb.Input) != "{}" {
+			b.input.Write(cb.Input)
+		}
+	default:
+		return nil
+	}
+	c.blocks = append(c.blocks, b)
+	return b
+}
+
+type oaUsage struct {
+	PromptTokens       int `json:"prompt_tokens"`
+	CompletionTokens   int `json:"completion_tokens"`
+	InputTokens        int `json:"input_tokens"`
+	OutputTokens       int `json:"output_tokens"`
+	PromptTokensDetail *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokensDetail *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+}
+
+// usage maps OpenAI usage to ours: input is the uncached part, cache read
+// the cached part; OpenAI bills no cache writes.
+func (u *oaUsage) usage() *events.Usage {
+	if u == nil {
+		return nil
+	}
+	in, out, cached := u.PromptTokens+u.InputTokens, u.CompletionTokens+u.OutputTokens, 0
+	if u.PromptTokensDetail != nil {
+		cached += u.PromptTokensDetail.CachedTokens
+	}
+	if u.InputTokensDetail != nil {
+		cached += u.InputTokensDetail.CachedTokens
+	}
+	return &events.Usage{InputTokens: max(in-cached, 0), CacheReadTokens: cached, OutputTokens: out}
+}
+
+type chatToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type respItem struct {
+	Type      string `json:"type"`
+	Role      string `json:"role"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Input     string `json:"input"`
+	Content   []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+type respResponse struct {
+	ID     string     `json:"id"`
+	Model  string     `json:"model"`
+	Output []respItem `json:"output"`
+	Usage  *oaUsage   `json:"usage"`
+}
+
+func (c *capture) respItem(it respItem) {
+	switch it.Type {
+	case "message":
+		for _, p := range it.Content {
+			if p.Type == "output_text" && p.Text != "" {
+				b := &respBlock{kind: bText}
+				b.text.WriteString(p.Text)
+				c.blocks = append(c.blocks, b)
+			}
+		}
+	case "function_call":
+		b := &respBlock{kind: bToolUse, callID: it.CallID, tool: it.Name}
+		b.input.WriteString(it.Arguments)
+		c.blocks = append(c.blocks, b)
+	case "custom_tool_call":
+		b := &respBlock{kind: bToolUse, callID: it.CallID, tool: it.Name}
+		b.input.Write(quote(it.Input))
+		c.blocks = append(c.blocks, b)
+	}
+}
+
+func (c *capture) respCompleted(r *respResponse) {
+	c.id, c.model, c.usage = r.ID, r.Model, r.Usage.usage()
+	if len(c.blocks) == 0 {
+		for _, it := range r.Output {
+			c.respItem(it)
+		}
+	}
+}
+
+// event handles one SSE data payload.
+func (c *capture) event(data []byte) {
+	if len(data) == 0 || data[0] != '{' {
+		return // "[DONE]" and keep-alives
+	}
+	switch c.api {
+	case APIAnthropic:
+		var e struct {
+			Type         string       `json:"type"`
+			Index        int          `json:"index"`
+			Message      *anthMessage `json:"message"`
+			ContentBlock *anthContent `json:"content_block"`
+			Delta        *struct {
+				Type        string `json:"type"`
+				Text        string `json:"text"`
+				Thinking    string `json:"thinking"`
+				Signature   string `json:"signature"`
+				PartialJSON string `json:"partial_json"`
+			} `json:"delta"`
+			Usage *anthUsage `json:"usage"`
+		}
+		if json.Unmarshal(data, &e) != nil {
+			return
+		}
+		switch e.Type {
+		case "message_start":
+			if e.Message != nil {
+				c.id, c.model, c.usage = e.Message.ID, e.Message.Model, e.Message.Usage.usage()
+			}
+		case "content_block_start":
+			if e.ContentBlock != nil {
+				if b := c.anthBlock(*e.ContentBlock); b != nil {
+					c.byIndex[e.Index] = b
+				}
+			}
+		case "content_block_delta":
+			b := c.byIndex[e.Index]
+			if b == nil || e.Delta == nil {
+				return
+			}
+			switch e.Delta.Type {
+			case "text_delta":
+				b.text.WriteString(e.Delta.Text)
+			case "thinking_delta":
+				b.text.WriteString(e.Delta.Thinking)
+			case "signature_delta":
+				b.signature += e.Delta.Signature
+			case "input_json_delta":
+				b.input.WriteString(e.Delta.PartialJSON)
+			}
+		case "message_delta":
+			if u := e.Usage.usage(); u != nil {
+				if c.usage == nil {
+					c.usage = u
+				} else {
+					// message_delta carries cumulative counts; zero means
+					// not reported.
+					c.usage.OutputTokens = u.OutputTokens
+					if u.InputTokens > 0 {
+						c.usage.InputTokens = u.InputTokens
+					}
+					if u.CacheReadTokens > 0 {
+						c.usage.CacheReadTokens = u.CacheReadTokens
+					}
+					if u.CacheWriteTokens > 0 {
+						c.usage.CacheWriteTokens = u.CacheWriteTokens
+						c.usage.CacheWrite1hTokens = u.CacheWrite1hTokens
+					}
+				}
+			}
+		}
+	case APIOpenAIChat:
+		var e struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
+			Choices []struct {
+				Delta struct {
+					Content   *string        `json:"content"`
+					ToolCalls []chatToolCall `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *oaUsage `json:"usage"`
+		}
+		if json.Unmarshal(data, &e) != nil {
+			return
+		}
+		if e.ID != "" {
+			c.id = e.ID
+		}
+		if e.Model != "" {
+			c.model = e.Model
+		}
+		if u := e.Usage.usage(); u != nil {
+			c.usage = u
+		}
+		for _, ch := range e.Choices {
+			if d := ch.Delta.Content; d != nil && *d != "" {
+				if c.text == nil {
+					c.text = &respBlock{kind: bText}
+					c.blocks = append(c.blocks, c.text)
+				}
+				c.text.text.WriteString(*d)
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				b := c.byIndex[tc.Index]
+				if b == nil {
+					b = &respBlock{kind: bToolUse}
+					c.byIndex[tc.Index] = b
+					c.blocks = append(c.blocks, b)
+				}
+				if tc.ID != "" {
+					b.callID = tc.ID
+				}
+				if tc.Function.Name != "" {
+					b.tool = tc.Function.Name
+				}
+				b.input.WriteString(tc.Function.Arguments)
+			}
+		}
+	case APIOpenAIResponses:
+		var e struct {
+			Type     string        `json:"type"`
+			Item     *respItem     `json:"item"`
+			Response *respResponse `json:"response"`
+		}
+		if json.Unmarshal(data, &e) != nil {
+			return
+		}
+		switch e.Type {
+		case "response.output_item.done":
+			if e.Item != nil {
+				c.respItem(*e.Item)
+			}
+		case "response.completed", "response.incomplete":
+			if e.Response != nil {
+				c.respCompleted(e.Response)
+			}
+		}
+	}
+}
+
+// record appends the model request (when prunesched rendered it) and the
+// assistant's content. It takes the session lock before returning, so the
+// next request of the session sees these facts, and appends in the
+// background.
+func (p *Proxy) record(pl *plan, c *capture) {
+	c.finish()
+	st := pl.st
+	st.mu.Lock()
+	go func() {
+		defer st.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RecordTimeout)
+		defer cancel()
+		if err := p.recordLocked(ctx, pl, c); err != nil {
+			p.met.recordFailure()
+			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
+		}
+	}()
+}
+
+func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
+	st := pl.st
+	tenant := tenantField(pl.tenant)
+	var evs []events.Event
+	if pl.rendered {
+		model := c.model
+		if model == "" {
+			model = pl.conv.model
+		}
+		mr := &events.ModelRequest{Request: pl.req, Provider: pl.api.provider(), Model: model, Usage: c.usage, CacheTTL: pl.conv.cacheTTL, SourceID: sanitizeSource(c.id)}
+		if !validItemID(mr.SourceID) {
+			mr.SourceID = ""
+		}
+		evs = append(evs, events.New(events.DerivedID("proxy-request", pl.tenant, pl.session, pl.req), tenant, pl.session, pl.at, mr))
+	}
+	var items []string
+	counts := map[string]int{}
+	for _, b := range c.blocks {
+		var payload events.Payload
+		var item string
+		switch b.kind {
+		case bText, bThinking:
+			text := b.text.String()
+			key := text
+			if b.kind == bThinking && b.signature != "" {
+				key = b.signature
+			}
+			if b.kind == bText && text == "" {
+				continue
+			}
+			prefix := strings.TrimSuffix(textItemID(events.RoleAssistant, b.kind, key, 0), ".0")
+			n := st.counts[prefix] + counts[prefix]
+			counts[prefix]++
+			item = prefix + "." + itoa(n)
+			kind := events.KindText
+			if b.kind == bThinking {
+				kind = events.KindThinking
+			}
+			payload = &events.Message{Item: item, Role: events.RoleAssistant, Kind: kind, Text: text, Signature: b.signature}
+		case bToolUse:
+			if b.callID == "" {
+				continue
+			}
+			item, _ = callItemIDs(b.callID)
+			payload = &events.ToolCall{Item: item, CallID: b.callID, Tool: orUnknown(b.tool), Input: toolInput(b.input.String())}
+		default:
+			continue
+		}
+		if _, ok := st.known[item]; ok {
+			continue
+		}
+		ev := events.New(events.DerivedID("proxy-fact", pl.tenant, pl.session, item), tenant, pl.session, c.done, payload)
+		if ev.Validate() != nil {
+			continue
+		}
+		evs = append(evs, ev)
+		items = append(items, item)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	stored, err := p.cfg.Backend.Append(ctx, evs)
+	if err != nil {
+		return err
+	}
+	for _, e := range stored {
+		st.lastSeq = max(st.lastSeq, e.Seq)
+	}
+	for _, id := range items {
+		st.remember(id)
+	}
+	return nil
+}

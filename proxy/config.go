@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/pipeline"
+	"github.com/prunesched/prunesched/projections"
+)
+
+// Defaults of Config.
+const (
+	// DefaultBudget bounds the time prunesched may add to one request
+	// before the original goes upstream unchanged.
+	DefaultBudget = 200 * time.Millisecond
+	// DefaultRecordTimeout bounds appending facts that continue after the
+	// budget ran out, and recording a response.
+	DefaultRecordTimeout = 30 * time.Second
+	// DefaultMaxBodyBytes bounds a client request body.
+	DefaultMaxBodyBytes = 256 << 20
+	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
+	// kept to read its usage (the client gets all of it regardless).
+	DefaultMaxCaptureBytes = 64 << 20
+)
+
+// Backend is what the proxy needs from a running prunesched: the log and
+// the pipeline. ServiceBackend adapts the store and pipeline.
+type Backend interface {
+	// Append stores facts and returns them stored (Seq set).
+	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
+	// LastFactSeq is the stream sequence of the session's last fact (0:
+	// none).
+	LastFactSeq(ctx context.Context, tenant, session string) (uint64, error)
+	// DecideLive decides the request at time at and returns the stored
+	// application, or nil.
+	DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error)
+	// WaitSeq blocks until the projection has applied seq.
+	WaitSeq(ctx context.Context, seq uint64) error
+	// View runs fn on the session's projection; false when unknown.
+	View(tenant, session string, fn func(*projections.Session)) bool
+}
+
+// ServiceBackend returns the Backend of a store and a running pipeline.
+func ServiceBackend(st *store.Store, p *pipeline.Pipeline) Backend {
+	return &serviceBackend{st: st, p: p}
+}
+
+type serviceBackend struct {
+	st *store.Store
+	p  *pipeline.Pipeline
+}
+
+func (b *serviceBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	return b.st.Append(ctx, evs)
+}
+
+func (b *serviceBackend) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
+}
+
+func (b *serviceBackend) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
+	return b.p.Scheduler.DecideLive(ctx, tenant, session, at, req)
+}
+
+func (b *serviceBackend) WaitSeq(ctx context.Context, seq uint64) error {
+	return b.p.Projection.WaitSeq(ctx, seq)
+}
+
+func (b *serviceBackend) View(tenant, session string, fn func(*projections.Session)) bool {
+	return b.p.Projection.View(tenant, session, fn)
+}
+
+// Config configures a Proxy. The zero value plus Upstream and Backend is
+// usable; setDefaults fills the rest.
+type Config struct {
+	// Upstream is the base URL requests are forwarded to (the Anthropic API
+	// by default: https://api.anthropic.com). Required.
+	Upstream string
+	// OpenAIUpstream, when set, receives the OpenAI paths
+	// (/v1/chat/completions, /v1/responses and other /v1 OpenAI paths);
+	// otherwise they go to Upstream too.
+	OpenAIUpstream string
+	// Tenant is the tenant of every session unless a request names one in
+	// the X-Prunesched-Tenant header. Default events.DefaultTenant.
+	Tenant string
+	// Budget is the time prunesched may add to a request (DefaultBudget).
+	Budget time.Duration
+	// RecordTimeout bounds background appends (DefaultRecordTimeout).
+	RecordTimeout time.Duration
+	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Backend is the log and pipeline. Required.
+	Backend Backend
+	// Logger receives the proxy's logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the proxy's metrics; nil disables them.
+	Registry prometheus.Registerer
+	// Client forwards requests upstream; nil uses a client without a
+	// timeout (responses stream for minutes) on a clone of the default
+	// transport.
+	Client *http.Client
+	// Now returns the time a request arrives (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Tenant == "" {
+		c.Tenant = events.DefaultTenant
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.RecordTimeout == 0 {
+		c.RecordTimeout = DefaultRecordTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		c.Client = &http.Client{Transport: t}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate checks the configuration; errors name the field.
+func (c *Config) Validate() error {
+	if c.Backend == nil {
+		return errors.New("proxy config: Backend is required")
+	}
+	if _, err := parseUpstream("Upstream", c.Upstream, true); err != nil {
+		return err
+	}
+	if _, err := parseUpstream("OpenAIUpstream", c.OpenAIUpstream, false); err != nil {
+		return err
+	}
+	if !events.ValidToken(c.Tenant) {
+		return fmt.Errorf("proxy config: Tenant %q: use letters, digits, '_' or '-'", c.Tenant)
+	}
+	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 {
+		return errors.New("proxy config: Budget, RecordTimeout and MaxBodyBytes must not be negative")
+	}
+	return nil
+}
+
+func parseUpstream(field, s string, required bool) (*url.URL, error) {
+	if s == "" {
+		if required {
+			return nil, fmt.Errorf("proxy config: %s is required", field)
+		}
+		return nil, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %s %q: %w", field, s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("proxy config: %s %q: want an http(s) URL with a host", field, s)
+	}
+	return u, nil
+}

@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// API names a wire protocol the proxy speaks.
+type API string
+
+// The APIs the proxy speaks.
+const (
+	APIAnthropic       API = "anthropic"
+	APIOpenAIChat      API = "openai_chat"
+	APIOpenAIResponses API = "openai_responses"
+)
+
+// provider returns the provider name recorded on model requests.
+func (a API) provider() string {
+	if a == APIAnthropic {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// blockKind is what a request block is, as far as the log is concerned.
+type blockKind uint8
+
+const (
+	bText blockKind = iota + 1
+	bThinking
+	bToolUse
+	bToolResult
+)
+
+// block is one unit of a client request that maps to an item, with where
+// its replaceable value sits in the request body.
+type block struct {
+	kind blockKind
+	role events.Role
+	item string
+
+	// Payload (decoded lazily for items already in the log: see raw).
+	text      string
+	signature string
+	callID    string
+	tool      string
+	input     json.RawMessage
+	// callInput is, on a tool result, the input of its call when the same
+	// request holds it.
+	callInput json.RawMessage
+	isError   bool
+	exitCode  *int
+	meta      bool
+
+	// raw is the undecoded output or text value; decoded only when the item
+	// is new.
+	raw    []byte
+	rawArr bool // raw is an array of content blocks (tool_result content)
+
+	// val is the span of the value a prune replaces (tool_result content,
+	// tool_use input, text), -1 when absent.
+	valStart, valEnd int
+	// inputIsString is true when the tool input is a JSON string holding
+	// JSON (OpenAI arguments).
+	inputIsString bool
+	// objEnd is the offset of the closing '}' of the block object, where a
+	// cache_control breakpoint can be inserted; -1 when not allowed.
+	objEnd int
+	// cache is true when the client put a cache_control breakpoint on it;
+	// cc is that breakpoint's raw value.
+	cache bool
+	cc    []byte
+}
+
+// conversation is a parsed client request.
+type conversation struct {
+	api    API
+	body   []byte
+	model  string
+	stream bool
+	tools  bool
+	blocks []*block
+	// firstUser is the text of the first user message: the lane key.
+	firstUser string
+	// system is the system prompt text (for the derived session id).
+	system string
+	// breakpoints counts the client's cache_control breakpoints (all of
+	// system, tools and messages); cacheTTL is "1h" when one asks for the
+	// one-hour tier, "5m" when there are breakpoints, else "".
+	breakpoints int
+	cacheTTL    string
+}
+
+// hash12 is the first 12 hex digits of the SHA-256 of s.
+func hash12(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}
+
+// textItemID is the item id of a text or thinking block: role, kind, a
+// content hash and the occurrence number of that same content in the
+// conversation (the n-th identical text is a different item).
+func textItemID(role events.Role, kind blockKind, key string, n int) string {
+	k := "text"
+	if kind == bThinking {
+		k = "thinking"
+	}
+	return string(role) + "." + k + "." + hash12(key) + "." + itoa(n)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// callItemIDs returns the item ids of a call's input and output: the call
+// id (as the importers do), or a hash of it when it is not a valid id.
+func callItemIDs(callID string) (input, output string) {
+	id := callID
+	if !validItemID(id + "/input") {
+		id = "call." + hash12(callID)
+	}
+	return events.CallInputItem(id), id
+}
+
+func validItemID(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i > 0 {
+			ok = ok || strings.IndexByte("._:/@+=-", c) >= 0
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// occurrences numbers repeated texts within one request.
+type occurrences map[string]int
+
+func (o occurrences) next(key string) int {
+	n := o[key]
+	o[key] = n + 1
+	return n
+}
+
+// decodePayload fills text/output from raw for a block about to be
+// appended.
+func (b *block) decodePayload() {
+	if b.raw == nil {
+		return
+	}
+	if b.rawArr {
+		b.text = flattenContent(b.raw)
+	} else {
+		b.text = str(b.raw)
+	}
+	b.raw = nil
+}
+
+// flattenContent turns an array of content blocks into text: the text
+// blocks joined with newlines when all are text, else the raw JSON (an
+// image's bytes are not text, but their identity is what L0 compares).
+func flattenContent(raw []byte) string {
+	els, err := scanArray(raw, 0)
+	if err != nil {
+		return string(raw)
+	}
+	var parts []string
+	for _, e := range els {
+		ms, err := scanObject(e.val, 0)
+		if err != nil {
+			return string(raw)
+		}
+		switch str(get(ms, "type")) {
+		case "text", "input_text", "output_text":
+			parts = append(parts, str(get(ms, "text")))
+		default:
+			return string(raw)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// toolInput returns args as a JSON value for ToolCall.Input: the raw JSON
+// when valid, else the string encoded.
+func toolInput(args string) json.RawMessage {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage("{}")
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	return json.RawMessage(quote(args))
+}

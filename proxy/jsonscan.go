@@ -1,0 +1,291 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// The proxy never re-encodes a client's request: it finds the byte spans of
+// the few values it may replace and splices new bytes in, so every other
+// byte (key order, number formatting, thinking signatures, escapes) reaches
+// the upstream exactly as the client wrote it. This file is the small,
+// allocation-light scanner that finds those spans.
+
+// member is one member of a JSON object: its decoded key and the raw bytes
+// of its value, with the value's offset in the scanned buffer.
+type member struct {
+	key []byte // raw key bytes between the quotes (escapes not decoded)
+	val []byte
+	off int
+}
+
+// elem is one element of a JSON array.
+type elem struct {
+	val []byte
+	off int
+}
+
+var errJSON = errors.New("malformed JSON")
+
+func jsonErr(i int, what string) error { return fmt.Errorf("%w at byte %d: %s", errJSON, i, what) }
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+// It jumps from quote to quote (bytes.IndexByte is vectorised) and counts
+// the backslashes before each: an odd run escapes it.
+func skipString(b []byte, i int) (int, error) {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return 0, jsonErr(i, "unterminated string")
+		}
+		i += j
+		k := i - 1
+		for k >= 0 && b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			return i + 1, nil
+		}
+		i++
+	}
+}
+
+// skipValue returns the index after the JSON value starting at b[i]
+// (whitespace before it skipped).
+func skipValue(b []byte, i int) (int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return 0, jsonErr(i, "unexpected end")
+	}
+	switch c := b[i]; c {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				j, err := skipString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = j
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, jsonErr(i, "unterminated "+string(c))
+	default:
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				if j == i {
+					return 0, jsonErr(i, "unexpected character")
+				}
+				return j, nil
+			}
+			j++
+		}
+		if j == i {
+			return 0, jsonErr(i, "unexpected end")
+		}
+		return j, nil
+	}
+}
+
+// scanObject splits the object b (whitespace around it allowed) into its
+// members. base is added to every offset.
+func scanObject(b []byte, base int) ([]member, error) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, jsonErr(base+i, "want object")
+	}
+	i = skipWS(b, i+1)
+	var out []member
+	if i < len(b) && b[i] == '}' {
+		return out, nil
+	}
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return nil, jsonErr(base+i, "want key")
+		}
+		j, err := skipString(b, i)
+		if err != nil {
+			return nil, err
+		}
+		key := b[i+1 : j-1]
+		i = skipWS(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return nil, jsonErr(base+i, "want ':'")
+		}
+		i = skipWS(b, i+1)
+		end, err := skipValue(b, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, member{key: key, val: b[i:end], off: base + i})
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return nil, jsonErr(base+i, "unterminated object")
+		}
+		if b[i] == '}' {
+			return out, nil
+		}
+		if b[i] != ',' {
+			return nil, jsonErr(base+i, "want ',' or '}'")
+		}
+		i++
+	}
+}
+
+// scanArray splits the array b into its elements.
+func scanArray(b []byte, base int) ([]elem, error) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, jsonErr(base+i, "want array")
+	}
+	i = skipWS(b, i+1)
+	var out []elem
+	if i < len(b) && b[i] == ']' {
+		return out, nil
+	}
+	for {
+		i = skipWS(b, i)
+		end, err := skipValue(b, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, elem{val: b[i:end], off: base + i})
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return nil, jsonErr(base+i, "unterminated array")
+		}
+		if b[i] == ']' {
+			return out, nil
+		}
+		if b[i] != ',' {
+			return nil, jsonErr(base+i, "want ',' or ']'")
+		}
+		i++
+	}
+}
+
+// get returns the value of key, or nil.
+func get(ms []member, key string) []byte {
+	for i := range ms {
+		if string(ms[i].key) == key {
+			return ms[i].val
+		}
+	}
+	return nil
+}
+
+// getMember returns the member named key, or nil.
+func getMember(ms []member, key string) *member {
+	for i := range ms {
+		if string(ms[i].key) == key {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// unquote decodes a JSON string literal; the common case without escapes
+// costs one allocation.
+func unquote(raw []byte) (string, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", jsonErr(0, "want string")
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("decode string: %w", err)
+	}
+	return s, nil
+}
+
+// str decodes raw as a string, returning "" for anything else.
+func str(raw []byte) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	s, _ := unquote(raw)
+	return s
+}
+
+// isTrue reports whether raw is the literal true.
+func isTrue(raw []byte) bool { return string(raw) == "true" }
+
+// quote encodes s as a JSON string without HTML escaping.
+func quote(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// edit replaces body[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// splice applies non-overlapping edits to body and returns a new buffer.
+func splice(body []byte, edits []edit) ([]byte, error) {
+	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	size := len(body)
+	for i, e := range edits {
+		if e.start > e.end || e.end > len(body) || (i > 0 && e.start < edits[i-1].end) {
+			return nil, fmt.Errorf("splice: overlapping or out-of-range edit [%d,%d)", e.start, e.end)
+		}
+		size += len(e.repl) - (e.end - e.start)
+	}
+	out := make([]byte, 0, size)
+	at := 0
+	for _, e := range edits {
+		out = append(out, body[at:e.start]...)
+		out = append(out, e.repl...)
+		at = e.end
+	}
+	return append(out, body[at:]...), nil
+}
+
+// atoiPrefix parses the decimal number at the start of s.
+func atoiPrefix(s string) (int, bool) {
+	j := 0
+	for j < len(s) && (s[j] >= '0' && s[j] <= '9' || j == 0 && s[j] == '-') {
+		j++
+	}
+	n, err := strconv.Atoi(s[:j])
+	return n, err == nil
+}

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Fail-open stages: where inside prunesched a request gave up and went
+// upstream unchanged. They are the values of the stage label of
+// prunesched_proxy_fail_open_total.
+const (
+	StageRead             = "read"              // reading the client's body
+	StageDecode           = "decode"            // content-encoding the proxy cannot read (zstd, br)
+	StageParse            = "parse"             // the body is not the API's request shape
+	StageLoad             = "load"              // loading the session's known items from the log
+	StageAppend           = "append"            // appending the new facts
+	StageDecide           = "decide"            // the live scheduler decision
+	StageRender           = "render"            // splicing placeholders into the request
+	StageTimeout          = "timeout"           // the time budget ran out
+	StagePanic            = "panic"             // a bug: recovered
+	StageUpstreamRejected = "upstream_rejected" // upstream answered 400 to the rewritten body; the original was resent
+)
+
+// Metrics are the proxy's Prometheus metrics. Session and tenant ids are
+// never labels. A nil *Metrics records nothing.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	failOpen *prometheus.CounterVec
+	added    *prometheus.HistogramVec
+	replaced *prometheus.CounterVec
+	record   prometheus.Counter
+	upstream prometheus.Counter
+	breakpts prometheus.Counter
+}
+
+// NewMetrics registers the proxy metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prunesched_proxy_requests_total",
+			Help: "Model requests through the proxy, by API and outcome (rendered, passthrough, fail_open).",
+		}, []string{"api", "outcome"}),
+		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prunesched_proxy_fail_open_total",
+			Help: "Requests sent upstream unchanged because a prunesched stage failed, by stage.",
+		}, []string{"stage"}),
+		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "prunesched_proxy_added_seconds",
+			Help:    "Time the proxy spent on a request before forwarding it (decode, append, decide, render).",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 12),
+		}, []string{"api"}),
+		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prunesched_proxy_blocks_replaced_total",
+			Help: "Request blocks whose payload the proxy replaced with a placeholder, by part (output, input, text).",
+		}, []string{"part"}),
+		record: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_record_failures_total",
+			Help: "Responses whose model request or assistant content could not be appended to the log.",
+		}),
+		upstream: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_upstream_errors_total",
+			Help: "Requests the upstream could not be reached for (answered 502 by the proxy).",
+		}),
+		breakpts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_cache_breakpoints_added_total",
+			Help: "cache_control breakpoints the proxy added before a newly pruned block.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.replaced, m.record, m.upstream, m.breakpts)
+	return m
+}
+
+func (m *Metrics) request(api API, outcome string) {
+	if m != nil {
+		m.requests.WithLabelValues(string(api), outcome).Inc()
+	}
+}
+
+func (m *Metrics) failedOpen(stage string) {
+	if m != nil {
+		m.failOpen.WithLabelValues(stage).Inc()
+	}
+}
+
+func (m *Metrics) addedLatency(api API, s float64) {
+	if m != nil {
+		m.added.WithLabelValues(string(api)).Observe(s)
+	}
+}
+
+func (m *Metrics) replacedBlock(part string) {
+	if m != nil {
+		m.replaced.WithLabelValues(part).Inc()
+	}
+}
+
+func (m *Metrics) recordFailure() {
+	if m != nil {
+		m.record.Inc()
+	}
+}
+
+func (m *Metrics) upstreamError() {
+	if m != nil {
+		m.upstream.Inc()
+	}
+}
+
+func (m *Metrics) breakpointAdded() {
+	if m != nil {
+		m.breakpts.Inc()
+	}
+}

@@ -1,0 +1,428 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/projections"
+)
+
+func parse(api API, body []byte) (*conversation, error) {
+	switch api {
+	case APIAnthropic:
+		return parseAnthropic(body)
+	case APIOpenAIChat:
+		return parseOpenAIChat(body)
+	case APIOpenAIResponses:
+		return parseOpenAIResponses(body)
+	}
+	return nil, fmt.Errorf("unknown API %q", api)
+}
+
+// process is one request's prunesched stage: parse, identify, append the
+// new facts, decide, render. It returns a nil plan for requests that are
+// not agent turns (no tools offered: title generators, quota checks), which
+// pass through untouched and unlogged. ctx bounds appends; decideCtx ends
+// with the budget.
+func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool) (*plan, error) {
+	conv, err := parse(api, body)
+	if err != nil {
+		return nil, staged(StageParse, err)
+	}
+	if !conv.tools {
+		return nil, nil
+	}
+	tenant, base, source := p.identity(h, conv)
+	pl := &plan{api: api, tenant: tenant, source: source, at: at, conv: conv, req: "preq-" + events.NewID()}
+	st, session, err := p.lane(ctx, tenant, base, conv)
+	if err != nil {
+		return nil, staged(StageLoad, err)
+	}
+	pl.session, pl.st = session, st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := p.load(ctx, tenant, session, st); err != nil {
+		return nil, staged(StageLoad, err)
+	}
+	if err := p.appendNew(ctx, pl, h); err != nil {
+		return nil, staged(StageAppend, err)
+	}
+	if abandoned.Load() {
+		return nil, staged(StageTimeout, errBudget)
+	}
+	app, err := p.cfg.Backend.DecideLive(decideCtx, tenant, session, at, pl.req)
+	if err != nil {
+		return nil, staged(decideStage(decideCtx), err)
+	}
+	pl.app = app
+	wait := st.lastSeq
+	if app != nil {
+		wait = max(wait, app.Seq)
+	}
+	if err := p.cfg.Backend.WaitSeq(decideCtx, wait); err != nil {
+		return nil, staged(decideStage(decideCtx), err)
+	}
+	if err := p.render(pl); err != nil {
+		return nil, staged(StageRender, err)
+	}
+	pl.rendered = true
+	return pl, nil
+}
+
+// decideStage names a decide failure: the budget running out, or the
+// decision itself.
+func decideStage(decideCtx context.Context) string {
+	if decideCtx.Err() != nil {
+		return StageTimeout
+	}
+	return StageDecide
+}
+
+// state returns the proxy's state of one session.
+func (p *Proxy) state(tenant, session string) *sessState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := sessionKey{tenant, session}
+	st := p.sessions[k]
+	if st == nil {
+		st = &sessState{known: map[string]struct{}{}, counts: map[string]int{}}
+		p.sessions[k] = st
+	}
+	return st
+}
+
+// lane picks the session of a request: the base session when it is new or
+// already holds the request's first user message, otherwise base + "-" +
+// 8 hex digits of that message's item id (another conversation under the
+// same client session: a subagent, a restarted or host-compacted
+// conversation).
+func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) (*sessState, string, error) {
+	st := p.state(tenant, base)
+	first := c.firstUserItem()
+	if first == "" {
+		return st, base, nil
+	}
+	st.mu.Lock()
+	err := p.load(ctx, tenant, base, st)
+	_, has := st.known[first]
+	empty := len(st.known) == 0
+	st.mu.Unlock()
+	if err != nil {
+		return nil, "", err
+	}
+	if empty || has {
+		return st, base, nil
+	}
+	session := base + "-" + hash12(first)[:8]
+	if len(session) > 128 {
+		session = session[len(session)-128:]
+	}
+	return p.state(tenant, session), session, nil
+}
+
+// firstUserItem is the item id of the first user text of the request.
+func (c *conversation) firstUserItem() string {
+	for _, b := range c.blocks {
+		if b.role == events.RoleUser && b.kind == bText {
+			return b.item
+		}
+	}
+	return ""
+}
+
+// load fills st from the log the first time the proxy sees the session
+// (after a restart the log, not the proxy, knows what was appended).
+// Caller holds st.mu.
+func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState) error {
+	if st.loaded {
+		return nil
+	}
+	last, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
+	if err != nil {
+		return fmt.Errorf("load session %s: %w", session, err)
+	}
+	if last > 0 {
+		if err := p.cfg.Backend.WaitSeq(ctx, last); err != nil {
+			return fmt.Errorf("load session %s: %w", session, err)
+		}
+		p.cfg.Backend.View(tenant, session, func(s *projections.Session) {
+			for _, it := range s.Items() {
+				st.remember(it.ID)
+			}
+		})
+	}
+	st.lastSeq = last
+	st.loaded = true
+	return nil
+}
+
+// remember records an item id as known, counting text occurrences.
+func (st *sessState) remember(id string) {
+	st.known[id] = struct{}{}
+	if i := strings.LastIndexByte(id, '.'); i > 0 && (strings.Contains(id, ".text.") || strings.Contains(id, ".thinking.")) {
+		if n, ok := atoiPrefix(id[i+1:]); ok && n+1 > st.counts[id[:i]] {
+			st.counts[id[:i]] = n + 1
+		}
+	}
+}
+
+// appendNew appends the session start (first time) and every request block
+// whose item the log does not hold yet. Caller holds st.mu.
+func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
+	st := pl.st
+	var evs []events.Event
+	tenant := tenantField(pl.tenant)
+	if len(st.known) == 0 && st.lastSeq == 0 {
+		agent := h.Get("User-Agent")
+		if i := strings.IndexByte(agent, ' '); i > 0 {
+			agent = agent[:i]
+		}
+		evs = append(evs, events.New(events.DerivedID("proxy-start", pl.tenant, pl.session), tenant, pl.session, pl.at, &events.SessionStarted{
+			Format: "proxy", SourceID: sanitizeSource(pl.source), Agent: agent, Provider: pl.api.provider(), Model: pl.conv.model,
+		}))
+	}
+	seen := map[string]bool{}
+	var items []string
+	for _, b := range pl.conv.blocks {
+		if _, ok := st.known[b.item]; ok || seen[b.item] {
+			continue
+		}
+		seen[b.item] = true
+		ev, err := p.factOf(pl, b, tenant, pl.at)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+		items = append(items, b.item)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	stored, err := p.cfg.Backend.Append(ctx, evs)
+	if err != nil {
+		return fmt.Errorf("append %d facts to %s: %w", len(evs), pl.session, err)
+	}
+	for _, e := range stored {
+		st.lastSeq = max(st.lastSeq, e.Seq)
+	}
+	for _, id := range items {
+		st.remember(id)
+	}
+	return nil
+}
+
+// sanitizeSource keeps a client session id for SessionStarted.SourceID.
+// It is an identifier the client sends in clear, never a credential.
+func sanitizeSource(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+func tenantField(t string) string {
+	if t == events.DefaultTenant {
+		return ""
+	}
+	return t
+}
+
+// factOf turns a request block into its fact event. The event id derives
+// from the session and item, so a retried append is deduplicated.
+func (p *Proxy) factOf(pl *plan, b *block, tenant string, at time.Time) (events.Event, error) {
+	id := events.DerivedID("proxy-fact", pl.tenant, pl.session, b.item)
+	var payload events.Payload
+	switch b.kind {
+	case bText:
+		b.decodePayload()
+		payload = &events.Message{Item: b.item, Role: b.role, Kind: events.KindText, Text: b.text, Meta: isMeta(b.text)}
+	case bThinking:
+		payload = &events.Message{Item: b.item, Role: events.RoleAssistant, Kind: events.KindThinking, Text: b.text, Signature: b.signature}
+	case bToolUse:
+		in := b.input
+		if len(in) == 0 {
+			in = []byte("{}")
+		}
+		payload = &events.ToolCall{Item: b.item, CallID: b.callID, Tool: orUnknown(b.tool), Input: in}
+	case bToolResult:
+		b.decodePayload()
+		out := b.text
+		tr := &events.ToolResult{Item: b.item, CallID: b.callID, Tool: b.tool, IsError: b.isError, Output: &out}
+		if pl.api == APIOpenAIResponses {
+			if code, ok := codexExitCode(out); ok {
+				tr.ExitCode = &code
+				if code != 0 {
+					tr.IsError = true
+				}
+			}
+			tr.Source = codexCatSource(b.tool, b.callInput, out)
+		}
+		payload = tr
+	default:
+		return events.Event{}, fmt.Errorf("block %s: unknown kind", b.item)
+	}
+	ev := events.New(id, tenant, pl.session, at, payload)
+	if err := ev.Validate(); err != nil {
+		return events.Event{}, fmt.Errorf("fact for %s: %w", b.item, err)
+	}
+	return ev, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// isMeta recognises harness-injected text (Claude Code's reminders).
+func isMeta(t string) bool {
+	t = strings.TrimSpace(t)
+	return strings.HasPrefix(t, "<system-reminder>") && strings.HasSuffix(t, "</system-reminder>")
+}
+
+// render splices the placeholders of the session's pruned items into the
+// client's body. Caller holds st.mu.
+func (p *Proxy) render(pl *plan) error {
+	pruned := map[string]*projections.BundleItem{}
+	var bundle projections.Bundle
+	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { bundle = s.Bundle() }) {
+		return fmt.Errorf("session %s not in the projection", pl.session)
+	}
+	for i := range bundle.Items {
+		if bi := &bundle.Items[i]; bi.Pruned && bi.Placeholder != "" {
+			pruned[bi.ID] = bi
+		}
+	}
+	if len(pruned) == 0 {
+		return nil
+	}
+	var edits []edit
+	firstNew := -1
+	for i, b := range pl.conv.blocks {
+		bi := pruned[b.item]
+		if bi == nil || b.valStart < 0 {
+			continue
+		}
+		var repl []byte
+		part := "output"
+		switch b.kind {
+		case bToolResult:
+			repl = quote(bi.Placeholder)
+		case bText:
+			repl, part = quote(bi.Placeholder), "text"
+		case bToolUse:
+			part = "input"
+			obj, err := prunedInputJSON(bi)
+			if err != nil {
+				return err
+			}
+			repl = obj
+			if b.inputIsString {
+				repl = quote(string(obj))
+			}
+		default:
+			continue // thinking blocks are never rewritten
+		}
+		edits = append(edits, edit{start: b.valStart, end: b.valEnd, repl: repl})
+		p.met.replacedBlock(part)
+		pl.replaced++
+		if firstNew < 0 && pl.app != nil && bi.Applied != nil && bi.Applied.Application == pl.app.ID {
+			firstNew = i
+		}
+	}
+	if len(edits) == 0 {
+		return nil
+	}
+	if pl.api == APIAnthropic && firstNew >= 0 {
+		if e, ok := p.breakpointBefore(pl.conv, firstNew); ok {
+			edits = append(edits, e)
+		}
+	}
+	out, err := splice(pl.conv.body, edits)
+	if err != nil {
+		return err
+	}
+	pl.body = out
+	return nil
+}
+
+// breakpointBefore implements the cache_control rule: the client's
+// breakpoints are all kept (every block stays, so each is still valid).
+// When a prune applied by this request lands before one of them, the
+// prefix up to the pruned block is unchanged but the entry the provider
+// wrote at the client's breakpoint no longer matches, so the proxy adds one
+// breakpoint on the last block before the first newly pruned block (a copy
+// of the next client breakpoint's cache_control, so TTL ordering holds),
+// letting the provider find the longest cached prefix that survived. It
+// does so only when the request has fewer than 4 breakpoints; with 4 the
+// request is left as the client made it.
+func (p *Proxy) breakpointBefore(c *conversation, first int) (edit, bool) {
+	if c.breakpoints >= 4 {
+		return edit{}, false
+	}
+	var next *block
+	for _, b := range c.blocks[first:] {
+		if b.cache {
+			next = b
+			break
+		}
+	}
+	if next == nil {
+		return edit{}, false
+	}
+	for i := first - 1; i >= 0; i-- {
+		b := c.blocks[i]
+		if b.cache {
+			return edit{}, false // already a breakpoint right there
+		}
+		if b.objEnd < 0 {
+			continue
+		}
+		cc := next.cc
+		if cc == nil {
+			cc = []byte(`{"type":"ephemeral"}`)
+		}
+		ins := append([]byte(`,"cache_control":`), cc...)
+		p.met.breakpointAdded()
+		return edit{start: b.objEnd, end: b.objEnd, repl: ins}, true
+	}
+	return edit{}, false
+}
+
+// prunedInputJSON is a pruned tool input as the projection renders it: an
+// object carrying the placeholder and the residue's fields.
+func prunedInputJSON(bi *projections.BundleItem) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(`{"prunesched_pruned":`)
+	b.Write(quote(bi.Placeholder))
+	if r := bi.Residue; r != nil {
+		for _, kv := range [][2]string{{"tool", r.Tool}, {"error_type", r.ErrorType}, {"error_message", truncUTF8(r.ErrorMessage, 240)}, {"skeleton", truncUTF8(r.Skeleton, 120)}} {
+			if kv[1] != "" {
+				b.WriteString(`,"` + kv[0] + `":`)
+				b.Write(quote(kv[1]))
+			}
+		}
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+// truncUTF8 cuts s to at most n bytes on a rune boundary, marking a cut
+// with "…", as the projection does.
+func truncUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := max(n-len(ell), 0)
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + ell
+}

@@ -1,0 +1,388 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// Proxy is the HTTP proxy. Create it with New; serve Handler.
+type Proxy struct {
+	cfg      Config
+	log      *slog.Logger
+	met      *Metrics
+	upstream *url.URL
+	openai   *url.URL
+
+	mu       sync.Mutex
+	sessions map[sessionKey]*sessState
+}
+
+type sessionKey struct{ tenant, session string }
+
+// sessState is what the proxy remembers of one session: the item ids the
+// log holds (so a request's diff costs a map lookup per block) and the
+// occurrence counts of texts. mu serialises the session's requests while
+// they append and decide.
+type sessState struct {
+	mu      sync.Mutex
+	loaded  bool
+	known   map[string]struct{}
+	counts  map[string]int // text item id prefix -> occurrences in the log
+	lastSeq uint64         // last fact seq the proxy appended or saw
+}
+
+// New returns a proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	up, _ := parseUpstream("Upstream", cfg.Upstream, true)
+	oa, _ := parseUpstream("OpenAIUpstream", cfg.OpenAIUpstream, false)
+	if oa == nil {
+		oa = up
+	}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}}
+	if cfg.Registry != nil {
+		p.met = NewMetrics(cfg.Registry)
+	}
+	return p, nil
+}
+
+// Handler returns the proxy's routes: the three model APIs are processed,
+// every other path (count_tokens, models, ...) is passed through untouched.
+func (p *Proxy) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/messages", p.serveAPI(APIAnthropic))
+	mux.HandleFunc("POST /v1/chat/completions", p.serveAPI(APIOpenAIChat))
+	mux.HandleFunc("POST /chat/completions", p.serveAPI(APIOpenAIChat))
+	mux.HandleFunc("POST /v1/responses", p.serveAPI(APIOpenAIResponses))
+	mux.HandleFunc("POST /responses", p.serveAPI(APIOpenAIResponses))
+	mux.HandleFunc("/", p.passthrough)
+	return mux
+}
+
+// plan is one request's trip through prunesched.
+type plan struct {
+	api     API
+	tenant  string
+	session string
+	source  string
+	req     string
+	at      time.Time
+	conv    *conversation
+	st      *sessState
+	// body is the rewritten request; nil when nothing changed.
+	body []byte
+	// rendered is true when the scheduler decided this request and its
+	// decision is what goes upstream.
+	rendered bool
+	app      *events.Event
+	replaced int
+}
+
+var errBudget = errors.New("time budget exceeded")
+
+// stageError names the fail-open stage of an error.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+func staged(stage string, err error) error { return &stageError{stage: stage, err: err} }
+
+func (p *Proxy) serveAPI(api API) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		at := p.cfg.Now()
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+		if err != nil {
+			// The client's body could not be read whole: there is nothing
+			// to forward. Answer as the upstream would to a bad request.
+			p.met.failedOpen(StageRead)
+			p.log.Warn("proxy: read request body", "api", api, "err", err)
+			writeAPIError(w, api, http.StatusBadRequest, "invalid_request_error", "could not read the request body")
+			return
+		}
+		out := raw
+		var pl *plan
+		outcome := "passthrough"
+		body, encoded, err := decodeBody(raw, r.Header.Get("Content-Encoding"))
+		if err != nil {
+			p.failOpen(api, StageDecode, err)
+			outcome = "fail_open"
+		} else {
+			pl, err = p.budgeted(r.Context(), api, r.Header, body, at)
+			switch {
+			case err != nil:
+				var se *stageError
+				stage := StagePanic
+				if errors.As(err, &se) {
+					stage = se.stage
+				}
+				p.failOpen(api, stage, err)
+				outcome = "fail_open"
+				pl = nil
+			case pl != nil:
+				outcome = "rendered"
+				if pl.body != nil {
+					out = pl.body
+					encoded = false
+				}
+			}
+		}
+		p.met.addedLatency(api, p.cfg.Now().Sub(at).Seconds())
+		p.met.request(api, outcome)
+		modified := pl != nil && pl.body != nil
+		resp, err := p.forward(r, api, out, modified || !encoded)
+		if err == nil && modified && resp.StatusCode == http.StatusBadRequest {
+			// The upstream refused the rewritten body: whatever the reason,
+			// the agent must not see an error the proxy caused. Resend the
+			// original.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			p.failOpen(api, StageUpstreamRejected, errors.New("upstream answered 400 to the rewritten request"))
+			pl.rendered = false
+			resp, err = p.forward(r, api, raw, false)
+		}
+		if err != nil {
+			p.met.upstreamError()
+			p.log.Warn("proxy: upstream unreachable", "api", api, "err", err)
+			writeAPIError(w, api, http.StatusBadGateway, "api_error", "prunesched proxy: upstream unreachable")
+			return
+		}
+		defer resp.Body.Close()
+		var cap *capture
+		if pl != nil && resp.StatusCode/100 == 2 {
+			cap = newCapture(api, isSSE(resp.Header))
+		}
+		copyResponse(w, resp, cap)
+		if cap != nil {
+			p.record(pl, cap)
+		}
+	}
+}
+
+// failOpen logs and counts a failure that sent the original upstream.
+func (p *Proxy) failOpen(api API, stage string, err error) {
+	p.met.failedOpen(stage)
+	p.log.Warn("proxy: failing open, original request forwarded", "api", api, "stage", stage, "err", err)
+}
+
+// budgeted runs process with the time budget. On timeout the work
+// continues in the background (facts keep being appended so the log stays
+// complete) but it no longer decides: the request goes out unchanged.
+func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byte, at time.Time) (*plan, error) {
+	type result struct {
+		pl  *plan
+		err error
+	}
+	done := make(chan result, 1)
+	var abandoned atomic.Bool
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
+	decideCtx, cancelDecide := context.WithDeadline(bg, at.Add(p.cfg.Budget))
+	go func() {
+		defer cancel()
+		defer cancelDecide()
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{err: staged(StagePanic, fmt.Errorf("%v", v))}
+			}
+		}()
+		pl, err := p.process(bg, decideCtx, api, h.Clone(), body, at, &abandoned)
+		done <- result{pl, err}
+	}()
+	wait := time.Until(at.Add(p.cfg.Budget))
+	t := time.NewTimer(max(wait, 0))
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.pl, r.err
+	case <-t.C:
+		abandoned.Store(true)
+		cancelDecide()
+		// A result that raced the timer is still usable.
+		select {
+		case r := <-done:
+			return r.pl, r.err
+		default:
+		}
+		return nil, staged(StageTimeout, errBudget)
+	}
+}
+
+// decodeBody undoes a gzip or deflate content encoding. It reports whether
+// the body was encoded; other encodings are an error (fail open).
+func decodeBody(raw []byte, enc string) ([]byte, bool, error) {
+	switch strings.ToLower(strings.TrimSpace(enc)) {
+	case "", "identity":
+		return raw, false, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, true, fmt.Errorf("gzip body: %w", err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, true, fmt.Errorf("gzip body: %w", err)
+		}
+		return b, true, nil
+	}
+	return nil, true, fmt.Errorf("content-encoding %q not supported", enc)
+}
+
+// hopHeaders are not forwarded in either direction.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// upstreamURL joins the upstream base with the request path; a base ending
+// in /v1 does not double it.
+func upstreamURL(base *url.URL, r *http.Request) string {
+	u := *base
+	path := r.URL.Path
+	bp := strings.TrimSuffix(u.Path, "/")
+	if strings.HasSuffix(bp, "/v1") && strings.HasPrefix(path, "/v1/") {
+		path = strings.TrimPrefix(path, "/v1")
+	}
+	u.Path = bp + path
+	u.RawPath = ""
+	u.RawQuery = r.URL.RawQuery
+	return u.String()
+}
+
+func (p *Proxy) baseFor(api API, path string) *url.URL {
+	switch api {
+	case APIOpenAIChat, APIOpenAIResponses:
+		return p.openai
+	}
+	for _, pre := range []string{"/v1/chat/", "/v1/responses", "/v1/completions", "/v1/embeddings", "/chat/", "/responses"} {
+		if strings.HasPrefix(path, pre) {
+			return p.openai
+		}
+	}
+	return p.upstream
+}
+
+// forward sends body upstream with the client's headers (hop-by-hop and
+// X-Prunesched-* removed). When plain is true the body goes without the
+// client's Content-Encoding (it was decoded or rewritten).
+func (p *Proxy) forward(r *http.Request, api API, body []byte, plain bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, upstreamURL(p.baseFor(api, r.URL.Path), r), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	req.Header = upstreamHeaders(r.Header)
+	if plain {
+		req.Header.Del("Content-Encoding")
+	}
+	req.ContentLength = int64(len(body))
+	return p.cfg.Client.Do(req)
+}
+
+func upstreamHeaders(in http.Header) http.Header {
+	h := in.Clone()
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Del(TenantHeader)
+	h.Del(SessionHeader)
+	h.Del("Content-Length")
+	// The transport asks for gzip and decodes it, so the response can be
+	// read for usage; the client gets the same bytes uncompressed.
+	h.Del("Accept-Encoding")
+	return h
+}
+
+// passthrough forwards any other request (count_tokens, models, ...) as is.
+func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, upstreamURL(p.baseFor("", r.URL.Path), r), r.Body)
+	if err != nil {
+		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: bad upstream request")
+		return
+	}
+	req.Header = upstreamHeaders(r.Header)
+	req.ContentLength = r.ContentLength
+	resp, err := p.cfg.Client.Do(req)
+	if err != nil {
+		p.met.upstreamError()
+		p.log.Warn("proxy: upstream unreachable", "path", r.URL.Path, "err", err)
+		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: upstream unreachable")
+		return
+	}
+	defer resp.Body.Close()
+	copyResponse(w, resp, nil)
+}
+
+// copyResponse streams resp to w unchanged (status, headers, body),
+// flushing as bytes arrive, and feeds cap.
+func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	if resp.Uncompressed || resp.ContentLength < 0 {
+		h.Del("Content-Length")
+	} else {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			if cap != nil {
+				cap.write(buf[:n])
+			}
+		}
+		if err != nil {
+			if cap != nil && errors.Is(err, io.EOF) {
+				cap.complete = true
+			}
+			return
+		}
+	}
+}
+
+// writeAPIError answers in the API's error shape. It is only used when
+// there is no upstream answer to pass on.
+func writeAPIError(w http.ResponseWriter, api API, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if api == APIAnthropic {
+		fmt.Fprintf(w, `{"type":"error","error":{"type":%s,"message":%s}}`, quote(typ), quote(msg))
+		return
+	}
+	fmt.Fprintf(w, `{"error":{"type":%s,"message":%s}}`, quote(typ), quote(msg))
+}
+
+func isSSE(h http.Header) bool {
+	return strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
+}
