@@ -174,16 +174,14 @@ func (s *Scheduler) setDefaults() {
 	if s.DefaultProvider == "" {
 		s.DefaultProvider = "anthropic"
 	}
-	defs := DefaultProviders()
-	if s.Providers == nil {
-		s.Providers = map[string]Provider{}
-	}
-	for name, pr := range defs {
-		if _, ok := s.Providers[name]; !ok {
-			s.Providers[name] = pr
-		}
-	}
+	// Build a fresh map: a Policy is passed by value, and writing defaults
+	// into a map the caller (or another goroutine's copy) shares would be
+	// a data race.
+	merged := DefaultProviders()
 	for name, pr := range s.Providers {
+		merged[name] = pr // entries in the file replace the shipped entry
+	}
+	for name, pr := range merged {
 		if pr.TTL == "" {
 			pr.TTL = "5m"
 		}
@@ -193,8 +191,9 @@ func (s *Scheduler) setDefaults() {
 		if pr.ContextWindow == 0 {
 			pr.ContextWindow = 200000
 		}
-		s.Providers[name] = pr
+		merged[name] = pr
 	}
+	s.Providers = merged
 }
 
 func (s *Scheduler) validate() error {

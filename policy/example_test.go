@@ -1,0 +1,35 @@
+package policy
+
+import "testing"
+
+// TestExamplePolicyLoads keeps the documented example policy file valid.
+func TestExamplePolicyLoads(t *testing.T) {
+	p, err := Load("../examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Scheduler.Mode != "scheduled" || p.Eligibility.KeepCopy != "last" {
+		t.Errorf("example policy: mode %q keep_copy %q", p.Scheduler.Mode, p.Eligibility.KeepCopy)
+	}
+	d := Default()
+	if p.Version() == d.Version() {
+		t.Error("the example changes protected tools and files, so its version must differ from the default's")
+	}
+}
+
+// TestSetDefaultsDoesNotWriteSharedMaps: copies of one Policy are defaulted
+// concurrently by every worker's cores; run with -race.
+func TestSetDefaultsDoesNotWriteSharedMaps(t *testing.T) {
+	base := Default()
+	done := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p := base
+			p.SetDefaults()
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		<-done
+	}
+}
