@@ -1,0 +1,125 @@
+package analyze
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/scheduler"
+	"github.com/prunesched/prunesched/service"
+)
+
+// sharedTraces returns the Claude Code and OpenCode traces, or skips.
+func sharedTraces(t *testing.T) []string {
+	t.Helper()
+	root := filepath.Join("..", "..", "shared", "traces")
+	var files []string
+	for _, pat := range []string{"claude-code/*.jsonl", "opencode/*.json"} {
+		m, _ := filepath.Glob(filepath.Join(root, pat))
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Skipf("no shared traces under %s", root)
+	}
+	return files
+}
+
+// TestAnalyzeRealTraces runs the whole pipeline over every Claude Code and
+// OpenCode trace and checks the report's invariants: the token ledger adds
+// up, every PRUNE names a rung, the applications the pipeline published are
+// the ones the scheduler's own simulation makes (the pipeline is the pure
+// core, whatever the interleaving), and the run is deterministic.
+func TestAnalyzeRealTraces(t *testing.T) {
+	files := sharedTraces(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pol := policy.Default()
+	rep, err := Run(ctx, Config{Files: files, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sessions) != len(files) {
+		t.Fatalf("%d sessions from %d files", len(rep.Sessions), len(files))
+	}
+	prunes := 0
+	for _, s := range rep.Sessions {
+		tk := s.Tokens
+		if tk.Rendered > tk.Raw {
+			t.Errorf("%s: rendered %d > raw %d", s.Source, tk.Rendered, tk.Raw)
+		}
+		if tk.Removed < 0 || tk.Placeholder < 0 || (tk.Removed == 0) != (tk.Placeholder == 0) {
+			t.Errorf("%s: removed %d, placeholder %d", s.Source, tk.Removed, tk.Placeholder)
+		}
+		for _, d := range s.Decisions {
+			if d.Decision == events.Prune {
+				prunes++
+				if d.Rung == "" && d.Reason != events.ReasonManualPrune {
+					t.Errorf("%s: PRUNE of %s without a rung", s.Source, d.Item)
+				}
+			}
+		}
+		if s.Economics == nil || s.Economics.TokensSent[scheduler.StrategyNone] == 0 {
+			t.Errorf("%s: no economics", s.Source)
+		}
+	}
+	if prunes == 0 {
+		t.Fatal("no PRUNE decision over all real traces")
+	}
+
+	// The pipeline's applications equal a pure replay of its own log, on
+	// the trace with the most applications.
+	best := rep.Sessions[0]
+	for _, s := range rep.Sessions {
+		if len(s.Applications) > len(best.Applications) {
+			best = s
+		}
+	}
+	if len(best.Applications) == 0 {
+		t.Fatal("no application over all real traces")
+	}
+	one := []string{best.Source}
+	dir := t.TempDir()
+	rep1, err := Run(ctx, Config{Files: one, Policy: pol, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.Start(ctx, service.Config{DataDir: dir, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := svc.Store.ReadSession(ctx, events.DefaultTenant, rep1.Sessions[0].Session)
+	svc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inLog []string
+	for _, e := range logged {
+		if a, ok := e.Data.(*events.Application); ok {
+			inLog = append(inLog, a.Request+":"+string(a.Trigger))
+		}
+	}
+	var simulated []string
+	for _, a := range scheduler.Simulate(pol, logged, scheduler.StrategyScheduled).Applications {
+		simulated = append(simulated, a.RequestID+":"+string(a.Trigger))
+	}
+	if len(inLog) == 0 || !reflect.DeepEqual(inLog, simulated) {
+		t.Errorf("pipeline applications %v, pure simulation %v", inLog, simulated)
+	}
+	rep2, err := Run(ctx, Config{Files: one, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep1.Sessions[0].Decisions, rep2.Sessions[0].Decisions) ||
+		!reflect.DeepEqual(rep1.Sessions[0].Applications, rep2.Sessions[0].Applications) ||
+		!reflect.DeepEqual(rep1.Sessions[0].Tokens, rep2.Sessions[0].Tokens) {
+		t.Error("two runs over the same trace disagree")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("kept log directory gone: %v", err)
+	}
+}
