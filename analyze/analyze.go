@@ -43,6 +43,9 @@ type Report struct {
 	Tokenizer     string          `json:"tokenizer"`
 	PolicyVersion string          `json:"policy_version"`
 	Sessions      []SessionReport `json:"sessions"`
+	// Imported holds the imported sessions, in the order of Sessions (not
+	// part of the JSON report), so later analyses need not import again.
+	Imported []importers.Session `json:"-"`
 }
 
 // Tokens is a session's token ledger. Removed and Placeholder are ours;
@@ -187,6 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		rep.Sessions = append(rep.Sessions, sr)
+		rep.Imported = append(rep.Imported, im.s)
 	}
 	return rep, nil
 }

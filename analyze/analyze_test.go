@@ -123,3 +123,33 @@ func TestAnalyzeRealTraces(t *testing.T) {
 		t.Errorf("kept log directory gone: %v", err)
 	}
 }
+
+// TestRunPrevalenceEndToEnd runs analyze --prevalence's path over the real
+// traces: the total adds up over formats and the host comparison covers
+// every host-pruned output.
+func TestRunPrevalenceEndToEnd(t *testing.T) {
+	files := sharedTraces(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pr, err := RunPrevalence(ctx, Config{Files: files, Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pr.Sessions) != len(files) {
+		t.Fatalf("%d sessions for %d files", len(pr.Sessions), len(files))
+	}
+	sum := 0
+	for _, g := range pr.Formats {
+		sum += g.Tokens
+	}
+	if sum != pr.Total.Tokens || pr.Total.Tokens == 0 {
+		t.Errorf("format tokens add up to %d, total %d", sum, pr.Total.Tokens)
+	}
+	if pr.Total.ToolOutputShare <= 0 || pr.Total.ToolOutputShare > 1 {
+		t.Errorf("tool output share %v", pr.Total.ToolOutputShare)
+	}
+	h := pr.HostTotal
+	if h.HostPruned == 0 || h.Both+h.OnlyHost != h.HostPruned {
+		t.Errorf("host agreement does not cover the host's prunes: %+v", h)
+	}
+}

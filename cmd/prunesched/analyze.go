@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/prunesched/prunesched/analyze"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/importers"
 )
 
 func runAnalyze(ctx context.Context, e *env, args []string) error {
@@ -18,13 +20,14 @@ whole pipeline (eligibility, scheduler, projections: the same workers serve
 runs) and report per session: items, tool calls, tokens raw / rendered /
 removed / placeholder, and decisions by kind and rung.`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	format := fs.String("format", "auto", "input format: auto, claude-code, opencode, native")
+	format := fs.String("format", "auto", "input format: auto, "+strings.Join(importers.Formats(), ", "))
 	bundles := fs.String("bundles", "", "also write each session's final bundle to DIR as ID.anthropic.json, ID.openai.json and ID.txt")
 	keep := fs.String("keep", "", "keep the log in DIR (then 'prunesched item --data DIR SESSION ITEM' recovers originals); default: a temporary directory")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	all := fs.Bool("all-decisions", false, "list every decision in the readable report (default: prunes only)")
 	summary := fs.Bool("summary", false, "print Markdown tables over all sessions (decisions by rung, economics, calibration) instead of the per-session report")
+	prevalence := fs.Bool("prevalence", false, "report the prevalence of each prunable shape (per format and in total) with what the policy decided on it, and the agreement with the hosts' own pruning, instead of the per-session report (with --json: as JSON)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -38,6 +41,19 @@ removed / placeholder, and decisions by kind and rung.`)
 	cfg := analyze.Config{Files: fs.Args(), Format: *format, Policy: pol, DataDir: *keep, BundlesDir: *bundles}
 	if !*quiet {
 		cfg.Progress = e.stderr
+	}
+	if *prevalence {
+		prev, err := analyze.RunPrevalence(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(prev)
+		}
+		analyze.WritePrevalence(e.stdout, prev)
+		return nil
 	}
 	rep, err := analyze.Run(ctx, cfg)
 	if err != nil {

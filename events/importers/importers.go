@@ -1,7 +1,9 @@
 // Package importers turns agent session traces into prunesched events in
 // input form. It detects the format and hands the input to the importer for
-// it: claudecode (Claude Code JSONL transcripts), opencode (OpenCode exports)
-// or the native prunesched JSONL (events.DecodeJSONL).
+// it: claudecode (Claude Code JSONL transcripts), opencode (OpenCode
+// exports), sweagent (SWE-agent .traj), miniswe (mini-swe-agent .traj.json),
+// openhands (OpenHands V0 event lists), aider (Aider chat histories), codex
+// (Codex CLI rollouts) or the native prunesched JSONL (events.DecodeJSONL).
 //
 // Importers keep only what the model saw: display copies, progress and
 // bookkeeping records are dropped. Every event an importer returns passes
@@ -21,9 +23,14 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/importers/aider"
 	"github.com/prunesched/prunesched/events/importers/claudecode"
+	"github.com/prunesched/prunesched/events/importers/codex"
 	"github.com/prunesched/prunesched/events/importers/internal/build"
+	"github.com/prunesched/prunesched/events/importers/miniswe"
 	"github.com/prunesched/prunesched/events/importers/opencode"
+	"github.com/prunesched/prunesched/events/importers/openhands"
+	"github.com/prunesched/prunesched/events/importers/sweagent"
 )
 
 // Session is one imported session in input form: Format, Source (file
@@ -38,12 +45,17 @@ const (
 	FormatNative     = "native"
 	FormatClaudeCode = claudecode.Format
 	FormatOpenCode   = opencode.Format
+	FormatSWEAgent   = sweagent.Format
+	FormatMiniSWE    = miniswe.Format
+	FormatOpenHands  = openhands.Format
+	FormatAider      = aider.Format
+	FormatCodex      = codex.Format
 )
 
 // Formats lists the supported format names; FormatAuto (or "") in Import
 // detects the format instead.
 func Formats() []string {
-	return []string{FormatNative, FormatClaudeCode, FormatOpenCode}
+	return []string{FormatNative, FormatClaudeCode, FormatOpenCode, FormatSWEAgent, FormatMiniSWE, FormatOpenHands, FormatAider, FormatCodex}
 }
 
 // headBytes is how much of the input Detect is given by ImportReader.
@@ -81,36 +93,66 @@ func ImportReader(r io.Reader, name, format string) ([]Session, error) {
 		return claudecode.Import(br, name)
 	case FormatOpenCode:
 		return opencode.Import(br, name)
+	case FormatSWEAgent:
+		return sweagent.Import(br, name)
+	case FormatMiniSWE:
+		return miniswe.Import(br, name)
+	case FormatOpenHands:
+		return openhands.Import(br, name)
+	case FormatAider:
+		return aider.Import(br, name)
+	case FormatCodex:
+		return codex.Import(br, name)
 	}
 	return nil, fmt.Errorf("%s: unknown format %q (want %s or %s)", name, format, strings.Join(Formats(), ", "), FormatAuto)
 }
 
 // Detect sniffs the format from the first bytes of the input (head) and the
-// file name. It looks at the first record: a native event has "v", "type",
-// "session" and "data"; a Claude Code line has "type" and Claude Code's
-// line fields (sessionId, uuid, ...); an OpenCode export is one object
-// starting with "info" and holding "messages".
+// file name. An Aider history starts with "# aider chat started at" (or is
+// named *.aider.chat.history.md). Otherwise it reads the keys of the first
+// JSON record, even when head cuts it off: a native event has "v", "type",
+// "session" and "data"; a Claude Code line has "type" and Claude Code's line
+// fields (sessionId, uuid, ...); a Codex rollout line has "timestamp",
+// "type" and "payload"; an OpenCode export is one object with "info" and
+// "messages"; a mini-swe-agent trajectory has "trajectory_format" (or
+// "messages" and "instance_id"); a SWE-agent trajectory has "trajectory" or
+// "history"; an OpenHands event list is an array of events with "action" or
+// "observation". The extension decides when the keys do not (.traj,
+// .traj.json, .json).
 func Detect(head []byte, name string) (string, error) {
 	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	base := strings.ToLower(filepath.Base(name))
+	if start := bytes.TrimLeft(head, " \t\r\n"); bytes.HasPrefix(start, []byte(aider.RunPrefix)) || strings.HasSuffix(base, ".aider.chat.history.md") {
+		return FormatAider, nil
+	}
 	first := firstRecord(head)
 	if len(first) == 0 {
 		return "", fmt.Errorf("%s: cannot detect format: empty input", name)
 	}
-	if first[0] != '{' {
-		return "", fmt.Errorf("%s: cannot detect format: input does not start with a JSON object", name)
+	if first[0] != '{' && first[0] != '[' {
+		return "", fmt.Errorf("%s: cannot detect format: input does not start with a JSON object or array", name)
 	}
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(first, &keys) == nil {
-		if f := classify(keys); f != "" {
-			return f, nil
-		}
-	} else if f := classifyPrefix(head); f != "" {
-		// The first record is cut off (a long line, or a pretty-printed
-		// export): judge by the keys it starts with.
+	// The record starts at first and may run past head (a long line, or a
+	// pretty-printed file): read its keys as far as head goes.
+	rec := head[bytes.Index(head, first):]
+	keys, array := topKeys(rec)
+	compact := strings.Join(strings.Fields(string(rec[:min(len(rec), 4096)])), "")
+	if keys["info"] && (strings.HasSuffix(base, ".traj.json") || bytes.Contains(rec, []byte(`"mini_version"`)) || bytes.Contains(rec, []byte(`"trajectory_format"`))) {
+		// mini-swe-agent writes info and messages before trajectory_format.
+		return FormatMiniSWE, nil
+	}
+	if f := classify(keys, array); f != "" {
 		return f, nil
 	}
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".json":
+	if strings.HasPrefix(compact, `{"info":{"id":"ses_`) {
+		return FormatOpenCode, nil
+	}
+	switch {
+	case strings.HasSuffix(base, ".traj.json"):
+		return FormatMiniSWE, nil
+	case strings.HasSuffix(base, ".traj"):
+		return FormatSWEAgent, nil
+	case strings.HasSuffix(base, ".json") && !array:
 		return FormatOpenCode, nil
 	}
 	return "", fmt.Errorf("%s: cannot detect format (give one of %s)", name, strings.Join(Formats(), ", "))
@@ -130,32 +172,77 @@ func firstRecord(head []byte) []byte {
 	return nil
 }
 
-func classify(keys map[string]json.RawMessage) string {
-	has := func(k string) bool { _, ok := keys[k]; return ok }
-	switch {
-	case has("v") && has("type") && has("session") && has("data"):
-		return FormatNative
-	case has("info") && has("messages"):
-		return FormatOpenCode
-	case has("type") && (has("sessionId") || has("uuid") || has("parentUuid") || has("leafUuid") || has("messageId")):
-		return FormatClaudeCode
+// topKeys reads the keys of the first JSON value in b (an object; for an
+// array, its first element) up to where b ends or stops being valid JSON.
+func topKeys(b []byte) (map[string]bool, bool) {
+	keys := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return keys, false
 	}
-	return ""
+	array := tok == json.Delim('[')
+	want := 1 // depth of the object whose keys count
+	if array {
+		want = 2
+	}
+	depth := 1
+	expectKey := !array
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys, array
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				depth++
+				if array && depth == want {
+					expectKey = d == '{' // entering the first element
+				}
+			default:
+				depth--
+				if depth < want {
+					return keys, array
+				}
+				if depth == want {
+					expectKey = true // a nested value ended
+				}
+			}
+			continue
+		}
+		if depth != want {
+			continue
+		}
+		if expectKey {
+			if k, ok := tok.(string); ok {
+				keys[k] = true
+			}
+			expectKey = false
+		} else {
+			expectKey = true // a scalar value ended
+		}
+	}
 }
 
-// classifyPrefix judges a cut-off first record by the keys near its start.
-func classifyPrefix(head []byte) string {
-	s := string(head)
-	if len(s) > 4096 {
-		s = s[:4096]
-	}
-	compact := strings.Join(strings.Fields(s), "")
+func classify(keys map[string]bool, array bool) string {
+	has := func(k string) bool { return keys[k] }
 	switch {
-	case strings.HasPrefix(compact, `{"info":`) && strings.Contains(s, `"messages"`) || strings.HasPrefix(compact, `{"info":{"id":"ses_`):
-		return FormatOpenCode
-	case strings.HasPrefix(compact, `{"v":`) && strings.Contains(compact, `"session":`):
+	case array && (has("action") || has("observation")) && (has("id") || has("source") || has("timestamp")):
+		return FormatOpenHands
+	case array:
+		return ""
+	case has("v") && has("type") && has("session") && has("data"):
 		return FormatNative
-	case strings.Contains(compact, `"sessionId":`) || strings.Contains(compact, `"parentUuid":`):
+	case has("info") && has("messages") && !has("trajectory_format") && !has("instance_id"):
+		return FormatOpenCode
+	case has("trajectory_format") || has("messages") && has("instance_id"):
+		return FormatMiniSWE
+	case has("trajectory") || has("history") && (has("info") || has("environment")):
+		return FormatSWEAgent
+	case has("timestamp") && has("type") && has("payload"):
+		return FormatCodex
+	case has("type") && (has("sessionId") || has("uuid") || has("parentUuid") || has("leafUuid") || has("messageId")):
 		return FormatClaudeCode
 	}
 	return ""

@@ -329,3 +329,91 @@ func Input(raw json.RawMessage) json.RawMessage {
 	}
 	return json.RawMessage(t)
 }
+
+// Locate formats a JSON decoding error for a whole-file JSON format: a
+// syntax error in the file (path "") by line and column, a type error by
+// the JSON path of the element being decoded and the field.
+func Locate(name string, data []byte, path string, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) && path == "" {
+		line, col := LineCol(data, se.Offset)
+		return fmt.Errorf("%s:%d:%d: invalid JSON: %w", name, line, col, err)
+	}
+	if path == "" {
+		return fmt.Errorf("%s: %w", name, FieldError(err, ""))
+	}
+	return fmt.Errorf("%s: %s: %w", name, path, FieldError(err, ""))
+}
+
+// LineCol converts a byte offset in data to a 1-based line and column.
+func LineCol(data []byte, off int64) (int, int) {
+	off = max(min(off, int64(len(data))), 0)
+	before := data[:off]
+	line := strings.Count(string(before), "\n") + 1
+	col := int(off) - (strings.LastIndexByte(string(before), '\n') + 1)
+	return line, col
+}
+
+// Text reads a JSON value that should be a string; null or absent gives "",
+// and a non-string value is kept as its JSON text.
+func Text(raw json.RawMessage) (string, error) {
+	c := strings.TrimSpace(string(raw))
+	if c == "" || c == "null" {
+		return "", nil
+	}
+	if c[0] == '"' {
+		var s string
+		if err := json.Unmarshal([]byte(c), &s); err != nil {
+			return "", FieldError(err, "")
+		}
+		return s, nil
+	}
+	return c, nil
+}
+
+// ChatText renders OpenAI-style message content as the model saw it: a
+// string, or a list of parts whose text is joined with "\n" (non-text parts
+// become "[<type>]").
+func ChatText(raw json.RawMessage) (string, error) {
+	c := strings.TrimSpace(string(raw))
+	if c == "" || c == "null" {
+		return "", nil
+	}
+	switch c[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal([]byte(c), &s); err != nil {
+			return "", FieldError(err, "")
+		}
+		return s, nil
+	case '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(c), &parts); err != nil {
+			return "", FieldError(err, "")
+		}
+		out := make([]string, 0, len(parts))
+		for _, p := range parts {
+			switch {
+			case p.Text != "" || p.Type == "text" || p.Type == "input_text" || p.Type == "output_text":
+				out = append(out, p.Text)
+			case p.Type != "":
+				out = append(out, "["+p.Type+"]")
+			}
+		}
+		return strings.Join(out, "\n"), nil
+	}
+	return "", fmt.Errorf("want a string or an array of parts")
+}
+
+// EpochSeconds converts fractional epoch seconds; nil, zero or out of range
+// gives the zero time (the builder then reuses the previous event's time).
+func EpochSeconds(v *float64) time.Time {
+	if v == nil || *v <= 0 || *v > 253402300799 {
+		return time.Time{}
+	}
+	sec := int64(*v)
+	return time.Unix(sec, int64((*v-float64(sec))*1e9)).UTC()
+}

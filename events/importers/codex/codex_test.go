@@ -1,0 +1,163 @@
+package codex
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/importers/internal/build"
+	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+)
+
+func importFile(t *testing.T, path string) build.Session {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ss, err := Import(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions", len(ss))
+	}
+	tracetest.Check(t, ss[0])
+	return ss[0]
+}
+
+func ofType[T events.Payload](s build.Session) []T {
+	var out []T
+	for _, e := range s.Events {
+		if p, ok := e.Data.(T); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestShellCommandGeneration(t *testing.T) {
+	s := importFile(t, filepath.Join("testdata", "rollout-060.jsonl"))
+	st := s.Events[0].Data.(*events.SessionStarted)
+	if st.SourceID != "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b" || st.Agent != "codex/0.60.1" || st.CWD != "/work/repo" || st.Model != "gpt-5-codex" {
+		t.Errorf("session started %+v", st)
+	}
+	// Context from response_item only: the event_msg echoes add nothing.
+	msgs := ofType[*events.Message](s)
+	for _, m := range msgs {
+		if m.Role == events.RoleUser && m.Text == "Fix the failing test in calc.go" && m.Meta {
+			t.Error("typed user message marked meta")
+		}
+	}
+	if len(msgs) != 5 { // instructions, env context, user, reasoning, assistant
+		t.Errorf("%d messages, want 5", len(msgs))
+	}
+	calls := ofType[*events.ToolCall](s)
+	if len(calls) != 3 || calls[0].CallID != "call_read1" || calls[0].Tool != "shell_command" || calls[2].Tool != "apply_patch" || !strings.HasPrefix(string(calls[2].Input), `"*** Begin Patch`) {
+		t.Fatalf("calls %v", calls)
+	}
+	res := ofType[*events.ToolResult](s)
+	if r := res[0]; r.Source == nil || *r.Source != (events.SourceIdentity{Kind: "file", Path: "calc.go", Offset: 1, Limit: 40}) || r.IsError || *r.ExitCode != 0 {
+		t.Errorf("read result %+v source %+v", r, r.Source)
+	}
+	if r := res[1]; !r.IsError || *r.ExitCode != 1 || r.Error.Type != "exit_code" || !strings.HasPrefix(r.Error.Message, "--- FAIL: TestAdd") || r.Source.Kind != "command" {
+		t.Errorf("test result %+v %+v", r, r.Error)
+	}
+	if r := res[2]; r.IsError || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("patch result %+v", r)
+	}
+	// Four distinct token_count reports (one repeated, one null) for four
+	// requests: their sum is the final cumulative total.
+	reqs := ofType[*events.ModelRequest](s)
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	want := *build.OpenAIUsage(13100, 280, 9400, 0)
+	if got := tracetest.UsageSum(s); got != want {
+		t.Errorf("usage %+v, want %+v", got, want)
+	}
+}
+
+func TestCodeModeGeneration(t *testing.T) {
+	s := importFile(t, filepath.Join("testdata", "rollout-0145-code-mode.jsonl"))
+	res := ofType[*events.ToolResult](s)
+	if len(res) != 3 {
+		t.Fatalf("%d results", len(res))
+	}
+	if r := res[0]; r.Source == nil || r.Source.Kind != "file" || r.Source.Path != "src/main.ts" || r.IsError || !strings.Contains(*r.Output, "import { run }") {
+		t.Errorf("exec read %+v %+v", r, r.Source)
+	}
+	if r := res[1]; !r.IsError || r.ExitCode == nil || *r.ExitCode != 2 || r.Error.Type != "script_failed" {
+		t.Errorf("failed build %+v %+v", r, r.Error)
+	}
+	if n := len(ofType[*events.HostCompaction](s)); n != 1 {
+		t.Errorf("%d compactions", n)
+	}
+	if got, want := tracetest.UsageSum(s), *build.OpenAIUsage(15600, 130, 9900, 5300); got != want {
+		t.Errorf("usage %+v, want %+v", got, want)
+	}
+	sys := ofType[*events.Message](s)[1]
+	if sys.Role != events.RoleSystem || !strings.HasPrefix(sys.Text, "<permissions") {
+		t.Errorf("developer message %+v", sys)
+	}
+}
+
+func TestExecCommands(t *testing.T) {
+	for _, tc := range []struct {
+		js   string
+		want []string
+	}{
+		{`await tools.exec_command({cmd: "rg -n foo src", yield_time_ms: 10})`, []string{"rg -n foo src"}},
+		{`tools.exec_command({ cmd: 'sed -n \'1,5p\' a.go' })`, []string{"sed -n '1,5p' a.go"}},
+		{"tools.exec_command({cmd: `ls`}); tools.exec_command({cmd: `cat ${f}`})", []string{"ls"}},
+		{`tools.apply_patch("*** Begin Patch")`, nil},
+	} {
+		got := ExecCommands(tc.js)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("ExecCommands(%q) = %q, want %q", tc.js, got, tc.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"bad json", "{\"type\":\"session_meta\",\"payload\":{}}\n{\"type\":", "x.jsonl:2: invalid JSON"},
+		{"no type", `{"timestamp":"2026-01-01T00:00:00Z","payload":{}}`, `x.jsonl:1: field "type": missing`},
+		{"bad time", `{"timestamp":"soon","type":"turn_context","payload":{}}`, `x.jsonl:1: field "timestamp"`},
+		{"call without id", `{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}"}}`, `x.jsonl:1: field "payload.call_id": missing`},
+		{"bad role", `{"type":"response_item","payload":{"type":"message","role":"robot","content":[]}}`, `x.jsonl:1: field "payload.role": bad value`},
+		{"payload type", `{"type":"response_item","payload":{"type":"message","role":"user","content":7}}`, `x.jsonl:1: field "payload.content"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Import(strings.NewReader(tc.in), "x.jsonl")
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error %v, want prefix %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzCodex(f *testing.F) {
+	for _, name := range []string{"rollout-060.jsonl", "rollout-0145-code-mode.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"type":"response_item","payload":{"type":"function_call_output","call_id":"@","output":{"content":"x"}}}`))
+	f.Add([]byte(`{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":-5}}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ss, err := Import(bytes.NewReader(data), "fuzz.jsonl")
+		if err != nil {
+			return
+		}
+		for _, s := range ss {
+			tracetest.Check(t, s)
+		}
+	})
+}
