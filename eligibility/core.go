@@ -152,6 +152,8 @@ type Core struct {
 	session string
 	cls     *classifier
 	cwd     string
+	// slotOn says which verdict slots the policy enables.
+	slotOn [nSlots]bool
 
 	facts    int
 	requests int
@@ -212,6 +214,10 @@ func New(p policy.Policy, tenant, session string) *Core {
 	}
 	c.el = &c.pol.Eligibility
 	c.cls = newClassifier(c.el)
+	c.slotOn = [nSlots]bool{
+		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
+		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
+	}
 	c.resetIndexes()
 	return c
 }

@@ -25,6 +25,9 @@ func check(t *testing.T, s *sess, wants []want) {
 
 const noRecent = "eligibility:\n  protect_recent_turns: 0\n"
 
+// withL3 is noRecent with the opt-in L3 rung on.
+const withL3 = "eligibility:\n  protect_recent_turns: 0\n  rungs: [L0, L1, L2, L3]\n"
+
 func TestL0(t *testing.T) {
 	cases := []struct {
 		name   string

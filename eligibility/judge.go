@@ -98,10 +98,15 @@ func (c *Core) judge(it *item) (*events.Mark, *item) {
 }
 
 // candidate returns the item's best proposal: the first PRUNE in rung order,
-// else the first DEFER, else the first ABSTAIN.
+// else the first DEFER, else the first ABSTAIN. Rungs the policy disables
+// (eligibility.rungs, eligibility.errored_inputs) propose nothing; their
+// evidence is still gathered, so other rungs see the same facts.
 func (c *Core) candidate(it *item) *verdict {
 	var best *verdict
 	for s := 0; s < nSlots; s++ {
+		if !c.slotOn[s] {
+			continue
+		}
 		v := it.v[s]
 		if s == sErr {
 			v = c.erroredVerdict(it)

@@ -76,7 +76,7 @@ func TestL3(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSess(t, noRecent)
+			s := newSess(t, withL3)
 			tc.run(s)
 			check(t, s, tc.wants)
 		})

@@ -3,7 +3,9 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Eligibility configures the eligibility core. The zero value with
@@ -43,6 +45,17 @@ type Eligibility struct {
 	// MinPruneTokens: items smaller than this are not worth a placeholder.
 	// Default 0 (prune whatever is proven redundant and nets a saving).
 	MinPruneTokens int `yaml:"min_prune_tokens,omitempty" json:"min_prune_tokens,omitempty"`
+	// Rungs is the set of evidence rungs that may propose a decision: any of
+	// L0, L1, L2, L3. A rung left out proposes nothing (no PRUNE, DEFER or
+	// ABSTAIN), so the core falls through to the next rung's evidence. It
+	// does not govern errored inputs (see ErroredInputs) nor L4 (see L4).
+	// Default [L0, L1, L2]: L3 is opt-in (see DefaultRungs). Used by the
+	// Context Lab to run the spec's conditions (B: [L0, L1]; D: [L0, L1, L2]).
+	Rungs []string `yaml:"rungs,omitempty" json:"rungs,omitempty"`
+	// ErroredInputs turns on errored-input pruning (the large input of a
+	// failed call, past the error horizon, with its residue kept). Default
+	// true.
+	ErroredInputs *bool `yaml:"errored_inputs,omitempty" json:"errored_inputs,omitempty"`
 	// L4 turns on the predicted-irrelevant rung (a heuristic). Default false.
 	L4 bool `yaml:"l4,omitempty" json:"l4,omitempty"`
 	// L4MinAgeRequests is how many model requests a tool output must have
@@ -78,6 +91,36 @@ const (
 
 func intPtr(v int) *int { return &v }
 
+// DefaultRungs is the default value of Eligibility.Rungs: the proof rungs
+// L0-L2. L3 (completed-work residue) is opt-in: the Context Lab showed a
+// verified, consequence-recorded subtask can still hold the only copy of a
+// constraint (5 false prunes in its default run, none with L0-L2), and
+// precision comes before recall.
+func DefaultRungs() []string { return []string{"L0", "L1", "L2"} }
+
+// normalizeRungs sorts and de-duplicates the valid entries of Rungs and
+// turns the full default set into nil, so that an explicit default and an
+// omitted field give the same policy version. Invalid entries are kept for
+// validate to report.
+func (e *Eligibility) normalizeRungs() {
+	if e.Rungs == nil {
+		return
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for _, r := range e.Rungs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	if strings.Join(out, ",") == strings.Join(DefaultRungs(), ",") {
+		out = nil
+	}
+	e.Rungs = out
+}
+
 func (e *Eligibility) setDefaults() {
 	if e.KeepCopy == "" {
 		e.KeepCopy = "last"
@@ -96,6 +139,10 @@ func (e *Eligibility) setDefaults() {
 	}
 	if e.L4MinAgeRequests == 0 {
 		e.L4MinAgeRequests = DefaultL4MinAgeRequests
+	}
+	e.normalizeRungs()
+	if e.ErroredInputs != nil && *e.ErroredInputs {
+		e.ErroredInputs = nil // the default: same version as omitted
 	}
 }
 
@@ -142,7 +189,39 @@ func (e *Eligibility) validate() error {
 	if e.L4MinAgeRequests < 0 {
 		return fmt.Errorf("l4_min_age_requests: must be >= 0")
 	}
+	if e.Rungs != nil && len(e.Rungs) == 0 {
+		return fmt.Errorf("rungs: empty (list at least one of L0, L1, L2, L3, or omit it for all)")
+	}
+	for i, r := range e.Rungs {
+		switch r {
+		case "L0", "L1", "L2", "L3":
+		default:
+			return fmt.Errorf("rungs[%d]: bad value %q (want L0, L1, L2 or L3)", i, r)
+		}
+	}
 	return nil
+}
+
+// RungEnabled reports whether rung r ("L0".."L3") may propose decisions.
+// L4 is governed by the L4 field, not by Rungs.
+func (e *Eligibility) RungEnabled(r string) bool {
+	if e.Rungs == nil {
+		return r == "L4" && e.L4 || slices.Contains(DefaultRungs(), r)
+	}
+	if r == "L4" {
+		return e.L4
+	}
+	for _, x := range e.Rungs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// ErroredEnabled returns the effective errored_inputs.
+func (e *Eligibility) ErroredEnabled() bool {
+	return e.ErroredInputs == nil || *e.ErroredInputs
 }
 
 // RecentTurns returns the effective protect_recent_turns.

@@ -134,3 +134,60 @@ func TestEligibilityVersionChanges(t *testing.T) {
 		t.Fatal("explicit default changes the version")
 	}
 }
+
+func TestEligibilityRungToggles(t *testing.T) {
+	def := Default()
+	for _, r := range []string{"L0", "L1", "L2"} {
+		if !def.Eligibility.RungEnabled(r) {
+			t.Errorf("default: rung %s disabled", r)
+		}
+	}
+	// L3 and L4 are opt-in.
+	if def.Eligibility.RungEnabled("L3") || def.Eligibility.RungEnabled("L4") || !def.Eligibility.ErroredEnabled() {
+		t.Errorf("default: L3 %v L4 %v errored %v", def.Eligibility.RungEnabled("L3"), def.Eligibility.RungEnabled("L4"), def.Eligibility.ErroredEnabled())
+	}
+	b, err := Parse([]byte("eligibility:\n  rungs: [L1, L0, L0]\n  errored_inputs: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := b.Eligibility
+	if !e.RungEnabled("L0") || !e.RungEnabled("L1") || e.RungEnabled("L2") || e.RungEnabled("L3") || e.ErroredEnabled() {
+		t.Errorf("B toggles: %v errored %v", e.Rungs, e.ErroredEnabled())
+	}
+	if len(e.Rungs) != 2 || e.Rungs[0] != "L0" {
+		t.Errorf("rungs not normalised: %v", e.Rungs)
+	}
+	if b.Version() == def.Version() {
+		t.Error("version does not change with rungs / errored_inputs")
+	}
+	explicit, err := Parse([]byte("eligibility:\n  rungs: [L2, L1, L0]\n  errored_inputs: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if explicit.Version() != def.Version() {
+		t.Error("explicit default rungs / errored_inputs change the version")
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"eligibility:\n  rungs: [L5]\n", "eligibility.rungs[0]"},
+		{"eligibility:\n  rungs: [L4]\n", "eligibility.rungs[0]"},
+		{"eligibility:\n  rungs: []\n", "eligibility.rungs: empty"},
+	} {
+		if _, err := Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestL3OptIn(t *testing.T) {
+	p, err := Parse([]byte("eligibility:\n  rungs: [L0, L1, L2, L3]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Eligibility.RungEnabled("L3") {
+		t.Error("L3 listed but not enabled")
+	}
+	d := Default()
+	if p.Version() == d.Version() {
+		t.Error("turning L3 on must change the policy version")
+	}
+}

@@ -1,0 +1,63 @@
+package lab
+
+import (
+	"github.com/prunesched/prunesched/eligibility"
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/scheduler"
+)
+
+// runProduction runs the production cores over one session's facts the way
+// the pipeline's workers do: every fact goes to the eligibility core, whose
+// marks go to the scheduler core; at each model request the scheduler
+// decides (Decide at the request's fact index, before it observes the
+// request) and its application is fed back. It returns the marks and the
+// applications in log order.
+func runProduction(p policy.Policy, facts []events.Event) (marks, apps []events.Event) {
+	tenant, session := facts[0].Tenant, facts[0].Session
+	ec := eligibility.New(p, tenant, session)
+	sc := scheduler.New(p, tenant, session)
+	for i, ev := range facts {
+		if r, ok := ev.Data.(*events.ModelRequest); ok {
+			if app := sc.Decide(ev.Time, r.Request, i); app != nil {
+				apps = append(apps, *app)
+			}
+		}
+		out := ec.Observe(ev)
+		sc.Observe(ev)
+		for _, m := range out {
+			sc.Observe(m)
+		}
+		marks = append(marks, out...)
+	}
+	return marks, apps
+}
+
+// replay applies a set of marks under a strategy with the production
+// scheduler, exactly as scheduler.Simulate does, and returns the
+// applications (Simulate keeps them to itself; the lab renders them) and
+// Simulate's ledger for the same input.
+func replay(p policy.Policy, facts, marks []events.Event, strategy string) ([]events.Event, scheduler.Ledger) {
+	all := make([]events.Event, 0, len(facts)+len(marks))
+	all = append(append(all, facts...), marks...)
+	ledger := scheduler.Simulate(p, all, strategy)
+	if strategy == StrategyNone {
+		return nil, ledger
+	}
+	p.Scheduler.Mode = strategy
+	tenant, session := facts[0].Tenant, facts[0].Session
+	c := scheduler.New(p, tenant, session)
+	for _, m := range marks {
+		c.Observe(m)
+	}
+	var apps []events.Event
+	for _, ev := range facts {
+		if r, ok := ev.Data.(*events.ModelRequest); ok {
+			if app := c.Decide(ev.Time, r.Request, c.Facts()); app != nil {
+				apps = append(apps, *app)
+			}
+		}
+		c.Observe(ev)
+	}
+	return apps, ledger
+}

@@ -1,0 +1,21 @@
+// Package lab is the Context Lab: the spec's six-condition pruning
+// experiment (A raw, B exact duplicates, C plus errored inputs, D plus
+// superseded observations, E aggressive heuristic pruning, F the oracle),
+// plus D with the opt-in L3 rung and the peers re-implemented from their
+// documented behaviour (DCP, Anthropic clear_tool_uses, observation
+// masking), run on ground-truth fixtures (lab/fixtures) and reported in four
+// metric groups that are never collapsed into one number: reduction,
+// preservation, behaviour (evidence presence, not model success) and
+// economics.
+//
+// B, C, D and D+L3 run the production cores: the
+// eligibility core fed every fact, the scheduler core fed facts and marks
+// and asked to Decide at each model request exactly as the pipeline's
+// scheduler worker does. Peers, E and F produce marks in the same event
+// vocabulary; the production scheduler applies them and the production
+// projection renders them, so every condition is measured by the same code.
+//
+// It must not: summarise anything, read the wall clock (results are a
+// function of the seed and the configuration, byte for byte), or touch
+// NATS or the file system (the command writes the files).
+package lab

@@ -1,0 +1,326 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/lab/fixtures"
+	"github.com/prunesched/prunesched/lab/peers"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
+)
+
+// Providers priced in every run.
+var providers = []string{"anthropic", "openai"}
+
+// sessionRun is one session under one condition: raw counts, aggregated
+// later in session order.
+type sessionRun struct {
+	red      redCounts
+	pres     presCounts
+	beh      map[string]behCounts                   // strategy -> probe outcomes
+	ledgers  map[string]map[string]scheduler.Ledger // provider -> strategy -> ledger
+	prodSame bool                                   // production run's applications equal the replay's
+}
+
+type count struct {
+	Items  int `json:"items"`
+	Tokens int `json:"tokens"`
+}
+
+type redCounts struct {
+	removed, placeholder, items, marked int
+	byClass, byCategory, byReason       map[string]count
+}
+
+type presCounts struct {
+	prunes, safe, falsePr, unproven, traps int
+	safeWorth, safePruned                  int
+	critical, criticalIntact               int
+	refs, refsOK                           int
+	falseItems                             []string
+}
+
+type behCounts struct {
+	probes, passed, recoverable int
+	byKind                      map[string][3]int // probes, passed, recoverable
+}
+
+// strategiesOf are the strategies a condition is run under.
+func strategiesOf(c condition) []string {
+	if c.primary == StrategyNone {
+		return []string{StrategyNone}
+	}
+	return []string{StrategyImmediate, StrategyScheduled}
+}
+
+// evaluate runs one condition on one session.
+func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixtures.Session, tc projections.TokenCounter) (*sessionRun, error) {
+	facts := s.Events
+	base := policy.Default()
+	if c.pol != nil {
+		base = *c.pol
+	}
+	var marks, prodApps []events.Event
+	switch {
+	case c.pol != nil:
+		marks, prodApps = runProduction(base, facts)
+	case c.marks != nil:
+		marks = c.marks(s)
+	}
+	r := &sessionRun{beh: map[string]behCounts{}, ledgers: map[string]map[string]scheduler.Ledger{}}
+	appsBy := map[string][]events.Event{}
+	for _, prov := range providers {
+		p := base
+		p.Scheduler.DefaultProvider = prov
+		r.ledgers[prov] = map[string]scheduler.Ledger{}
+		for _, st := range strategiesOf(c) {
+			apps, l := replay(p, facts, marks, st)
+			r.ledgers[prov][st] = l
+			if prov == providers[0] {
+				appsBy[st] = apps
+			}
+		}
+	}
+	if c.pol != nil {
+		r.prodSame = sameIDs(prodApps, appsBy[StrategyScheduled])
+		appsBy[StrategyScheduled] = prodApps
+	}
+	pruned := map[string]bool{}
+	for _, st := range strategiesOf(c) {
+		b, final, err := behaviour(ctx, fx, s, facts, marks, appsBy[st], tc, !c.foreignPlaceholder)
+		if err != nil {
+			return nil, fmt.Errorf("condition %s session %s strategy %s: %w", c.name, s.ID, st, err)
+		}
+		r.beh[st] = b
+		for _, it := range final.Items() {
+			if it.Pruned {
+				pruned[it.ID] = true
+			}
+		}
+		if st == c.primary {
+			if err := reduction(ctx, fx, s, final, tc, !c.foreignPlaceholder, &r.red, &r.pres); err != nil {
+				return nil, fmt.Errorf("condition %s session %s: %w", c.name, s.ID, err)
+			}
+		}
+	}
+	for _, it := range latestPrunes(marks) {
+		pruned[it] = true
+	}
+	r.red.marked = preservation(s, pruned, &r.pres)
+	return r, nil
+}
+
+func sameIDs(a, b []events.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// markTarget is the item a mark removes.
+func markTarget(m *events.Mark) string {
+	if m.Part == "input" && !strings.HasSuffix(m.Item, "/input") {
+		return events.CallInputItem(m.Item)
+	}
+	return m.Item
+}
+
+// latestPrunes returns the items whose latest mark is a PRUNE.
+func latestPrunes(marks []events.Event) []string {
+	last := map[string]events.Decision{}
+	var order []string
+	for _, ev := range marks {
+		m := ev.Data.(*events.Mark)
+		t := markTarget(m)
+		if _, ok := last[t]; !ok {
+			order = append(order, t)
+		}
+		last[t] = m.Decision
+	}
+	var out []string
+	for _, t := range order {
+		if last[t] == events.Prune {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// merge puts facts, marks and applications in one log: marks right after
+// the fact that caused them, an application right before the request it
+// was decided for.
+func merge(facts, marks, apps []events.Event) []events.Event {
+	byCause := map[int][]events.Event{}
+	for _, m := range marks {
+		ci := m.Data.(*events.Mark).CauseIndex
+		byCause[ci] = append(byCause[ci], m)
+	}
+	byAfter := map[int][]events.Event{}
+	for _, a := range apps {
+		ai := a.Data.(*events.Application).AfterIndex
+		byAfter[ai] = append(byAfter[ai], a)
+	}
+	out := make([]events.Event, 0, len(facts)+len(marks)+len(apps))
+	for i, f := range facts {
+		out = append(out, byAfter[i]...)
+		out = append(out, f)
+		out = append(out, byCause[i]...)
+	}
+	return out
+}
+
+// behaviour replays the merged log into the production projection and, at
+// each probe's request, renders the bundle as text and looks for the
+// probe's evidence verbatim. Evidence that is absent but whose holder is
+// rendered as a placeholder (which names how to recover it) counts as
+// recoverable, unless ownPlaceholder is false (a peer whose own placeholder
+// names no original). It returns the outcomes and the final projection.
+func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool) (behCounts, *projections.Session, error) {
+	b := behCounts{byKind: map[string][3]int{}}
+	probesAt := map[int][]fixtures.Probe{}
+	for _, p := range s.Probes {
+		probesAt[p.Fact] = append(probesAt[p.Fact], p)
+	}
+	sess := projections.NewSession(facts[0].Tenant, facts[0].Session)
+	fi := 0
+	for _, ev := range merge(facts, marks, apps) {
+		if ev.IsFact() {
+			if ps := probesAt[fi]; len(ps) > 0 {
+				bundle := sess.Bundle()
+				text, err := projections.RenderText(ctx, bundle, fx.Blobs, tc)
+				if err != nil {
+					return b, nil, fmt.Errorf("render at %s: %w", ev.ID, err)
+				}
+				for _, p := range ps {
+					k := b.byKind[p.Kind]
+					b.probes++
+					k[0]++
+					switch {
+					case strings.Contains(string(text), p.Evidence):
+						b.passed++
+						k[1]++
+					case ownPlaceholder && recoverable(bundle, p):
+						b.recoverable++
+						k[2]++
+					}
+					b.byKind[p.Kind] = k
+				}
+			}
+			fi++
+		}
+		sess.Observe(ev)
+	}
+	return b, sess, nil
+}
+
+// recoverable reports whether an item that held the probe's evidence is
+// rendered as our placeholder, which names the item and how to recover it.
+func recoverable(b projections.Bundle, p fixtures.Probe) bool {
+	for _, bi := range b.Items {
+		if !bi.Pruned {
+			continue
+		}
+		for _, id := range p.Items {
+			if bi.ID == id && strings.Contains(bi.Placeholder, "Recover: prunesched item") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reduction measures the final bundle: what was removed (stored counts),
+// the placeholders that replaced it, by class, category and reason, and
+// whether every placeholder's recover reference resolves (never, for a
+// peer whose own placeholder names no original).
+func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, final *projections.Session, tc projections.TokenCounter, ownPlaceholder bool, red *redCounts, pres *presCounts) error {
+	st, err := final.Stats(ctx, fx.Blobs, tc)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	red.removed, red.placeholder, red.items = st.Tokens.Removed, st.Tokens.Placeholder, st.PrunedItems
+	red.byClass, red.byCategory, red.byReason = map[string]count{}, map[string]count{}, map[string]count{}
+	texts, err := fx.ItemTexts(s)
+	if err != nil {
+		return err
+	}
+	bundle := final.Bundle()
+	for _, bi := range bundle.Items {
+		if !bi.Pruned {
+			continue
+		}
+		l := s.Labels[bi.ID]
+		add := func(m map[string]count, k string) {
+			c := m[k]
+			c.Items++
+			c.Tokens += bi.Tokens
+			m[k] = c
+		}
+		add(red.byClass, string(l.Class))
+		add(red.byCategory, l.Category)
+		if bi.Applied != nil {
+			add(red.byReason, strings.TrimSpace(string(bi.Applied.Rung)+" "+string(bi.Applied.Reason)))
+		}
+		pres.refs++
+		_, inLog := texts[bi.ID]
+		if ownPlaceholder && inLog && strings.Contains(bi.Placeholder, "Recover: prunesched item "+s.ID+" "+bi.ID+"]") {
+			pres.refsOK++
+		}
+	}
+	return nil
+}
+
+// preservation scores the decided prunes against the fixture labels and
+// returns their stored tokens.
+func preservation(s *fixtures.Session, pruned map[string]bool, pres *presCounts) int {
+	ids := make([]string, 0, len(pruned))
+	for id := range pruned {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	tokens := 0
+	for _, id := range ids {
+		l := s.Labels[id]
+		tokens += l.Tokens
+		pres.prunes++
+		switch l.Class {
+		case fixtures.Safe:
+			pres.safe++
+			if l.Tokens > peers.PlaceholderTokens {
+				pres.safePruned++
+			}
+		case fixtures.Needed, fixtures.Trap:
+			pres.falsePr++
+			if l.Class == fixtures.Trap {
+				pres.traps++
+			}
+			pres.falseItems = append(pres.falseItems, fmt.Sprintf("%s %s (%s)", s.ID, id, l.Category))
+		default:
+			pres.unproven++
+		}
+	}
+	for id, l := range s.Labels {
+		switch l.Class {
+		case fixtures.Safe:
+			if l.Tokens > peers.PlaceholderTokens {
+				pres.safeWorth++
+			}
+		case fixtures.Needed, fixtures.Trap:
+			pres.critical++
+			if !pruned[id] {
+				pres.criticalIntact++
+			}
+		}
+	}
+	return tokens
+}

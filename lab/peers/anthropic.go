@@ -1,0 +1,46 @@
+package peers
+
+import "github.com/prunesched/prunesched/events"
+
+// ClearToolUsesConfig is Anthropic's clear_tool_uses_20250919 context
+// edit, with its documented defaults.
+type ClearToolUsesConfig struct {
+	// TriggerTokens: the edit activates when the prompt exceeds this many
+	// input tokens. Default 100,000.
+	TriggerTokens int
+	// Keep is how many of the most recent tool uses keep their results.
+	// Default 3.
+	Keep int
+}
+
+// DefaultClearToolUses returns the documented defaults.
+func DefaultClearToolUses() ClearToolUsesConfig {
+	return ClearToolUsesConfig{TriggerTokens: 100000, Keep: 3}
+}
+
+// ClearToolUses returns the marks of Anthropic's server-side tool-result
+// clearing. The client keeps sending the full history, so at every request
+// whose full prompt (the raw context) exceeds the trigger, the results of
+// every tool use but the Keep most recent are cleared; inputs stay
+// (clear_tool_inputs false). exclude_tools and clear_at_least are unset.
+func ClearToolUses(facts []events.Event, cfg ClearToolUsesConfig) []events.Event {
+	v := newView(facts)
+	m := newMarker(v, "clear_tool_uses")
+	for _, f := range v.requests {
+		if v.raw[f] <= cfg.TriggerTokens {
+			continue
+		}
+		var uses []*call
+		for _, c := range v.calls {
+			if c.inFact < f {
+				uses = append(uses, c)
+			}
+		}
+		for _, c := range uses[:max(0, len(uses)-cfg.Keep)] {
+			if c.outFact >= 0 && c.outFact < f {
+				m.prune(c.out, "output", c.tokens, f-1, events.L4, events.ReasonPredicted, "clear_tool_uses: prompt over the trigger; not among the 3 most recent tool uses", nil, "")
+			}
+		}
+	}
+	return m.marks
+}
