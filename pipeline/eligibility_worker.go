@@ -58,9 +58,10 @@ func (w *EligibilityWorker) Run(ctx context.Context) error {
 	if len(w.parts.owned) == 0 {
 		return errors.New("eligibility worker: no partitions to consume")
 	}
-	opts := w.parts.consumeOptions(w.met, "eligibility")
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
-		return w.log.Consume(ctx, DurableName(DurableEligibility, p), events.PartitionFilter(events.KindFact, p), w.handle, opts...)
+		durable := DurableName(DurableEligibility, p)
+		return w.log.Consume(ctx, durable, events.PartitionFilter(events.KindFact, p), w.handle,
+			w.parts.consumeOptions(w.met, "eligibility", durable)...)
 	})
 }
 

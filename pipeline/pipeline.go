@@ -54,6 +54,7 @@ type Pipeline struct {
 
 	cfg    Config
 	logger *slog.Logger
+	prog   *progress
 }
 
 // New builds the single-process pipeline over st. reg receives the metrics
@@ -80,7 +81,8 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 		met = NewMetrics(cfg.Registry)
 	}
 	lg := &Log{Store: st}
-	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL}
+	prog := newProgress()
+	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL, prog: prog}
 	logger := cfg.Logger
 	return &Pipeline{
 		Store:       st,
@@ -92,6 +94,7 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 		Policy:     cfg.Policy,
 		cfg:        cfg,
 		logger:     logger,
+		prog:       prog,
 	}
 }
 
@@ -102,17 +105,24 @@ func (p *Pipeline) Partitions() []int { return slices.Clone(p.cfg.Partitions) }
 type partitioning struct {
 	owned     []int
 	pinnedTTL time.Duration
+	// prog, when set, learns every acknowledgement of the consumers, so
+	// waiters in this process are woken instead of polling.
+	prog *progress
 }
 
-// consumeOptions are the store options of every partition consumer:
+// consumeOptions are the store options of the partition consumer durable:
 // strictly ordered delivery (MaxAckPending 1), so a fact left unacknowledged
 // by a crashed worker is redelivered before any later fact of its partition
-// and each session's core sees its facts in log order, and the pinned
-// priority group when several processes share partitions.
-func (pt partitioning) consumeOptions(met *Metrics, component string) []store.ConsumeOption {
+// and each session's core sees its facts in log order, the acknowledgement
+// hook feeding prog, and the pinned priority group when several processes
+// share partitions.
+func (pt partitioning) consumeOptions(met *Metrics, component, durable string) []store.ConsumeOption {
 	opts := []store.ConsumeOption{
 		store.WithMaxAckPending(1),
 		store.WithDecodeErrorHook(func(error) { met.decodeError(component) }),
+	}
+	if pt.prog != nil {
+		opts = append(opts, store.WithAckHook(pt.prog.hook(durable)))
 	}
 	if pt.pinnedTTL > 0 {
 		opts = append(opts, store.WithPinnedGroup(PriorityGroup, pt.pinnedTTL))
@@ -310,7 +320,7 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 	}
 	part := p.Store.PartitionOf(tenant, session)
 	for _, d := range []string{DurableName(DurableEligibility, part), DurableName(DurableScheduler, part)} {
-		if err := waitAckFloor(ctx, p.Store, d, last); err != nil {
+		if err := waitFloor(ctx, p.Store, p.prog, d, last, d); err != nil {
 			return err
 		}
 	}
@@ -319,27 +329,6 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 		return err
 	}
 	return p.Projection.WaitSeq(ctx, streamLast)
-}
-
-// waitAckFloor blocks until the durable's ack floor reaches seq.
-func waitAckFloor(ctx context.Context, st interface {
-	AckFloor(context.Context, string) (uint64, error)
-}, durable string, seq uint64) error {
-	delay := time.Millisecond
-	for {
-		floor, err := st.AckFloor(ctx, durable)
-		if err == nil && floor >= seq {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s to reach seq %d: %w", durable, seq, ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
-		}
-	}
 }
 
 // Log adapts the store to what the workers need, adding a read of one

@@ -95,10 +95,11 @@ func (w *SchedulerWorker) Run(ctx context.Context) error {
 	if len(w.parts.owned) == 0 {
 		return errors.New("scheduler worker: no partitions to consume")
 	}
-	opts := w.parts.consumeOptions(w.met, "scheduler")
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
-		return w.log.Consume(ctx, DurableName(DurableScheduler, p), events.PartitionFilter(events.KindFact, p),
-			func(ctx context.Context, ev events.Event) error { return w.handle(ctx, p, ev) }, opts...)
+		durable := DurableName(DurableScheduler, p)
+		return w.log.Consume(ctx, durable, events.PartitionFilter(events.KindFact, p),
+			func(ctx context.Context, ev events.Event) error { return w.handle(ctx, p, ev) },
+			w.parts.consumeOptions(w.met, "scheduler", durable)...)
 	})
 }
 
@@ -198,22 +199,7 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 // waitEligibility blocks until the eligibility consumer of partition part
 // has acknowledged every fact of the partition up to seq.
 func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, seq uint64) error {
-	delay := time.Millisecond
-	durable := DurableName(DurableEligibility, part)
-	for {
-		floor, err := w.log.AckFloor(ctx, durable)
-		if err == nil && floor >= seq {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for eligibility to reach seq %d: %w", seq, ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
-		}
-	}
+	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, "eligibility")
 }
 
 // feedMarks gives the core every mark of the session published since the
@@ -338,22 +324,7 @@ func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string
 // waitFacts blocks until the scheduler consumer of partition part (in
 // whichever process) has handled the partition's facts up to seq.
 func (w *SchedulerWorker) waitFacts(ctx context.Context, part int, seq uint64) error {
-	delay := time.Millisecond
-	durable := DurableName(DurableScheduler, part)
-	for {
-		floor, err := w.log.AckFloor(ctx, durable)
-		if err == nil && floor >= seq {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for scheduler to reach seq %d: %w", seq, ctx.Err())
-		case <-time.After(delay):
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
-		}
-	}
+	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableScheduler, part), seq, "scheduler")
 }
 
 // Pending returns the marks the session's scheduler holds back, with the

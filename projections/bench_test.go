@@ -103,3 +103,12 @@ func BenchmarkStats(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBundle measures the snapshot alone (what the proxy uses).
+func BenchmarkBundle(b *testing.B) {
+	s, _ := benchSession(b, 2000)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = s.Bundle()
+	}
+}

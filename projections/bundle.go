@@ -94,8 +94,25 @@ func (s *Session) bundleLocked() Bundle {
 	return b
 }
 
-// placeholderFor builds the placeholder of an item with an applied PRUNE.
+// placeholderFor returns the placeholder of an item with an applied PRUNE,
+// built once per placeholderKey. Callers hold s.mu at least for reading;
+// the per-item cache is guarded by s.derived.mu.
 func (s *Session) placeholderFor(it *itemState) string {
+	key := placeholderKey{applied: it.applied, tool: it.Tool, input: -1}
+	if c := s.byCall[it.CallID]; c != nil && it.Kind == ItemToolResult {
+		key.input = c.input
+	}
+	s.derived.mu.Lock()
+	defer s.derived.mu.Unlock()
+	if it.phKey == key && it.ph != "" {
+		return it.ph
+	}
+	it.ph, it.phKey = s.buildPlaceholder(it), key
+	return it.ph
+}
+
+// buildPlaceholder builds the placeholder of an item with an applied PRUNE.
+func (s *Session) buildPlaceholder(it *itemState) string {
 	m := it.applied.mark.m
 	p := PlaceholderSpec{
 		Session: s.session, Item: it.ID, Role: it.Role, Tool: it.Tool,

@@ -60,6 +60,7 @@ type anthropicToolResult struct {
 // The output is deterministic. tc is not needed and may be nil.
 func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
 	req := anthropicRequest{Model: b.Model, MaxTokens: b.maxTokens(), Messages: []anthropicMessage{}}
+	size := 0
 	for i := range b.Items {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -82,6 +83,7 @@ func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCo
 			if err != nil {
 				return nil, err
 			}
+			size += len(text)
 			block = anthropicToolResult{Type: "tool_result", ToolUseID: bi.CallID, Content: text, IsError: bi.IsError}
 		default:
 			return nil, fmt.Errorf("item %s: unknown kind %q", bi.ID, bi.Kind)
@@ -93,7 +95,7 @@ func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCo
 		}
 		req.Messages = append(req.Messages, anthropicMessage{Role: role, Content: []any{block}})
 	}
-	return marshalJSON(req)
+	return encodeAnthropic(&req, size+len(b.Items)*64)
 }
 
 // contentText is a message item's text, or its placeholder when pruned.

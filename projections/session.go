@@ -71,6 +71,19 @@ type Session struct {
 	duplicates int // fact events repeating an item id already seen
 
 	tokens *tokenCache
+
+	// derived caches what readers recompute from the state above, valid
+	// while pos (bumped by every observed event) has not moved. Readers
+	// hold mu for reading only, so the cache has its own lock.
+	derived derivedCache
+}
+
+// derivedCache is the read side's cache (see Session.derived).
+type derivedCache struct {
+	mu          sync.Mutex
+	latestPos   int // pos the latest marks were computed at; -1 none
+	latest      map[string]*markState
+	latestOrder []string
 }
 
 type callRef struct {
@@ -89,6 +102,19 @@ type itemState struct {
 	source    *events.SourceIdentity
 	applied   *applied // last applied mark (PRUNE or KEEP) in effect
 	restoreAt int      // log position of the last restore, -1 when none
+
+	// ph caches the placeholder built for phKey (see placeholderFor).
+	ph    string
+	phKey placeholderKey
+}
+
+// placeholderKey is what an item's placeholder depends on that can change
+// after the item is created: the applied mark, the tool name (a result
+// seen before its call learns it later) and the call's input item.
+type placeholderKey struct {
+	applied *applied
+	tool    string
+	input   int
 }
 
 // applied links an applied mark with the application that applied it.
@@ -126,6 +152,7 @@ func NewSession(tenant, session string) *Session {
 		byCall:  map[string]*callRef{},
 		marks:   map[string]*markState{},
 		tokens:  newTokenCache(),
+		derived: derivedCache{latestPos: -1},
 	}
 }
 
@@ -333,8 +360,21 @@ func (s *Session) targetKey(m *events.Mark) string {
 }
 
 // latestMarks returns the latest mark per target key, and the keys in the
-// order of first appearance.
+// order of first appearance. They are computed once per state of the
+// session (caller holds mu, at least for reading) and shared: callers must
+// not modify them.
 func (s *Session) latestMarks() (map[string]*markState, []string) {
+	d := &s.derived
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.latestPos != s.pos {
+		d.latest, d.latestOrder = s.computeLatestMarks()
+		d.latestPos = s.pos
+	}
+	return d.latest, d.latestOrder
+}
+
+func (s *Session) computeLatestMarks() (map[string]*markState, []string) {
 	latest := make(map[string]*markState, len(s.markOrder))
 	var order []string
 	for _, ms := range s.markOrder {

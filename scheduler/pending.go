@@ -40,22 +40,60 @@ const ReasonAwaiting = "awaiting the next request"
 // (CauseIndex < f; the higher CauseIndex wins, ties go to the later mark),
 // in mark arrival order of the winners.
 func (c *Core) effective(f int) []*mark {
-	best := map[string]*mark{}
-	for _, m := range c.marks {
-		if m.m.CauseIndex >= f {
-			continue
-		}
-		b, ok := best[m.m.Item]
-		if !ok || m.m.CauseIndex > b.m.CauseIndex || (m.m.CauseIndex == b.m.CauseIndex && m.seq > b.seq) {
-			best[m.m.Item] = m
-		}
-	}
+	best := c.effectiveMap(f)
 	out := make([]*mark, 0, len(best))
 	for _, m := range best {
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
+}
+
+// effCache holds the winners of effective for one fact index, so the next
+// call merges only the marks it has not considered. The winner of an item
+// is the maximum of its eligible marks under (CauseIndex, seq), an order
+// that does not depend on the order marks are merged in, so merging later
+// is exact. Marks are append-only; a call for an earlier fact index
+// rebuilds from scratch.
+type effCache struct {
+	f      int
+	merged int              // c.marks[:merged] were considered
+	best   map[string]*mark // item -> winner among marks with CauseIndex < f
+	later  []*mark          // considered marks with CauseIndex >= f
+}
+
+// effectiveMap returns the winners by item at fact index f. The map is the
+// core's cache: callers must not modify it or keep it past the next call.
+func (c *Core) effectiveMap(f int) map[string]*mark {
+	e := &c.eff
+	if e.best == nil || f < e.f {
+		*e = effCache{f: f, best: map[string]*mark{}}
+	}
+	e.f = f
+	merge := func(m *mark) {
+		b, ok := e.best[m.m.Item]
+		if !ok || m.m.CauseIndex > b.m.CauseIndex || (m.m.CauseIndex == b.m.CauseIndex && m.seq > b.seq) {
+			e.best[m.m.Item] = m
+		}
+	}
+	kept := e.later[:0]
+	for _, m := range e.later {
+		if m.m.CauseIndex < f {
+			merge(m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	e.later = kept
+	for _, m := range c.marks[e.merged:] {
+		if m.m.CauseIndex < f {
+			merge(m)
+		} else {
+			e.later = append(e.later, m)
+		}
+	}
+	e.merged = len(c.marks)
+	return e.best
 }
 
 // candidates returns the marks that would change the bundle rendered at f,
@@ -65,7 +103,9 @@ func (c *Core) effective(f int) []*mark {
 func (c *Core) candidates(f int) []candidate {
 	s := c.spanAt(f)
 	var out []candidate
-	for _, m := range c.effective(f) {
+	// Map order is fine: out is sorted by (position, seq) below, a total
+	// order (an item has one winner).
+	for _, m := range c.effectiveMap(f) {
 		if c.appliedMark[m.id] {
 			continue
 		}

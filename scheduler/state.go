@@ -95,6 +95,9 @@ type Core struct {
 	flushServed int
 	reasons     map[string]waitReason // mark id -> why it waited at the last Decide
 	apps        []appRecord
+
+	// eff keeps effective's winners between calls (see effective).
+	eff effCache
 }
 
 // appRecord keeps what the ledger reports about one application.

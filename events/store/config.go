@@ -57,6 +57,13 @@ type Config struct {
 	// existing stream's count (events.DefaultPartitions for a new stream);
 	// a different non-zero count for an existing stream is an error.
 	Partitions int
+	// BlobCacheBytes bounds an in-memory cache of blobs read by GetBlob
+	// (least recently used out first). Blobs are content-addressed and
+	// checked against their hash before they enter it, so a cached blob is
+	// never stale; the cache saves the object store round trips of
+	// rendering a bundle at request time. Default 64 MB; negative disables
+	// it.
+	BlobCacheBytes int64
 }
 
 // Default values of Config fields.
@@ -69,6 +76,7 @@ const (
 	DefaultMaxAckPending   = 256
 	DefaultNakDelay        = time.Second
 	DefaultReadBufferBytes = 64 << 20
+	DefaultBlobCacheBytes  = 64 << 20
 )
 
 func (c *Config) setDefaults() {
@@ -98,6 +106,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadBufferBytes == 0 {
 		c.ReadBufferBytes = DefaultReadBufferBytes
+	}
+	if c.BlobCacheBytes == 0 {
+		c.BlobCacheBytes = DefaultBlobCacheBytes
 	}
 }
 

@@ -26,6 +26,7 @@ type consumeOpts struct {
 	pinnedTTL     time.Duration
 	maxAckPending int
 	onDecodeError func(error)
+	onAcked       func(seq uint64)
 }
 
 // WithPinnedGroup makes the durable a pinned-client priority-group consumer
@@ -48,6 +49,15 @@ func WithMaxAckPending(n int) ConsumeOption {
 // is terminated, never redelivered), e.g. to count it.
 func WithDecodeErrorHook(fn func(error)) ConsumeOption {
 	return func(o *consumeOpts) { o.onDecodeError = fn }
+}
+
+// WithAckHook calls fn with an event's stream sequence once the server has
+// confirmed its acknowledgement (after the handler succeeded), so a process
+// can learn that its own consumer moved without asking the server. With
+// MaxAckPending 1 the consumer's ack floor has then reached seq. fn runs on
+// the consumer's goroutine and must not block.
+func WithAckHook(fn func(seq uint64)) ConsumeOption {
+	return func(o *consumeOpts) { o.onAcked = fn }
 }
 
 // storedFilter turns a filter in the publish layout
@@ -129,7 +139,7 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 			_ = msg.Nak()
 			return
 		}
-		s.handle(ctx, log, msg, handler, o.onDecodeError)
+		s.handle(ctx, log, msg, handler, o.onDecodeError, o.onAcked)
 	}
 	stop := func() {
 		handling.Lock()
@@ -174,7 +184,7 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 }
 
 // handle runs the handler for one message and settles it.
-func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, handler Handler, onDecodeError func(error)) {
+func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, handler Handler, onDecodeError func(error), onAcked func(uint64)) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		log.Error("consume: message without metadata", slog.String("subject", msg.Subject()), slog.Any("err", err))
@@ -204,6 +214,10 @@ func (s *Store) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg,
 	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("consume: ack not confirmed, event may be redelivered", slog.Uint64("seq", seq), slog.Any("err", err))
+		return
+	}
+	if onAcked != nil {
+		onAcked(seq)
 	}
 }
 

@@ -34,8 +34,10 @@ type EmbeddedConfig struct {
 	// SyncAlways makes JetStream fsync every write before acknowledging it.
 	// Off by default: JetStream then fsyncs every SyncInterval, so
 	// acknowledged writes from the last interval can be lost on power failure
-	// (not on a process crash). On, single publishes get much slower;
-	// batched appends win most of it back (see BenchmarkAppendSyncAlways).
+	// (not on a process crash). On, appends get about 7-10x slower, batched
+	// or not: the server syncs every stored message, so batching wins
+	// little back (measured by `prunesched bench`, BenchmarkAppendSyncAlways;
+	// see docs/performance.md).
 	SyncAlways bool
 	// SyncInterval is the fsync interval when SyncAlways is off. Zero keeps
 	// the server default (2 minutes).

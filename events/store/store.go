@@ -56,6 +56,9 @@ type Store struct {
 	// identical output arriving twice at once is still stored once.
 	mu      sync.Mutex
 	putting map[string]*hashLock
+
+	// cache holds recently read blobs (nil when disabled).
+	cache *blobCache
 }
 
 // Open creates or updates the event stream and the blob bucket and returns a
@@ -108,6 +111,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	return &Store{
 		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
 		putting: map[string]*hashLock{},
+		cache:   newBlobCache(cfg.BlobCacheBytes),
 	}, nil
 }
 
@@ -226,6 +230,9 @@ func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
 	if !events.ValidHash(hash) {
 		return nil, fmt.Errorf("get blob %q: invalid content address", hash)
 	}
+	if data, ok := s.cache.get(hash); ok {
+		return data, nil
+	}
 	data, err := s.blobs.GetBytes(ctx, hash)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -236,6 +243,7 @@ func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
 	if got := events.HashBytes(data); got != hash {
 		return nil, fmt.Errorf("get blob %s: stored data hashes to %s", hash, got)
 	}
+	s.cache.put(hash, data)
 	return data, nil
 }
 

@@ -1,0 +1,247 @@
+// Package bench measures prunesched against baselines taken in the same
+// run: the pipeline against raw JetStream publish and replay on the same
+// embedded server with the same message sizes, the render path and the
+// proxy against the per-request budget, the eligibility core without NATS,
+// memory per session, and the cost of fsyncing every write (SyncAlways).
+// It is what `prunesched bench` runs.
+//
+// It owns measurement only: it starts its own temporary embedded servers
+// and never touches a running prunesched's data. Results are numbers and
+// ratios; whether a goal is met is reported, never asserted.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/prunesched/prunesched/policy"
+)
+
+// Config says what to run. The zero value runs the full bench with the
+// default policy.
+type Config struct {
+	// Quick runs smaller workloads (seconds instead of minutes), for tests
+	// and smoke checks. Numbers are noisier.
+	Quick bool
+	// Policy drives the cores. Zero value: policy.Default().
+	Policy *policy.Policy
+	// Progress receives one line per step; nil is silent.
+	Progress io.Writer
+	// TempDir is where the temporary servers keep their files. Default:
+	// os.TempDir().
+	TempDir string
+	// Only, when not empty, runs only the named sections (see Sections).
+	Only []string
+}
+
+// Sections lists the bench's sections in the order they run.
+var Sections = []string{"core", "memory", "log", "render", "durability", "proxy"}
+
+// Result is one run's measurements. Rates are per second of wall time;
+// latencies in milliseconds, keyed by session size in items.
+type Result struct {
+	Machine Machine `json:"machine"`
+	Quick   bool    `json:"quick"`
+
+	// RawPublishPerS is JetStream async publish of the pipeline's encoded
+	// events (same sizes) to a plain stream: the baseline.
+	RawPublishPerS float64 `json:"raw_publish_per_s"`
+	// PipelinePerS is facts per second from the first publish (store
+	// Append) until every fact is judged, scheduled and projected.
+	PipelinePerS float64 `json:"pipeline_per_s"`
+	// PipelineRatio is PipelinePerS / RawPublishPerS (goal >= 0.5).
+	PipelineRatio float64 `json:"pipeline_ratio"`
+	// PipelineFacts and PipelineSessions describe that workload.
+	PipelineFacts    int `json:"pipeline_facts"`
+	PipelineSessions int `json:"pipeline_sessions"`
+	// RawReplayPerS is an ordered consumer reading the whole event stream
+	// without decoding: the baseline of the rebuild.
+	RawReplayPerS float64 `json:"raw_replay_per_s"`
+	// RebuildPerS is a fresh projection worker rebuilding every session
+	// from the same stream (decode + project).
+	RebuildPerS float64 `json:"rebuild_per_s"`
+	// RebuildRatio is RebuildPerS / RawReplayPerS (goal >= 0.8).
+	RebuildRatio float64 `json:"rebuild_ratio"`
+	// StreamMessages is how many messages the replays read.
+	StreamMessages uint64 `json:"stream_messages"`
+
+	// RenderP50Ms and RenderP99Ms are the render-at-request path: the
+	// scheduler's live decision (DecideLive, publishing the application),
+	// the projection catching up with it, the bundle, and the Anthropic
+	// rendering with tool outputs fetched by content address (goal p99 <=
+	// 2 ms at 2,000 items).
+	RenderP50Ms map[string]float64 `json:"render_p50_ms"`
+	RenderP99Ms map[string]float64 `json:"render_p99_ms"`
+	// RenderRequests is the number of timed renders per size.
+	RenderRequests int `json:"render_requests"`
+
+	// CoreEventsPerS is the eligibility core alone (one goroutine, no
+	// NATS) over a 20,000-item session (goal >= 1M).
+	CoreEventsPerS float64 `json:"core_events_per_s"`
+	// SchedulerDecideUs is the scheduler core's Decide at 2,000 items
+	// (microseconds, median), for reference.
+	SchedulerDecideUs float64 `json:"scheduler_decide_us"`
+
+	// MemoryPerSessionBytes is the heap retained per session by the
+	// projection and the eligibility and scheduler cores, keyed by size.
+	MemoryPerSessionBytes map[string]float64 `json:"memory_per_session_bytes"`
+
+	// ProxyP50Ms and ProxyP99Ms are the latency the proxy adds per request
+	// (proxy.MeasureOverhead; goal p99 <= 5 ms at 2,000 items).
+	ProxyP50Ms map[string]float64 `json:"proxy_p50_ms"`
+	ProxyP99Ms map[string]float64 `json:"proxy_p99_ms"`
+
+	// SyncAlways compares store appends with SyncAlways off (the default)
+	// and on, single events and batches.
+	SyncAlways []SyncRow `json:"sync_always"`
+
+	// Targets says which goals the run met.
+	Targets []Target `json:"targets"`
+	// Seconds is the run's wall time.
+	Seconds float64 `json:"seconds"`
+}
+
+// SyncRow is one durability measurement: store appends of Batch events at
+// a time, on a server with SyncAlways off and on.
+type SyncRow struct {
+	Batch          int     `json:"batch"`
+	DefaultPerS    float64 `json:"default_per_s"`
+	SyncAlwaysPerS float64 `json:"sync_always_per_s"`
+	// Ratio is SyncAlwaysPerS / DefaultPerS.
+	Ratio float64 `json:"ratio"`
+}
+
+// Target is one goal and whether this run met it.
+type Target struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Goal  string  `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPU        string `json:"cpu"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	MemTotal   string `json:"mem_total"`
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+}
+
+// Run runs the bench. It fails on the first section that cannot run;
+// measurements never fail it.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	start := time.Now()
+	pol := policy.Default()
+	if cfg.Policy != nil {
+		pol = *cfg.Policy
+	}
+	if cfg.TempDir == "" {
+		cfg.TempDir = os.TempDir()
+	}
+	r := &Result{
+		Machine: machine(), Quick: cfg.Quick,
+		RenderP50Ms: map[string]float64{}, RenderP99Ms: map[string]float64{},
+		MemoryPerSessionBytes: map[string]float64{},
+		ProxyP50Ms:            map[string]float64{}, ProxyP99Ms: map[string]float64{},
+	}
+	b := &runner{cfg: cfg, pol: pol, res: r, w: newWorkload(), log: slog.New(slog.DiscardHandler)}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"core", b.core},
+		{"memory", b.memory},
+		{"log", b.logRates},
+		{"render", b.render},
+		{"durability", b.durability},
+		{"proxy", b.proxy},
+	}
+	for _, s := range steps {
+		if !b.want(s.name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		b.progress("%s ...", s.name)
+		t := time.Now()
+		if err := s.fn(ctx); err != nil {
+			return nil, fmt.Errorf("bench %s: %w", s.name, err)
+		}
+		b.progress("%s done in %.1fs", s.name, time.Since(t).Seconds())
+	}
+	r.Targets = targets(r)
+	r.Seconds = time.Since(start).Seconds()
+	return r, nil
+}
+
+// runner carries one run's state.
+type runner struct {
+	cfg Config
+	pol policy.Policy
+	res *Result
+	w   *workload
+	log *slog.Logger
+}
+
+func (b *runner) want(section string) bool {
+	if len(b.cfg.Only) == 0 {
+		return true
+	}
+	for _, s := range b.cfg.Only {
+		if s == section {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *runner) progress(format string, args ...any) {
+	if b.cfg.Progress != nil {
+		fmt.Fprintf(b.cfg.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// pick returns quick in quick mode, full otherwise.
+func (b *runner) pick(full, quick int) int {
+	if b.cfg.Quick {
+		return quick
+	}
+	return full
+}
+
+func targets(r *Result) []Target {
+	var out []Target
+	add := func(name string, v float64, goal string, met bool, measured bool) {
+		if measured {
+			out = append(out, Target{Name: name, Value: v, Goal: goal, Met: met})
+		}
+	}
+	add("pipeline_ratio", r.PipelineRatio, ">= 0.5", r.PipelineRatio >= 0.5, r.RawPublishPerS > 0)
+	add("rebuild_ratio", r.RebuildRatio, ">= 0.8", r.RebuildRatio >= 0.8, r.RawReplayPerS > 0)
+	if v, ok := r.RenderP99Ms["2000"]; ok {
+		add("render_p99_ms@2000", v, "<= 2", v <= 2, true)
+	}
+	add("core_events_per_s", r.CoreEventsPerS, ">= 1000000", r.CoreEventsPerS >= 1e6, r.CoreEventsPerS > 0)
+	if v, ok := r.ProxyP99Ms["2000"]; ok {
+		add("proxy_p99_ms@2000", v, "<= 5", v <= 5, true)
+	}
+	return out
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	m.CPU, m.MemTotal = cpuAndMemory()
+	return m
+}
+
+// errNoProgress is returned when a measured stage stops moving.
+var errNoProgress = errors.New("no progress")

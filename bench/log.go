@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/pipeline"
+)
+
+// rawStream is the baseline's stream: plain file storage, nothing else.
+const rawStream = "PRUNESCHED_BENCH_RAW"
+
+// logRig is a temporary embedded server with a store on it.
+type logRig struct {
+	dir string
+	emb *store.Embedded
+	nc  *nats.Conn
+	st  *store.Store
+}
+
+func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error) {
+	dir, err := os.MkdirTemp(b.cfg.TempDir, "prunesched-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	r := &logRig{dir: dir}
+	r.emb, err = store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: dir, SyncAlways: syncAlways}, nil)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.nc, err = nats.Connect(r.emb.ClientURL(), nats.Name("prunesched-bench"))
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	r.st, err = store.Open(ctx, r.nc, store.Config{Tokens: tokens.New()}, nil)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := b.w.putBlobs(ctx, r.st); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *logRig) close() {
+	if r.nc != nil {
+		_ = r.nc.Drain()
+		r.nc.Close()
+	}
+	if r.emb != nil {
+		r.emb.Shutdown()
+	}
+	_ = os.RemoveAll(r.dir)
+}
+
+// startPipeline runs the three workers until the returned stop is called.
+func (b *runner) startPipeline(r *logRig) (*pipeline.Pipeline, func()) {
+	p := pipeline.New(r.st, b.pol, b.log, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Run(ctx)
+	}()
+	return p, func() {
+		cancel()
+		<-done
+	}
+}
+
+// logRates measures, on one embedded server: raw async publish of the
+// pipeline's encoded events to a plain stream; the pipeline (store Append
+// of the same events, in concurrent sessions, until every fact is judged,
+// scheduled and projected); raw ordered replay of the event stream; and a
+// fresh projection rebuilding from it.
+func (b *runner) logRates(ctx context.Context) error {
+	r, err := b.startLog(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+
+	nSessions, size := b.pick(16, 4), b.pick(2000, 400)
+	sessions := make([][]events.Event, nSessions)
+	var wire [][]byte
+	facts := 0
+	for i := range sessions {
+		sessions[i] = b.w.session("", fmt.Sprintf("pipe%02d", i), size)
+		enc, err := encoded(sessions[i])
+		if err != nil {
+			return err
+		}
+		wire = append(wire, enc...)
+		facts += len(sessions[i])
+	}
+
+	// Baseline: raw async publish, same messages, same bound on pending
+	// acks as the store (256).
+	raw, err := rawPublish(ctx, r, wire)
+	if err != nil {
+		return err
+	}
+	b.res.RawPublishPerS = raw
+	b.progress("log: raw publish %.0f msgs/s (%d messages)", raw, len(wire))
+
+	// The pipeline: the same events through store.Append, one writer per
+	// session in batches of 100, with the workers running.
+	p, stop := b.startPipeline(r)
+	defer stop()
+	t := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, nSessions)
+	for _, evs := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for len(evs) > 0 {
+				n := min(100, len(evs))
+				if _, err := r.st.Append(ctx, evs[:n]); err != nil {
+					errc <- err
+					return
+				}
+				evs = evs[n:]
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return fmt.Errorf("pipeline append: %w", err)
+	}
+	published := time.Since(t)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := p.WaitIdle(wctx); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	el := time.Since(t)
+	b.res.PipelinePerS = float64(facts) / el.Seconds()
+	b.res.PipelineRatio = b.res.PipelinePerS / raw
+	b.res.PipelineFacts, b.res.PipelineSessions = facts, nSessions
+	b.progress("log: pipeline %.0f facts/s (%d facts in %d sessions; appended in %.2fs, idle after %.2fs), ratio %.2f",
+		b.res.PipelinePerS, facts, nSessions, published.Seconds(), el.Seconds(), b.res.PipelineRatio)
+	stop()
+
+	last, err := r.st.StreamLastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	b.res.StreamMessages = last
+	// Baseline: raw ordered replay of the whole event stream, no decoding.
+	best := 0.0
+	for range b.pick(3, 1) {
+		rate, err := rawReplay(ctx, r, last)
+		if err != nil {
+			return err
+		}
+		best = max(best, rate)
+	}
+	b.res.RawReplayPerS = best
+	// The rebuild: a fresh projection worker over the same stream.
+	bestRebuild := 0.0
+	for range b.pick(3, 1) {
+		rate, err := b.rebuild(ctx, r, last)
+		if err != nil {
+			return err
+		}
+		bestRebuild = max(bestRebuild, rate)
+	}
+	b.res.RebuildPerS = bestRebuild
+	b.res.RebuildRatio = bestRebuild / best
+	b.progress("log: raw replay %.0f msgs/s, rebuild %.0f msgs/s (%d messages), ratio %.2f", best, bestRebuild, last, b.res.RebuildRatio)
+	return nil
+}
+
+func rawPublish(ctx context.Context, r *logRig, wire [][]byte) (float64, error) {
+	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		return 0, fmt.Errorf("raw publish: %w", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: rawStream, Subjects: []string{"benchraw.>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return 0, fmt.Errorf("raw publish: create stream: %w", err)
+	}
+	defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), rawStream) }()
+	t := time.Now()
+	futs := make([]jetstream.PubAckFuture, 0, len(wire))
+	for i, data := range wire {
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: fmt.Sprintf("benchraw.s%d", i%16), Data: data})
+		if err != nil {
+			return 0, fmt.Errorf("raw publish: %w", err)
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return 0, fmt.Errorf("raw publish: %w", err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return float64(len(wire)) / time.Since(t).Seconds(), nil
+}
+
+func rawReplay(ctx context.Context, r *logRig, last uint64) (float64, error) {
+	js := r.st.JS()
+	t := time.Now()
+	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return 0, fmt.Errorf("raw replay: %w", err)
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		meta, err := msg.Metadata()
+		if err == nil && meta.Sequence.Stream >= last {
+			once.Do(func() { close(done) })
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("raw replay: %w", err)
+	}
+	defer cc.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("raw replay: %w", errNoProgress)
+	}
+	return float64(last) / time.Since(t).Seconds(), nil
+}
+
+func (b *runner) rebuild(ctx context.Context, r *logRig, last uint64) (float64, error) {
+	w := pipeline.NewProjectionWorker(r.st.JS(), b.log, nil)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(rctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer wcancel()
+	if err := w.WaitSeq(wctx, last); err != nil {
+		return 0, fmt.Errorf("rebuild: %w", err)
+	}
+	el := time.Since(t)
+	cancel()
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		return 0, fmt.Errorf("rebuild: %w", err)
+	}
+	return float64(last) / el.Seconds(), nil
+}

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the result as a Markdown table (measure, value,
+// baseline or goal), then the machine. The same table goes into
+// docs/performance.md.
+func WriteTable(w io.Writer, r *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	row("measure", "value", "baseline / goal")
+	row("---", "---", "---")
+	if r.RawPublishPerS > 0 {
+		row("raw JetStream async publish", rate(r.RawPublishPerS)+" msg/s", "baseline")
+		row(fmt.Sprintf("pipeline, publish to projected bundle (%d facts, %d sessions)", r.PipelineFacts, r.PipelineSessions),
+			rate(r.PipelinePerS)+" facts/s", fmt.Sprintf("ratio %.2f (goal >= 0.5)%s", r.PipelineRatio, mark(r.PipelineRatio >= 0.5)))
+		row(fmt.Sprintf("raw JetStream ordered replay (%d msgs)", r.StreamMessages), rate(r.RawReplayPerS)+" msg/s", "baseline")
+		row("projection rebuild", rate(r.RebuildPerS)+" msg/s", fmt.Sprintf("ratio %.2f (goal >= 0.8)%s", r.RebuildRatio, mark(r.RebuildRatio >= 0.8)))
+	}
+	for _, k := range []string{"200", "2000", "20000"} {
+		if p99, ok := r.RenderP99Ms[k]; ok {
+			goal := ""
+			if k == "2000" {
+				goal = "goal p99 <= 2 ms" + mark(p99 <= 2)
+			}
+			row(fmt.Sprintf("render at request, %s items (p50 / p99)", k), fmt.Sprintf("%.2f / %.2f ms", r.RenderP50Ms[k], p99), goal)
+		}
+	}
+	if r.CoreEventsPerS > 0 {
+		row("eligibility core, one goroutine, no NATS", rate(r.CoreEventsPerS)+" events/s", "goal >= 1M"+mark(r.CoreEventsPerS >= 1e6))
+		row("scheduler core Decide, 2,000 items (p50)", fmt.Sprintf("%.0f µs", r.SchedulerDecideUs), "")
+	}
+	for _, k := range []string{"200", "2000"} {
+		if v, ok := r.MemoryPerSessionBytes[k]; ok {
+			row(fmt.Sprintf("memory per session, %s items (projection + cores)", k), fmt.Sprintf("%.0f KiB", v/1024), "")
+		}
+	}
+	for _, k := range []string{"200", "2000"} {
+		if p99, ok := r.ProxyP99Ms[k]; ok {
+			goal := ""
+			if k == "2000" {
+				goal = "goal p99 <= 5 ms" + mark(p99 <= 5)
+			}
+			row(fmt.Sprintf("proxy added latency, %s items (p50 / p99)", k), fmt.Sprintf("%.2f / %.2f ms", r.ProxyP50Ms[k], p99), goal)
+		}
+	}
+	for _, s := range r.SyncAlways {
+		what := "single appends"
+		if s.Batch > 1 {
+			what = fmt.Sprintf("batches of %d", s.Batch)
+		}
+		row("store append, "+what+", default fsync (2 min)", rate(s.DefaultPerS)+" events/s", "baseline")
+		row("store append, "+what+", SyncAlways", rate(s.SyncAlwaysPerS)+" events/s", fmt.Sprintf("x%.2f of default", s.Ratio))
+	}
+	tw.Flush()
+	m := r.Machine
+	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
+	if r.Quick {
+		fmt.Fprint(w, "; --quick")
+	}
+	fmt.Fprintf(w, "; %.0fs\n", r.Seconds)
+}
+
+func mark(ok bool) string {
+	if ok {
+		return " ✓"
+	}
+	return " ✗"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// rate formats a per-second rate with thousands separators.
+func rate(v float64) string {
+	n := int64(v + 0.5)
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
