@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
-	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/tracetest"
 )
 
 const resp1 = `{"id":"chatcmpl-1","model":"claude-x","choices":[{"message":{"tool_calls":[{"id":"toolu_1","function":{"arguments":"{\"command\": \"view\", \"path\": \"/w/a.py\"}","name":"str_replace_editor"}},{"id":"toolu_2","function":{"arguments":"{\"command\": \"pytest\"}","name":"execute_bash"}}]}}],"usage":{"prompt_tokens":3475,"completion_tokens":95,"prompt_tokens_details":{"cached_tokens":0},"cache_creation_input_tokens":3471,"cache_read_input_tokens":0}}`

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
-	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/tracetest"
 )
 
 // A small synthetic export: a user turn with an injected file, then one

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+	"github.com/prunesched/prunesched/importers/internal/tracetest"
 )
 
 func TestDetect(t *testing.T) {

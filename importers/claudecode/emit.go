@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/build"
 )
 
 // call is a tool_use seen on the main thread, waiting for its result.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
-	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/tracetest"
 )
 
 // rawExport is an independent, minimal reading of an export.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/build"
 )
 
 // Format is the format name of OpenCode exports.

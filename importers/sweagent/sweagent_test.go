@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
-	"github.com/prunesched/prunesched/events/importers/internal/tracetest"
+	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/tracetest"
 )
 
 // sample0x: a SWE-agent 0.x trajectory (actions as strings, positional).

@@ -23,14 +23,14 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/aider"
-	"github.com/prunesched/prunesched/events/importers/claudecode"
-	"github.com/prunesched/prunesched/events/importers/codex"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
-	"github.com/prunesched/prunesched/events/importers/miniswe"
-	"github.com/prunesched/prunesched/events/importers/opencode"
-	"github.com/prunesched/prunesched/events/importers/openhands"
-	"github.com/prunesched/prunesched/events/importers/sweagent"
+	"github.com/prunesched/prunesched/importers/aider"
+	"github.com/prunesched/prunesched/importers/claudecode"
+	"github.com/prunesched/prunesched/importers/codex"
+	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/miniswe"
+	"github.com/prunesched/prunesched/importers/opencode"
+	"github.com/prunesched/prunesched/importers/openhands"
+	"github.com/prunesched/prunesched/importers/sweagent"
 )
 
 // Session is one imported session in input form: Format, Source (file

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/build"
 )
 
 // Files returns the files matching pattern under the shared traces directory
