@@ -94,12 +94,27 @@ func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger)
 	if t, ok := c.globalTrigger(m); ok {
 		return cands, t
 	}
+	if lo, ok := ruleSubtaskBoundary(c, m); ok {
+		inside := 0
+		for i := range cands {
+			if cands[i].it.fact >= lo {
+				cands[i].boundary = true
+				inside++
+			}
+		}
+		chosen, trig := c.perMark(m, cands)
+		if inside > 0 && len(chosen) > 0 {
+			trig = events.TriggerSubtask
+		}
+		return chosen, trig
+	}
 	return c.perMark(m, cands)
 }
 
 // globalTrigger runs the rules that release everything pending at once, in
 // order: manual flush, nothing sent yet (never_sent), cache expired,
-// subtask boundary, pressure.
+// pressure. A subtask boundary releases only the closed work's own marks
+// (see ruleSubtaskBoundary).
 func (c *Core) globalTrigger(m moment) (events.Trigger, bool) {
 	switch {
 	case ruleManualFlush(c, m):
@@ -109,8 +124,6 @@ func (c *Core) globalTrigger(m moment) (events.Trigger, bool) {
 		return events.TriggerNeverSent, true
 	case ruleCacheExpired(m):
 		return events.TriggerCacheExpired, true
-	case ruleSubtaskBoundary(c, m):
-		return events.TriggerSubtask, true
 	case rulePressure(c, m):
 		return events.TriggerPressure, true
 	}

@@ -18,6 +18,9 @@ type candidate struct {
 	net, ph int
 	sent    bool // rendered in the bundle of the previous request
 	offset  int  // token offset in that bundle when sent
+	// boundary is true for an item inside a subtask that closed since the
+	// previous request: it applies at this request (subtask_boundary).
+	boundary bool
 }
 
 // PendingMark is a mark waiting to be applied.

@@ -75,8 +75,9 @@ type Core struct {
 	items       []*item
 	byID        map[string]int
 	reqs        []request
-	compactions []int // fact indices of HostCompaction facts
-	subtasks    []int // fact indices of SubtaskClosed facts
+	compactions []int           // fact indices of HostCompaction facts
+	subtasks    []closedSubtask // SubtaskClosed facts, in order
+	opened      map[string]int  // subtask id -> fact index of its SubtaskOpened
 	provider    string
 	model       string
 
@@ -159,8 +160,21 @@ func (c *Core) Observe(ev events.Event) {
 		c.addItem(p.Item, f, resultTokens(p), 0, p.CallID, true)
 	case *events.ModelRequest:
 		c.observeRequest(ev, p, f)
+	case *events.SubtaskOpened:
+		if c.opened == nil {
+			c.opened = map[string]int{}
+		}
+		if _, dup := c.opened[p.Subtask]; !dup {
+			c.opened[p.Subtask] = f
+		}
 	case *events.SubtaskClosed:
-		c.subtasks = append(c.subtasks, f)
+		// Without a recorded opening the subtask's span is unknown: it
+		// starts at the close, so nothing counts as inside it.
+		lo, ok := c.opened[p.Subtask]
+		if !ok {
+			lo = f
+		}
+		c.subtasks = append(c.subtasks, closedSubtask{fact: f, opened: lo})
 	case *events.HostCompaction:
 		c.compactions = append(c.compactions, f)
 	case *events.FlushRequest:

@@ -15,7 +15,8 @@ func ruleNeverSent(cd candidate) bool { return !cd.sent }
 // perMark decides mark by mark when no global trigger fired and the cache
 // is warm. Restores (KEEP of a pruned item) apply at once: correctness
 // before cost (trigger next_request). Never-sent prunes apply at once
-// (never_sent). Sent prunes go by break-even: once the bundle is cut at
+// (never_sent), and so do prunes inside a subtask that just closed (the
+// caller names the trigger subtask_boundary). Sent prunes go by break-even: once the bundle is cut at
 // offset d, every later mark rides along for free, so the candidate sets
 // are the suffixes (in render order) of the sent prunes; the one with the
 // largest positive value saving - break (see costs.go) applies, trigger
@@ -28,7 +29,7 @@ func (c *Core) perMark(m moment, cands []candidate) ([]candidate, events.Trigger
 		case !cd.prune:
 			restore = true
 			mandatory = append(mandatory, cd)
-		case ruleNeverSent(cd):
+		case ruleNeverSent(cd), cd.boundary:
 			mandatory = append(mandatory, cd)
 		default:
 			sent = append(sent, cd)

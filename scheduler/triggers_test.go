@@ -12,8 +12,17 @@ import (
 // warmSession: a 2,000-token duplicate early in a 22,000-token cached
 // prefix, marked after r1; r2 follows after gap, with extra facts before it.
 func warmSession(gap time.Duration, between func(b *sb)) *sb {
+	return warmSessionWith(gap, nil, between)
+}
+
+// warmSessionWith is warmSession with extra facts (before) placed just
+// before the duplicate's first copy.
+func warmSessionWith(gap time.Duration, before, between func(b *sb)) *sb {
 	b := newSession()
 	b.msg("sys", 2000)
+	if before != nil {
+		before(b)
+	}
 	b.result("a", 2000)
 	b.msg("bulk", 18000)
 	b.req("r1")
@@ -48,9 +57,24 @@ func TestScheduledTriggers(t *testing.T) {
 			want{apply: true, trigger: events.TriggerCacheExpired, zero: true, radius: 0}},
 		{"5 minutes exactly is still warm", warmSession(5*time.Minute, nil), nil,
 			want{reason: "cache warm", radius: -1, pending: 1}},
-		{"subtask boundary", warmSession(30*time.Second, func(b *sb) {
+		// The marked item lies inside the subtask that just closed: its
+		// cut is released at the boundary, priced on the application.
+		{"subtask boundary releases the closed work's marks", warmSessionWith(30*time.Second, func(b *sb) {
+			b.fact(&events.SubtaskOpened{Subtask: "t1"})
+		}, func(b *sb) {
 			b.fact(&events.SubtaskClosed{Subtask: "t1"})
 		}), nil, want{apply: true, trigger: events.TriggerSubtask, radius: 20000}},
+		// A subtask closed, but the marked item predates it: cutting there
+		// would break the whole cached suffix, so it waits for break-even.
+		{"subtask boundary leaves earlier marks to break-even", warmSession(30*time.Second, func(b *sb) {
+			b.fact(&events.SubtaskOpened{Subtask: "t1"})
+			b.fact(&events.SubtaskClosed{Subtask: "t1"})
+		}), nil, want{reason: "cache warm: break", radius: -1, pending: 1}},
+		// A close without a recorded opening has no known span: nothing is
+		// inside it.
+		{"subtask closed without an opening", warmSession(30*time.Second, func(b *sb) {
+			b.fact(&events.SubtaskClosed{Subtask: "t1"})
+		}), nil, want{reason: "cache warm: break", radius: -1, pending: 1}},
 		{"pressure absolute", warmSession(30*time.Second, nil), func(p *policy.Policy) {
 			p.Scheduler.PressureTokens = 20000
 		}, want{apply: true, trigger: events.TriggerPressure, radius: 20000}},
