@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
@@ -84,7 +84,8 @@ type SessionReport struct {
 	Requests  int    `json:"requests"`
 	Tokens    Tokens `json:"tokens"`
 	// DecisionCounts is the latest decision per item, by decision;
-	// PrunesByRung the latest PRUNE decisions by rung, and TokensByRung
+	// PrunesByRung the latest PRUNE decisions by rung ("errored" for
+	// errored inputs, "manual" for a person's prune), and TokensByRung
 	// the tokens those prunes free (estimated, net of placeholders).
 	DecisionCounts map[events.Decision]int `json:"decision_counts"`
 	PrunesByRung   map[string]int          `json:"prunes_by_rung"`
@@ -256,7 +257,12 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 		decided++
 		if d.Decision == events.Prune {
 			r := string(d.Rung)
-			if r == "" {
+			switch {
+			case d.Reason == events.ReasonErroredInput:
+				// Errored inputs stand on L3 evidence (the failed attempt
+				// is finished work) but are their own rule: report apart.
+				r = "errored"
+			case r == "":
 				r = "manual"
 			}
 			sr.PrunesByRung[r]++

@@ -13,8 +13,8 @@ import (
 
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
-	"github.com/prunesched/prunesched/events/importers/codex"
+	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/importers/codex"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/policy"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/policy"
 )
 

@@ -16,7 +16,7 @@ import (
 // cost/token ratios; and the cache model's calibration against the
 // provider's reported cache tokens. The README's tables come from it.
 func WriteSummary(w io.Writer, rep *Report) {
-	rungs := []string{"L0", "L1", "L2", "L3", "L4"}
+	rungs := []string{"L0", "L1", "L2", "L3", "L4", "errored", "manual"}
 	fmt.Fprintf(w, "### Decisions (policy %s, tokenizer %s)\n\n", rep.PolicyVersion, rep.Tokenizer)
 	fmt.Fprintf(w, "| session | items | tool calls | raw tokens | KEEP | PRUNE | DEFER | ABSTAIN | abstention |")
 	for _, r := range rungs {
