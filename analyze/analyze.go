@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"

@@ -13,9 +13,9 @@ import (
 
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/importers/codex"
-	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/policy"
 )
 
