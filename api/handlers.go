@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )

@@ -25,8 +25,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/pipeline"
 )
 

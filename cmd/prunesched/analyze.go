@@ -10,7 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/analyze"
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/importers"
+	"github.com/prunesched/prunesched/importers"
 )
 
 func runAnalyze(ctx context.Context, e *env, args []string) error {
