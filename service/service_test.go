@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -209,5 +210,48 @@ func TestManualControlAndLiveRender(t *testing.T) {
 	}
 	if code, b := httpDo(t, "GET", base+"/v1/sessions/sample/pending", nil); code != 200 || !json.Valid(b) {
 		t.Errorf("pending: %d %s", code, b)
+	}
+}
+
+// TestExternalNATSSameCodePath runs the service against a NATS server it did
+// not start (--nats URL) and checks the same decisions come out as with the
+// embedded default.
+func TestExternalNATSSameCodePath(t *testing.T) {
+	body, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ext, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ext.Shutdown()
+	decisionsVia := func(cfg Config) []byte {
+		t.Helper()
+		cfg.HTTPListen, cfg.Policy = "127.0.0.1:0", policy.Default()
+		svc, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		if svc.Embedded != nil && cfg.NATSURL != "" {
+			t.Fatal("an embedded server was started although --nats was given")
+		}
+		base := "http://" + svc.HTTPAddr
+		if code, b := httpDo(t, "POST", base+"/v1/events", body); code != 200 {
+			t.Fatalf("append %d %s", code, b)
+		}
+		code, b := httpDo(t, "GET", base+"/v1/sessions/sample/decisions", nil)
+		if code != 200 {
+			t.Fatalf("decisions %d %s", code, b)
+		}
+		return b
+	}
+	external := decisionsVia(Config{NATSURL: ext.ClientURL()})
+	embedded := decisionsVia(Config{DataDir: t.TempDir()})
+	if !bytes.Equal(external, embedded) {
+		t.Errorf("decisions differ between an external server and the embedded one:\n%s\n---\n%s", external, embedded)
 	}
 }
