@@ -35,6 +35,9 @@ type Economics struct {
 	// definitions), estimated from usage reports and assumed unchanged
 	// before every bundle under every strategy.
 	Head int `json:"head"`
+	// Requests is the per-request ledger under each strategy: tokens sent,
+	// cache read, cache write, uncached, and their costs.
+	Requests map[string][]scheduler.RequestCost `json:"requests"`
 }
 
 // Application is one application as the report lists it.
@@ -68,12 +71,14 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 		Provider: none.Provider, Model: none.Model, Head: none.Head,
 		None: none.Total.Cost, Immediate: ledgers[scheduler.StrategyImmediate].Total.Cost, Scheduled: ledgers[scheduler.StrategyScheduled].Total.Cost,
 		TokensSent: map[string]int{}, CacheRead: map[string]int{}, CacheWrite: map[string]int{}, Uncached: map[string]int{}, Ratio: map[string]float64{},
+		Requests: map[string][]scheduler.RequestCost{},
 	}
 	for s, l := range ledgers {
 		eco.TokensSent[s] = l.Total.Tokens
 		eco.CacheRead[s] = l.Total.CacheRead
 		eco.CacheWrite[s] = l.Total.CacheWrite
 		eco.Uncached[s] = l.Total.Uncached
+		eco.Requests[s] = l.Requests
 	}
 	for _, s := range []string{scheduler.StrategyImmediate, scheduler.StrategyScheduled} {
 		eco.Ratio[s] = ratio(none.Total, ledgers[s].Total)

@@ -81,6 +81,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/restore", s.control(events.TypeRestore))
 	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.pending)
+	mux.HandleFunc("GET /v1/sessions/{session}/economics", s.economics)
 	return mux
 }
 

@@ -436,3 +436,27 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "pending": pend})
 }
+
+// economics prices the session's log under the three strategies (no
+// pruning, immediate application, the timing scheduler) with the
+// scheduler's cache model: the economics ledger, per request.
+func (s *Server) economics(w http.ResponseWriter, r *http.Request) {
+	tenant, session, err := sessionOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if !s.waitSession(r.Context(), w, tenant, session) {
+		return
+	}
+	evs, err := s.cfg.Store.ReadSession(r.Context(), tenant, session)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := map[string]scheduler.Ledger{}
+	for _, st := range []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled} {
+		out[st] = scheduler.Simulate(s.cfg.Pipeline.Policy, evs, st)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "ledgers": out})
+}

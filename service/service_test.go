@@ -211,6 +211,18 @@ func TestManualControlAndLiveRender(t *testing.T) {
 	if code, b := httpDo(t, "GET", base+"/v1/sessions/sample/pending", nil); code != 200 || !json.Valid(b) {
 		t.Errorf("pending: %d %s", code, b)
 	}
+	code, b := httpDo(t, "GET", base+"/v1/sessions/sample/economics", nil)
+	var eco struct {
+		Ledgers map[string]struct {
+			Requests []struct {
+				Tokens int     `json:"tokens"`
+				Cost   float64 `json:"cost"`
+			} `json:"requests"`
+		} `json:"ledgers"`
+	}
+	if code != 200 || json.Unmarshal(b, &eco) != nil || len(eco.Ledgers) != 3 || len(eco.Ledgers["none"].Requests) != 8 {
+		t.Errorf("economics: %d %s", code, b)
+	}
 }
 
 // TestExternalNATSSameCodePath runs the service against a NATS server it did
