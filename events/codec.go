@@ -29,8 +29,18 @@ func (e *LineError) Error() string {
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Decode decodes one event strictly.
+//
+// The input is scanned once by the strict envelope decoder (unknown fields
+// rejected) instead of first by json.Unmarshal and then again by it: an
+// input is accepted exactly when it is one JSON value (plus white space)
+// that the strict decoder accepts, which is what json.Unmarshal required.
+// Any failure is decoded again the original way, so errors are unchanged.
 func Decode(b []byte) (Event, error) {
 	var e Event
+	if err := e.decodeStrict(b); err == nil {
+		return e, nil
+	}
+	e = Event{}
 	if err := json.Unmarshal(b, &e); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {

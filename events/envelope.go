@@ -179,6 +179,20 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := strictUnmarshal(b, &w); err != nil {
 		return err
 	}
+	return e.fromWire(&w)
+}
+
+// decodeStrict is UnmarshalJSON for a whole input (Decode's fast path):
+// b must hold one JSON value and nothing but white space around it.
+func (e *Event) decodeStrict(b []byte) error {
+	var w wireEvent
+	if err := strictUnmarshalWhole(b, &w); err != nil {
+		return err
+	}
+	return e.fromWire(&w)
+}
+
+func (e *Event) fromWire(w *wireEvent) error {
 	if w.V == nil {
 		return fieldErr("v", "missing")
 	}

@@ -47,3 +47,19 @@ func jsonToFieldError(err error) error {
 }
 
 func asFieldError(err error, target **FieldError) bool { return errors.As(err, target) }
+
+// strictUnmarshalWhole is strictUnmarshal that also requires nothing but
+// white space after the value (what json.Unmarshal checks first).
+func strictUnmarshalWhole(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	for _, c := range b[dec.InputOffset():] {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return errors.New("trailing data after JSON value")
+		}
+	}
+	return nil
+}
