@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -102,6 +103,9 @@ func (s *Session) placeholderFor(it *itemState) string {
 	if c := s.byCall[it.CallID]; c != nil && it.Kind == ItemToolResult {
 		key.input = c.input
 	}
+	if sv := s.survivorOf(it); sv != nil && sv.pruned() {
+		key.survivor = sv.applied
+	}
 	s.derived.mu.Lock()
 	defer s.derived.mu.Unlock()
 	if it.phKey == key && it.ph != "" {
@@ -139,16 +143,22 @@ func (s *Session) buildPlaceholder(it *itemState) string {
 		}
 	}
 	if r := m.Recoverability; r != nil {
-		p.Survivor = r.Survivor
 		p.Source = r.Source
 	}
-	if p.Survivor == "" && m.Rung != events.RungNone {
-		for _, e := range m.Evidence {
-			if e.Item != "" && e.Item != it.ID {
-				p.Survivor = e.Item
-				break
+	if sv := s.survivorOf(it); sv != nil {
+		p.Survivor = sv.ID
+		if sv.pruned() {
+			// The copy this item deferred to was removed since: say so,
+			// with why, rather than point at a placeholder as if it held
+			// the content.
+			sm := sv.applied.mark.m
+			p.SurvivorRemoved = strings.TrimSpace(string(sm.Rung) + " " + string(sm.Reason))
+			if next := s.survivorOf(sv); next != nil && next != it {
+				p.SurvivorNext = next.ID
 			}
 		}
+	} else {
+		p.Survivor = s.survivorID(it)
 	}
 	if p.Source == "" && it.source != nil {
 		p.Source = sourceVersion(it.source)
@@ -254,4 +264,39 @@ func (bi *BundleItem) wireInput() json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return bi.Input
+}
+
+// survivorID is the item a pruned item's mark names as holding its content
+// (the recoverability survivor, else the first other item in the evidence),
+// or "".
+func (s *Session) survivorID(it *itemState) string {
+	if it.applied == nil {
+		return ""
+	}
+	m := it.applied.mark.m
+	if r := m.Recoverability; r != nil && r.Survivor != "" {
+		return r.Survivor
+	}
+	if m.Rung == events.RungNone {
+		return ""
+	}
+	for _, e := range m.Evidence {
+		if e.Item != "" && e.Item != it.ID {
+			return e.Item
+		}
+	}
+	return ""
+}
+
+// survivorOf is the item named by survivorID, when the session holds it.
+func (s *Session) survivorOf(it *itemState) *itemState {
+	id := s.survivorID(it)
+	if id == "" {
+		return nil
+	}
+	i, ok := s.byItem[id]
+	if !ok {
+		return nil
+	}
+	return s.items[i]
 }

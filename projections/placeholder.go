@@ -50,6 +50,10 @@ type PlaceholderSpec struct {
 	Tokens int
 	// Survivor is the item still holding the surviving copy, if any.
 	Survivor string
+	// SurvivorRemoved, when set, says the survivor was itself removed since
+	// (its rung and reason), and SurvivorNext names what it deferred to.
+	SurvivorRemoved string
+	SurvivorNext    string
 	// Original is the content address of the payload, or the id of the event
 	// that holds it in the log.
 	Original string
@@ -86,7 +90,20 @@ func Placeholder(p PlaceholderSpec) string {
 	}
 	b.WriteString(string(p.Reason))
 	fmt.Fprintf(&b, ", %d tokens).", p.Tokens)
-	if p.Survivor != "" {
+	switch {
+	case p.Survivor != "" && p.SurvivorRemoved != "":
+		b.WriteByte(' ')
+		b.WriteString(survivorNoun(p.Rung))
+		b.WriteString(": ")
+		b.WriteString(p.Survivor)
+		b.WriteString(", since removed too (")
+		b.WriteString(p.SurvivorRemoved)
+		if p.SurvivorNext != "" {
+			b.WriteString(", deferring to ")
+			b.WriteString(p.SurvivorNext)
+		}
+		b.WriteString(").")
+	case p.Survivor != "":
 		b.WriteByte(' ')
 		b.WriteString(survivorLabel(p.Rung))
 		b.WriteString(": ")
@@ -137,6 +154,19 @@ func shortHash(h string) string {
 		return h[:n]
 	}
 	return h
+}
+
+// survivorNoun names the survivor's relation without claiming it is kept.
+func survivorNoun(r events.Rung) string {
+	switch r {
+	case events.L0:
+		return "Identical copy"
+	case events.L1:
+		return "Same source version"
+	case events.L2:
+		return "Superseded by"
+	}
+	return "Deferred to"
 }
 
 func survivorLabel(r events.Rung) string {

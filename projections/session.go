@@ -110,11 +110,15 @@ type itemState struct {
 
 // placeholderKey is what an item's placeholder depends on that can change
 // after the item is created: the applied mark, the tool name (a result
-// seen before its call learns it later) and the call's input item.
+// seen before its call learns it later), the call's input item, and the
+// render state of the surviving copy it names.
 type placeholderKey struct {
 	applied *applied
 	tool    string
 	input   int
+	// survivor is the applied mark of the item named as the surviving
+	// copy: when that item is pruned later, the placeholder must say so.
+	survivor *applied
 }
 
 // applied links an applied mark with the application that applied it.

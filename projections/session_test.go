@@ -3,6 +3,8 @@ package projections
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -213,4 +215,46 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 		require_NoError(t, err)
 		_ = s.Decisions()
 	}
+}
+
+// TestPlaceholderFollowsARemovedSurvivor: when the copy a pruned item
+// deferred to is pruned later, the placeholder stops claiming it is kept.
+func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	out := "package config\n"
+	changed := "package config // v2\n"
+	var evs []events.Event
+	n := 0
+	add := func(p events.Payload) string {
+		n++
+		id := fmt.Sprintf("e%d", n)
+		evs = append(evs, events.New(id, "", "golden", at.Add(time.Duration(n)*time.Second), p))
+		return id
+	}
+	for _, c := range []struct{ id, out string }{{"r1", out}, {"r2", out}, {"r3", changed}} {
+		add(&events.ToolCall{Item: c.id + "/input", CallID: c.id, Tool: "Read", Input: json.RawMessage(`{"file_path":"config.go"}`)})
+		o := c.out
+		add(&events.ToolResult{Item: c.id, CallID: c.id, Tool: "Read", Output: &o})
+	}
+	m1 := add(&events.Mark{Item: "r1", Decision: events.Prune, Rung: events.L0, Reason: events.ReasonDuplicateOutput,
+		Recoverability: &events.Recoverability{Log: "e2", Survivor: "r2"}, Cause: "e4", CauseIndex: 3, PolicyVersion: "pv"})
+	add(&events.Application{Request: "q1", Marks: []string{m1}, Items: []string{"r1"}, Trigger: events.TriggerNextRequest, PolicyVersion: "pv"})
+	s := feed(evs)
+	text := func() string {
+		b, err := RenderText(context.Background(), s.Bundle(), newMemBlobs(), nil)
+		require_NoError(t, err)
+		return string(b)
+	}
+	require_True(t, strings.Contains(text(), "Identical copy kept: r2."), "placeholder does not name the kept copy:\n%s", text())
+
+	n2 := len(evs)
+	m2 := add(&events.Mark{Item: "r2", Decision: events.Prune, Rung: events.L2, Reason: events.ReasonSuperseded,
+		Recoverability: &events.Recoverability{Log: "e4", Survivor: "r3"}, Cause: "e6", CauseIndex: 5, PolicyVersion: "pv"})
+	add(&events.Application{Request: "q2", Marks: []string{m2}, Items: []string{"r2"}, Trigger: events.TriggerNextRequest, PolicyVersion: "pv"})
+	for _, e := range evs[n2:] {
+		s.Observe(e)
+	}
+	got := text()
+	require_True(t, !strings.Contains(got, "Identical copy kept: r2."), "placeholder still claims r2 is kept:\n%s", got)
+	require_True(t, strings.Contains(got, "Identical copy: r2, since removed too (L2 SUPERSEDED, deferring to r3)."), "placeholder does not say r2 was removed:\n%s", got)
 }
