@@ -180,6 +180,23 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "sessions": out})
 }
 
+// caughtUp wraps a handler of one session: it validates the tenant and
+// session, waits until the pipeline has caught up with the session (read
+// your writes) and answers 404 for a session the projection does not know.
+func (s *Server) caughtUp(h func(w http.ResponseWriter, r *http.Request, tenant, session string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tenant, session, err := sessionOf(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		if !s.waitSession(r.Context(), w, tenant, session) {
+			return
+		}
+		h(w, r, tenant, session)
+	}
+}
+
 // waitSession catches the pipeline up with the session and reports whether
 // the projection knows it.
 func (s *Server) waitSession(ctx context.Context, w http.ResponseWriter, tenant, session string) bool {
@@ -196,15 +213,7 @@ func (s *Server) waitSession(ctx context.Context, w http.ResponseWriter, tenant,
 	return true
 }
 
-func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
-	}
+func (s *Server) bundle(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	s.writeBundle(w, r, tenant, session, r.URL.Query().Get("format"))
 }
 
@@ -245,12 +254,7 @@ type RenderRequest struct {
 	Format  string    `json:"format,omitempty"`
 }
 
-func (s *Server) render(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
+func (s *Server) render(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
@@ -268,9 +272,6 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Request == "" {
 		req.Request = events.NewID()
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
@@ -292,15 +293,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	s.writeBundle(w, r, tenant, session, req.Format)
 }
 
-func (s *Server) decisions(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
-	}
+func (s *Server) decisions(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	var ds []projections.Decision
 	s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) { ds = p.Decisions() })
 	if ds == nil {
@@ -309,15 +302,7 @@ func (s *Server) decisions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "decisions": ds})
 }
 
-func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
-	}
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	var (
 		st   projections.Stats
 		serr error
@@ -421,15 +406,7 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
-	}
+func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	pend, _ := s.cfg.Pipeline.Scheduler.Pending(tenant, session)
 	if pend == nil {
 		pend = []scheduler.PendingMark{}
@@ -440,15 +417,7 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) {
 // economics prices the session's log under the three strategies (no
 // pruning, immediate application, the timing scheduler) with the
 // scheduler's cache model: the economics ledger, per request.
-func (s *Server) economics(w http.ResponseWriter, r *http.Request) {
-	tenant, session, err := sessionOf(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if !s.waitSession(r.Context(), w, tenant, session) {
-		return
-	}
+func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	evs, err := s.cfg.Store.ReadSession(r.Context(), tenant, session)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
