@@ -64,6 +64,18 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 	return c, nil
 }
 
+// parseAndConnect parses a client command's flags, checks it got nargs
+// positional arguments (want says which, for the usage error) and connects.
+func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *flag.FlagSet, args []string, nargs int, want string) (*client, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != nargs {
+		return nil, usagef("%s", want)
+	}
+	return cf.connect(ctx)
+}
+
 // do sends a request and returns the body; non-2xx responses become errors
 // carrying the API's message.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) ([]byte, error) {
@@ -217,13 +229,7 @@ func runItem(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "item", "[flags] SESSION ITEM", "Print an original item from the log (the text a placeholder stands for).")
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print the item with its metadata as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 2 {
-		return usagef("want SESSION ITEM")
-	}
-	c, err := cf.connect(ctx)
+	c, err := cf.parseAndConnect(ctx, fs, args, 2, "want SESSION ITEM")
 	if err != nil {
 		return err
 	}
@@ -247,13 +253,7 @@ func runBundle(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bundle", "[flags] SESSION", "Print the session's bundle as rendered now (applied prunes only).")
 	cf := addClientFlags(fs, e)
 	format := fs.String("format", "text", "anthropic, openai or text")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want SESSION")
-	}
-	c, err := cf.connect(ctx)
+	c, err := cf.parseAndConnect(ctx, fs, args, 1, "want SESSION")
 	if err != nil {
 		return err
 	}
@@ -302,13 +302,7 @@ func controlCmd(verb string) func(context.Context, *env, []string) error {
 		cf := addClientFlags(fs, e)
 		by := fs.String("by", e.getenv("USER"), "who asks")
 		reason := fs.String("reason", "", "why (free text, kept in the log)")
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 2 {
-			return usagef("want SESSION ITEM")
-		}
-		c, err := cf.connect(ctx)
+		c, err := cf.parseAndConnect(ctx, fs, args, 2, "want SESSION ITEM")
 		if err != nil {
 			return err
 		}
@@ -330,13 +324,7 @@ func runFlush(ctx context.Context, e *env, args []string) error {
 	cf := addClientFlags(fs, e)
 	by := fs.String("by", e.getenv("USER"), "who asks")
 	reason := fs.String("reason", "", "why (free text, kept in the log)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want SESSION")
-	}
-	c, err := cf.connect(ctx)
+	c, err := cf.parseAndConnect(ctx, fs, args, 1, "want SESSION")
 	if err != nil {
 		return err
 	}
@@ -353,13 +341,7 @@ func runPending(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pending", "[flags] SESSION", "List the marks the timing scheduler holds back (DEFER), with the reason each waits.")
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want SESSION")
-	}
-	c, err := cf.connect(ctx)
+	c, err := cf.parseAndConnect(ctx, fs, args, 1, "want SESSION")
 	if err != nil {
 		return err
 	}

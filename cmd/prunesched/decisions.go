@@ -17,13 +17,7 @@ when the scheduler applied it.`)
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print the certificates as JSON")
 	verbose := fs.Bool("v", false, "show evidence and recoverability under each row")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want SESSION")
-	}
-	c, err := cf.connect(ctx)
+	c, err := cf.parseAndConnect(ctx, fs, args, 1, "want SESSION")
 	if err != nil {
 		return err
 	}
