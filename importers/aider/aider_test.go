@@ -64,31 +64,16 @@ Hi!
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "x.aider.chat.history.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "x.aider.chat.history.md")
 }
 
 func TestSample(t *testing.T) {
 	s := importString(t, sample)
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if len(calls) != 3 || calls[0].Tool != "shell" || string(calls[0].Input) != `{"command":"go test ./..."}` || calls[1].Tool != "edit" || !strings.Contains(string(calls[1].Input), `"path":"calc.go"`) {
 		t.Fatalf("calls %v", calls)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 3 {
 		t.Fatalf("results %+v", res)
 	}
@@ -101,16 +86,16 @@ func TestSample(t *testing.T) {
 	if r := res[2]; r.IsError || *r.Output != "Applied edit to calc.go" {
 		t.Errorf("applied edit %+v", r)
 	}
-	reqs := ofType[*events.ModelRequest](s)
+	reqs := tracetest.OfType[*events.ModelRequest](s)
 	if len(reqs) != 3 || *reqs[0].Usage != (events.Usage{InputTokens: 9700, OutputTokens: 85}) || *reqs[1].Usage != (events.Usage{InputTokens: 6500, CacheWriteTokens: 2500, CacheReadTokens: 1000, OutputTokens: 40}) {
 		t.Errorf("requests %+v %+v", reqs[0].Usage, reqs[1].Usage)
 	}
 	// The second run starts a fresh context; terminal output (the litellm
 	// error, the banner) is not context.
-	if n := len(ofType[*events.HostCompaction](s)); n != 1 {
+	if n := len(tracetest.OfType[*events.HostCompaction](s)); n != 1 {
 		t.Errorf("%d compactions", n)
 	}
-	for _, m := range ofType[*events.Message](s) {
+	for _, m := range tracetest.OfType[*events.Message](s) {
 		if strings.Contains(m.Text, "litellm") || strings.Contains(m.Text, "<<<<<<< SEARCH") {
 			t.Errorf("message %q", m.Text)
 		}
@@ -150,7 +135,7 @@ func TestRealTraces(t *testing.T) {
 				t.Errorf("%d requests, want at least %d Tokens lines", got, want)
 			}
 			failed := 0
-			for _, r := range ofType[*events.ToolResult](s) {
+			for _, r := range tracetest.OfType[*events.ToolResult](s) {
 				if r.IsError {
 					failed++
 				}

@@ -29,25 +29,7 @@ func jsonl(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "x.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("%d sessions", len(ss))
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "x.jsonl")
 }
 
 func TestStreamingSplit(t *testing.T) {
@@ -65,7 +47,7 @@ func TestStreamingSplit(t *testing.T) {
 			t.Fatalf("types %v, want %v", types, want)
 		}
 	}
-	mr := ofType[*events.ModelRequest](s)[0]
+	mr := tracetest.OfType[*events.ModelRequest](s)[0]
 	wantU := events.Usage{InputTokens: 3, OutputTokens: 50, CacheReadTokens: 1000, CacheWriteTokens: 100, CacheWrite1hTokens: 100}
 	if mr.Usage == nil || *mr.Usage != wantU {
 		t.Errorf("usage %+v, want %+v", mr.Usage, wantU)
@@ -76,7 +58,7 @@ func TestStreamingSplit(t *testing.T) {
 	if got := s.Events[2].Time.Format("15:04:05"); got != "10:00:01" {
 		t.Errorf("model request at %s, want the response's first line", got)
 	}
-	th := ofType[*events.Message](s)[1]
+	th := tracetest.OfType[*events.Message](s)[1]
 	if th.Kind != events.KindThinking || th.Signature != "sig" || th.Item != "a1" {
 		t.Errorf("thinking %+v", th)
 	}
@@ -84,14 +66,14 @@ func TestStreamingSplit(t *testing.T) {
 	if st.SourceID != "s-1" || st.CWD != "/w" || st.Model != "claude-x" || st.Agent != "claude-code/2.1.0" || s.Events[0].Session != "s-1" {
 		t.Errorf("session started %+v (session %s)", st, s.Events[0].Session)
 	}
-	r := ofType[*events.ToolResult](s)[0]
+	r := tracetest.OfType[*events.ToolResult](s)[0]
 	if *r.Output != "     1→package a" {
 		t.Errorf("output %q: must be message content, not toolUseResult", *r.Output)
 	}
 	if r.Source == nil || *r.Source != (events.SourceIdentity{Kind: "file", Path: "/w/a.go", Offset: 10, Limit: 20}) {
 		t.Errorf("source %+v", r.Source)
 	}
-	c := ofType[*events.ToolCall](s)[0]
+	c := tracetest.OfType[*events.ToolCall](s)[0]
 	if c.Item != "toolu_1/input" || c.CallID != "toolu_1" || c.Tool != "Read" || string(c.Input) != `{"file_path":"/w/a.go","offset":10,"limit":20}` {
 		t.Errorf("call %+v", c)
 	}
@@ -99,24 +81,24 @@ func TestStreamingSplit(t *testing.T) {
 
 func TestSidechainAndProgressSkipped(t *testing.T) {
 	s := importString(t, jsonl(lineUser, lineSide, lineProg))
-	if n := len(ofType[*events.ToolCall](s)); n != 0 {
+	if n := len(tracetest.OfType[*events.ToolCall](s)); n != 0 {
 		t.Errorf("%d tool calls from sidechain/progress", n)
 	}
-	if n := len(ofType[*events.ModelRequest](s)); n != 0 {
+	if n := len(tracetest.OfType[*events.ModelRequest](s)); n != 0 {
 		t.Errorf("%d model requests from sidechain", n)
 	}
 }
 
 func TestErrorResult(t *testing.T) {
 	s := importString(t, jsonl(lineBash, lineBashR))
-	r := ofType[*events.ToolResult](s)[0]
+	r := tracetest.OfType[*events.ToolResult](s)[0]
 	if !r.IsError || r.Error == nil || r.Error.Type != "exit_code" || r.Error.Message != "FAIL a_test.go" || r.ExitCode == nil || *r.ExitCode != 2 {
 		t.Errorf("result %+v error %+v", r, r.Error)
 	}
 	if *r.Output != "Exit code 2\nFAIL a_test.go" {
 		t.Errorf("output %q", *r.Output)
 	}
-	if mr := ofType[*events.ModelRequest](s)[0]; mr.CacheTTL != "" {
+	if mr := tracetest.OfType[*events.ModelRequest](s)[0]; mr.CacheTTL != "" {
 		t.Errorf("cache ttl %q without cache writes", mr.CacheTTL)
 	}
 }
@@ -139,7 +121,7 @@ func TestClassify(t *testing.T) {
 
 func TestListContent(t *testing.T) {
 	s := importString(t, jsonl(lineList))
-	r := ofType[*events.ToolResult](s)[0]
+	r := tracetest.OfType[*events.ToolResult](s)[0]
 	if *r.Output != "a\n[image]\nb" {
 		t.Errorf("output %q", *r.Output)
 	}
@@ -151,11 +133,11 @@ func TestListContent(t *testing.T) {
 
 func TestCompaction(t *testing.T) {
 	s := importString(t, jsonl(lineUser, lineCompac, lineSumm))
-	hc := ofType[*events.HostCompaction](s)
+	hc := tracetest.OfType[*events.HostCompaction](s)
 	if len(hc) != 1 || *hc[0] != (events.HostCompaction{Host: "claude-code", SourceID: "cb1", PreTokens: 1234}) {
 		t.Fatalf("host compaction %+v", hc)
 	}
-	m := ofType[*events.Message](s)
+	m := tracetest.OfType[*events.Message](s)
 	if len(m) != 2 || !m[1].Meta || m[1].Role != events.RoleUser || m[0].Meta {
 		t.Errorf("messages %+v", m)
 	}
@@ -175,15 +157,15 @@ func TestIDsAndTimes(t *testing.T) {
 	if s.Events[0].Session != "weird-id--" {
 		t.Errorf("session %q", s.Events[0].Session)
 	}
-	m := ofType[*events.Message](s)
+	m := tracetest.OfType[*events.Message](s)
 	if m[0].Item != "u1/0" || m[1].Item != "u1/1" || m[0].Meta || !m[1].Meta {
 		t.Errorf("messages %+v %+v", m[0], m[1])
 	}
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if len(calls) != 2 || calls[0].CallID != "t1" || calls[1].CallID != "t1:2" || calls[1].Item != "t1:2/input" {
 		t.Errorf("calls %+v", calls)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 2 || res[0].Item != "t1" || *res[0].Output != "first" || res[1].Item != "t1:2" || *res[1].Output != "second" {
 		t.Errorf("results %+v", res)
 	}
@@ -192,7 +174,7 @@ func TestIDsAndTimes(t *testing.T) {
 	if res[1].Source == nil || res[1].Source.Kind != "search" || res[1].Source.Path != "/p" {
 		t.Errorf("source %+v", res[1].Source)
 	}
-	if n := len(ofType[*events.ModelRequest](s)); n != 2 {
+	if n := len(tracetest.OfType[*events.ModelRequest](s)); n != 2 {
 		t.Errorf("%d model requests, want 2 (synthetic lines make none)", n)
 	}
 	// Times: line 2 goes back (clamped), lines 3-5 have none (reused).

@@ -30,16 +30,6 @@ func importFile(t *testing.T, path string) build.Session {
 	return ss[0]
 }
 
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 func TestShellCommandGeneration(t *testing.T) {
 	s := importFile(t, filepath.Join("testdata", "rollout-060.jsonl"))
 	st := s.Events[0].Data.(*events.SessionStarted)
@@ -47,7 +37,7 @@ func TestShellCommandGeneration(t *testing.T) {
 		t.Errorf("session started %+v", st)
 	}
 	// Context from response_item only: the event_msg echoes add nothing.
-	msgs := ofType[*events.Message](s)
+	msgs := tracetest.OfType[*events.Message](s)
 	for _, m := range msgs {
 		if m.Role == events.RoleUser && m.Text == "Fix the failing test in calc.go" && m.Meta {
 			t.Error("typed user message marked meta")
@@ -56,11 +46,11 @@ func TestShellCommandGeneration(t *testing.T) {
 	if len(msgs) != 5 { // instructions, env context, user, reasoning, assistant
 		t.Errorf("%d messages, want 5", len(msgs))
 	}
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if len(calls) != 3 || calls[0].CallID != "call_read1" || calls[0].Tool != "shell_command" || calls[2].Tool != "apply_patch" || !strings.HasPrefix(string(calls[2].Input), `"*** Begin Patch`) {
 		t.Fatalf("calls %v", calls)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if r := res[0]; r.Source == nil || *r.Source != (events.SourceIdentity{Kind: "file", Path: "calc.go", Offset: 1, Limit: 40}) || r.IsError || *r.ExitCode != 0 {
 		t.Errorf("read result %+v source %+v", r, r.Source)
 	}
@@ -72,7 +62,7 @@ func TestShellCommandGeneration(t *testing.T) {
 	}
 	// Four distinct token_count reports (one repeated, one null) for four
 	// requests: their sum is the final cumulative total.
-	reqs := ofType[*events.ModelRequest](s)
+	reqs := tracetest.OfType[*events.ModelRequest](s)
 	if len(reqs) != 4 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -84,7 +74,7 @@ func TestShellCommandGeneration(t *testing.T) {
 
 func TestCodeModeGeneration(t *testing.T) {
 	s := importFile(t, filepath.Join("testdata", "rollout-0145-code-mode.jsonl"))
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 3 {
 		t.Fatalf("%d results", len(res))
 	}
@@ -94,13 +84,13 @@ func TestCodeModeGeneration(t *testing.T) {
 	if r := res[1]; !r.IsError || r.ExitCode == nil || *r.ExitCode != 2 || r.Error.Type != "script_failed" {
 		t.Errorf("failed build %+v %+v", r, r.Error)
 	}
-	if n := len(ofType[*events.HostCompaction](s)); n != 1 {
+	if n := len(tracetest.OfType[*events.HostCompaction](s)); n != 1 {
 		t.Errorf("%d compactions", n)
 	}
 	if got, want := tracetest.UsageSum(s), *build.OpenAIUsage(15600, 130, 9900, 5300); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
-	sys := ofType[*events.Message](s)[1]
+	sys := tracetest.OfType[*events.Message](s)[1]
 	if sys.Role != events.RoleSystem || !strings.HasPrefix(sys.Text, "<permissions") {
 		t.Errorf("developer message %+v", sys)
 	}

@@ -31,22 +31,7 @@ const sample = `{"trajectory_format":"mini-swe-agent-1.1","instance_id":"repo__1
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "x.traj.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "x.traj.json")
 }
 
 func TestSample(t *testing.T) {
@@ -63,7 +48,7 @@ func TestSample(t *testing.T) {
 	if got := tracetest.UsageSum(s); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if r := res[0]; r.Item != "call_1" || r.Source == nil || r.Source.Kind != "file" || r.Source.Path != "a.py" || *r.ExitCode != 0 || !strings.HasPrefix(*r.Output, "<returncode>0") {
 		t.Errorf("read %+v %+v", r, r.Source)
 	}
@@ -77,7 +62,7 @@ func TestSample(t *testing.T) {
 
 func TestFencedBlock(t *testing.T) {
 	s := importString(t, `{"trajectory_format":"mini-swe-agent-1","messages":[{"role":"assistant","content":"THOUGHT\n`+"```bash\\nls -la\\n```"+`"},{"role":"user","content":"<returncode>2</returncode>\n<output>ls: no</output>"}]}`)
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 1 || !res[0].IsError || *res[0].ExitCode != 2 || res[0].Source.Kind != "search" {
 		t.Fatalf("results %+v", res)
 	}
@@ -148,7 +133,7 @@ func TestRealTraces(t *testing.T) {
 				t.Errorf("usage %+v, want %+v (each turn once)", got, want)
 			}
 			errs := 0
-			for _, r := range ofType[*events.ToolResult](s) {
+			for _, r := range tracetest.OfType[*events.ToolResult](s) {
 				if r.IsError {
 					errs++
 				}

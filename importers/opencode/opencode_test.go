@@ -45,25 +45,7 @@ const sample = `{
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "x.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("%d sessions", len(ss))
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "x.json")
 }
 
 func TestSample(t *testing.T) {
@@ -89,15 +71,15 @@ func TestSample(t *testing.T) {
 	if s.Events[0].Session != "ses_abc" {
 		t.Errorf("session %q", s.Events[0].Session)
 	}
-	msgs := ofType[*events.Message](s)
+	msgs := tracetest.OfType[*events.Message](s)
 	if msgs[0].Meta || !msgs[1].Meta || msgs[1].Item != "prt_3" || msgs[2].Kind != events.KindThinking || msgs[2].Role != events.RoleAssistant {
 		t.Errorf("messages %+v %+v %+v", msgs[0], msgs[1], msgs[2])
 	}
-	mr := ofType[*events.ModelRequest](s)[0]
+	mr := tracetest.OfType[*events.ModelRequest](s)[0]
 	if *mr.Usage != (events.Usage{InputTokens: 10, OutputTokens: 20, CacheReadTokens: 100, CacheWriteTokens: 50}) || mr.Request != "msg_a1" || mr.CacheTTL != "5m" {
 		t.Errorf("model request %+v usage %+v", mr, mr.Usage)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	read, bash, glob := res[0], res[1], res[2]
 	if !read.HostPruned || read.IsError || *read.Output != "<content>1: x</content>" ||
 		*read.Source != (events.SourceIdentity{Kind: "file", Path: "/w/a.go", Offset: 5}) {
@@ -122,11 +104,11 @@ func TestRepeatedCallID(t *testing.T) {
 	  {"id":"p","type":"tool","callID":"c","tool":"read","state":{"status":"completed","output":"b"}},
 	  {"id":"p","type":"text","text":"x"},{"id":"p","type":"text","text":"y"}]}]}`
 	s := importString(t, in)
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if calls[0].CallID != "c" || calls[1].CallID != "c:2" || string(calls[1].Input) != "{}" {
 		t.Errorf("calls %+v %+v", calls[0], calls[1])
 	}
-	msgs := ofType[*events.Message](s)
+	msgs := tracetest.OfType[*events.Message](s)
 	if msgs[0].Item != "p" || msgs[1].Item != "p:2" {
 		t.Errorf("items %s %s", msgs[0].Item, msgs[1].Item)
 	}

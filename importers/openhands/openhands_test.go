@@ -33,22 +33,7 @@ var sample = `[
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "dir/x.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "dir/x.json")
 }
 
 func TestSample(t *testing.T) {
@@ -60,11 +45,11 @@ func TestSample(t *testing.T) {
 	if got, want := tracetest.UsageSum(s), (events.Usage{InputTokens: 4, CacheWriteTokens: 3471, OutputTokens: 95}); got != want {
 		t.Errorf("usage %+v, want %+v (once for the response)", got, want)
 	}
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if calls[0].CallID != "toolu_1" || calls[0].Tool != "str_replace_editor" || string(calls[0].Input) != `{"command": "view", "path": "/w/a.py"}` {
 		t.Errorf("call %+v %s", calls[0], calls[0].Input)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if r := res[0]; r.CallID != "toolu_1" || r.Source == nil || *r.Source != (events.SourceIdentity{Kind: "file", Path: "/w/a.py"}) || r.IsError {
 		t.Errorf("read %+v", r)
 	}

@@ -49,38 +49,23 @@ const sample10 = `{"trajectory":[
 
 func importString(t *testing.T, in string) build.Session {
 	t.Helper()
-	ss, err := Import(strings.NewReader(in), "x.traj")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
-}
-
-func ofType[T events.Payload](s build.Session) []T {
-	var out []T
-	for _, e := range s.Events {
-		if p, ok := e.Data.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
+	return tracetest.ImportOne(t, Import, in, "x.traj")
 }
 
 func TestActionStrings(t *testing.T) {
 	s := importString(t, sample0x)
-	calls := ofType[*events.ToolCall](s)
+	calls := tracetest.OfType[*events.ToolCall](s)
 	if len(calls) != 3 || calls[0].Tool != "open" || calls[0].CallID != "step-0" || string(calls[0].Input) != `{"line_number":10,"path":"src/a.py"}` {
 		t.Fatalf("calls %v %s", calls, calls[0].Input)
 	}
 	if calls[1].Tool != "edit" || !strings.Contains(string(calls[1].Input), `"path":"/r/src/a.py"`) || calls[2].Tool != "bash" {
 		t.Errorf("edit/bash %s %s", calls[1].Input, calls[2].Input)
 	}
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 3 || res[0].Source == nil || res[0].Source.Path != "src/a.py" || !res[1].IsError || res[1].Error.Type != "edit_rejected" || res[2].IsError {
 		t.Errorf("results %+v", res)
 	}
-	msgs := ofType[*events.Message](s)
+	msgs := tracetest.OfType[*events.Message](s)
 	if !msgs[1].Meta || msgs[1].Text != "DEMO" || msgs[2].Meta {
 		t.Errorf("demo %+v", msgs[1])
 	}
@@ -94,7 +79,7 @@ func TestActionStrings(t *testing.T) {
 
 func TestCollapsedByHost(t *testing.T) {
 	s := importString(t, sample10)
-	res := ofType[*events.ToolResult](s)
+	res := tracetest.OfType[*events.ToolResult](s)
 	if len(res) != 2 || res[0].CallID != "c1" || !res[0].HostPruned || *res[0].Output != "a b" || res[1].HostPruned {
 		t.Fatalf("results %+v", res)
 	}
@@ -171,7 +156,7 @@ func TestRealTraces(t *testing.T) {
 			}
 			n := tracetest.Counts(s)
 			pruned := 0
-			for _, r := range ofType[*events.ToolResult](s) {
+			for _, r := range tracetest.OfType[*events.ToolResult](s) {
 				if r.HostPruned {
 					pruned++
 					if strings.HasPrefix(*r.Output, CollapsedPrefix) {

@@ -4,9 +4,11 @@
 package tracetest
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
@@ -123,4 +125,30 @@ func UsageSum(s build.Session) events.Usage {
 		u.CacheWrite1hTokens += mr.Usage.CacheWrite1hTokens
 	}
 	return u
+}
+
+// OfType returns the payloads of type T in s, in order.
+func OfType[T events.Payload](s build.Session) []T {
+	var out []T
+	for _, e := range s.Events {
+		if p, ok := e.Data.(T); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ImportOne imports in (named name) with importer, requires exactly one
+// session, checks it with Check and returns it.
+func ImportOne(t testing.TB, importer func(io.Reader, string) ([]build.Session, error), in, name string) build.Session {
+	t.Helper()
+	ss, err := importer(strings.NewReader(in), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 {
+		t.Fatalf("%s: %d sessions, want 1", name, len(ss))
+	}
+	Check(t, ss[0])
+	return ss[0]
 }
