@@ -2,7 +2,6 @@ package aider
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,35 +116,23 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "aider", "*.md") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	tracetest.EachTrace(t, "aider", "*.md", Import, func(t *testing.T, path string, data []byte, s build.Session) {
+		text := string(data)
+		n := tracetest.Counts(s)
+		if got, want := n[events.TypeModelRequest], strings.Count(text, "\n> Tokens: "); got < want {
+			t.Errorf("%d requests, want at least %d Tokens lines", got, want)
+		}
+		failed := 0
+		for _, r := range tracetest.OfType[*events.ToolResult](s) {
+			if r.IsError {
+				failed++
 			}
-			ss, err := Import(bytes.NewReader(data), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := ss[0]
-			tracetest.Check(t, s)
-			text := string(data)
-			n := tracetest.Counts(s)
-			if got, want := n[events.TypeModelRequest], strings.Count(text, "\n> Tokens: "); got < want {
-				t.Errorf("%d requests, want at least %d Tokens lines", got, want)
-			}
-			failed := 0
-			for _, r := range tracetest.OfType[*events.ToolResult](s) {
-				if r.IsError {
-					failed++
-				}
-			}
-			if want := strings.Count(text, "\n## SearchReplaceNoExactMatch"); failed > want || (want > 0 && failed == 0) {
-				t.Errorf("%d failed edits for %d SearchReplaceNoExactMatch sections", failed, want)
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests, %d failed edits, %d runs", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], failed, strings.Count(text, RunPrefix))
-		})
-	}
+		}
+		if want := strings.Count(text, "\n## SearchReplaceNoExactMatch"); failed > want || (want > 0 && failed == 0) {
+			t.Errorf("%d failed edits for %d SearchReplaceNoExactMatch sections", failed, want)
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests, %d failed edits, %d runs", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], failed, strings.Count(text, RunPrefix))
+	})
 }
 
 func FuzzAider(f *testing.F) {

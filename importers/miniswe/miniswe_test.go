@@ -3,7 +3,6 @@ package miniswe
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,63 +86,51 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "mini-swe-agent", "*.traj.json") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss, err := Import(bytes.NewReader(data), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := ss[0]
-			tracetest.Check(t, s)
-			var raw struct {
-				Messages []map[string]any `json:"messages"`
-			}
-			if err := json.Unmarshal(data, &raw); err != nil {
-				t.Fatal(err)
-			}
-			var assistants, tools, calls, failed int
-			var want events.Usage
-			for _, m := range raw.Messages {
-				switch m["role"] {
-				case "assistant":
-					assistants++
-					tc, _ := m["tool_calls"].([]any)
-					calls += len(tc)
-					u := m["extra"].(map[string]any)["response"].(map[string]any)["usage"].(map[string]any)
-					hit := int(u["prompt_cache_hit_tokens"].(float64))
-					want.CacheReadTokens += hit
-					want.InputTokens += int(u["prompt_tokens"].(float64)) - hit
-					want.OutputTokens += int(u["completion_tokens"].(float64))
-				case "tool":
-					tools++
-					if !strings.HasPrefix(m["content"].(string), "<returncode>0") {
-						failed++
-					}
+	tracetest.EachTrace(t, "mini-swe-agent", "*.traj.json", Import, func(t *testing.T, path string, data []byte, s build.Session) {
+		var raw struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		var assistants, tools, calls, failed int
+		var want events.Usage
+		for _, m := range raw.Messages {
+			switch m["role"] {
+			case "assistant":
+				assistants++
+				tc, _ := m["tool_calls"].([]any)
+				calls += len(tc)
+				u := m["extra"].(map[string]any)["response"].(map[string]any)["usage"].(map[string]any)
+				hit := int(u["prompt_cache_hit_tokens"].(float64))
+				want.CacheReadTokens += hit
+				want.InputTokens += int(u["prompt_tokens"].(float64)) - hit
+				want.OutputTokens += int(u["completion_tokens"].(float64))
+			case "tool":
+				tools++
+				if !strings.HasPrefix(m["content"].(string), "<returncode>0") {
+					failed++
 				}
 			}
-			n := tracetest.Counts(s)
-			if n[events.TypeModelRequest] != assistants || n[events.TypeToolCall] != calls || n[events.TypeToolResult] != tools {
-				t.Errorf("counts %v, want %d requests %d calls %d results", n, assistants, calls, tools)
+		}
+		n := tracetest.Counts(s)
+		if n[events.TypeModelRequest] != assistants || n[events.TypeToolCall] != calls || n[events.TypeToolResult] != tools {
+			t.Errorf("counts %v, want %d requests %d calls %d results", n, assistants, calls, tools)
+		}
+		if got := tracetest.UsageSum(s); got != want {
+			t.Errorf("usage %+v, want %+v (each turn once)", got, want)
+		}
+		errs := 0
+		for _, r := range tracetest.OfType[*events.ToolResult](s) {
+			if r.IsError {
+				errs++
 			}
-			if got := tracetest.UsageSum(s); got != want {
-				t.Errorf("usage %+v, want %+v (each turn once)", got, want)
-			}
-			errs := 0
-			for _, r := range tracetest.OfType[*events.ToolResult](s) {
-				if r.IsError {
-					errs++
-				}
-			}
-			if errs != failed {
-				t.Errorf("%d errors, want %d", errs, failed)
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests, %d errors", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], errs)
-		})
-	}
+		}
+		if errs != failed {
+			t.Errorf("%d errors, want %d", errs, failed)
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests, %d errors", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], errs)
+	})
 }
 
 func FuzzMiniSWE(f *testing.F) {

@@ -3,7 +3,6 @@ package openhands
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,56 +78,44 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "openhands", "*.json") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	tracetest.EachTrace(t, "openhands", "*.json", Import, func(t *testing.T, path string, data []byte, s build.Session) {
+		var raw []map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		responses := map[string]events.Usage{}
+		calls, results := 0, 0
+		actionCalls := map[float64]bool{}
+		for _, e := range raw {
+			tm, _ := e["tool_call_metadata"].(map[string]any)
+			if _, ok := e["action"]; ok && tm != nil {
+				calls++
+				actionCalls[e["id"].(float64)] = true
+				r := tm["model_response"].(map[string]any)
+				u := r["usage"].(map[string]any)
+				read, write := int(u["cache_read_input_tokens"].(float64)), int(u["cache_creation_input_tokens"].(float64))
+				responses[r["id"].(string)] = events.Usage{InputTokens: int(u["prompt_tokens"].(float64)) - read - write, CacheReadTokens: read, CacheWriteTokens: write, OutputTokens: int(u["completion_tokens"].(float64))}
 			}
-			ss, err := Import(bytes.NewReader(data), path)
-			if err != nil {
-				t.Fatal(err)
+			if c, ok := e["cause"].(float64); ok && actionCalls[c] {
+				results++
 			}
-			s := ss[0]
-			tracetest.Check(t, s)
-			var raw []map[string]any
-			if err := json.Unmarshal(data, &raw); err != nil {
-				t.Fatal(err)
-			}
-			responses := map[string]events.Usage{}
-			calls, results := 0, 0
-			actionCalls := map[float64]bool{}
-			for _, e := range raw {
-				tm, _ := e["tool_call_metadata"].(map[string]any)
-				if _, ok := e["action"]; ok && tm != nil {
-					calls++
-					actionCalls[e["id"].(float64)] = true
-					r := tm["model_response"].(map[string]any)
-					u := r["usage"].(map[string]any)
-					read, write := int(u["cache_read_input_tokens"].(float64)), int(u["cache_creation_input_tokens"].(float64))
-					responses[r["id"].(string)] = events.Usage{InputTokens: int(u["prompt_tokens"].(float64)) - read - write, CacheReadTokens: read, CacheWriteTokens: write, OutputTokens: int(u["completion_tokens"].(float64))}
-				}
-				if c, ok := e["cause"].(float64); ok && actionCalls[c] {
-					results++
-				}
-			}
-			var want events.Usage
-			for _, u := range responses {
-				want.InputTokens += u.InputTokens
-				want.CacheReadTokens += u.CacheReadTokens
-				want.CacheWriteTokens += u.CacheWriteTokens
-				want.OutputTokens += u.OutputTokens
-			}
-			n := tracetest.Counts(s)
-			if n[events.TypeToolCall] != calls || n[events.TypeToolResult] != results || n[events.TypeModelRequest] != len(responses) {
-				t.Errorf("counts %v, want %d calls %d results %d responses", n, calls, results, len(responses))
-			}
-			if got := tracetest.UsageSum(s); got != want {
-				t.Errorf("usage %+v, want %+v", got, want)
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest])
-		})
-	}
+		}
+		var want events.Usage
+		for _, u := range responses {
+			want.InputTokens += u.InputTokens
+			want.CacheReadTokens += u.CacheReadTokens
+			want.CacheWriteTokens += u.CacheWriteTokens
+			want.OutputTokens += u.OutputTokens
+		}
+		n := tracetest.Counts(s)
+		if n[events.TypeToolCall] != calls || n[events.TypeToolResult] != results || n[events.TypeModelRequest] != len(responses) {
+			t.Errorf("counts %v, want %d calls %d results %d responses", n, calls, results, len(responses))
+		}
+		if got := tracetest.UsageSum(s); got != want {
+			t.Errorf("usage %+v, want %+v", got, want)
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest])
+	})
 }
 
 func FuzzOpenHands(f *testing.F) {

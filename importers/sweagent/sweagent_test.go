@@ -3,7 +3,6 @@ package sweagent
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,57 +121,45 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "swe-agent", "*.traj") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss, err := Import(bytes.NewReader(data), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := ss[0]
-			tracetest.Check(t, s)
-			var raw struct {
-				Trajectory []struct {
-					Messages []map[string]any `json:"messages"`
-				} `json:"trajectory"`
-			}
-			if err := json.Unmarshal(data, &raw); err != nil {
-				t.Fatal(err)
-			}
-			collapsed := 0
-			if last := raw.Trajectory[len(raw.Trajectory)-1]; last.Messages != nil {
-				for _, m := range last.Messages {
-					text, _ := m["content"].(string)
-					if l, ok := m["content"].([]any); ok && len(l) > 0 {
-						text, _ = l[0].(map[string]any)["text"].(string)
-					}
-					if strings.HasPrefix(text, CollapsedPrefix) {
-						collapsed++
-					}
+	tracetest.EachTrace(t, "swe-agent", "*.traj", Import, func(t *testing.T, path string, data []byte, s build.Session) {
+		var raw struct {
+			Trajectory []struct {
+				Messages []map[string]any `json:"messages"`
+			} `json:"trajectory"`
+		}
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		collapsed := 0
+		if last := raw.Trajectory[len(raw.Trajectory)-1]; last.Messages != nil {
+			for _, m := range last.Messages {
+				text, _ := m["content"].(string)
+				if l, ok := m["content"].([]any); ok && len(l) > 0 {
+					text, _ = l[0].(map[string]any)["text"].(string)
+				}
+				if strings.HasPrefix(text, CollapsedPrefix) {
+					collapsed++
 				}
 			}
-			n := tracetest.Counts(s)
-			pruned := 0
-			for _, r := range tracetest.OfType[*events.ToolResult](s) {
-				if r.HostPruned {
-					pruned++
-					if strings.HasPrefix(*r.Output, CollapsedPrefix) {
-						t.Errorf("%s: imported the collapsed text, not the observation", r.Item)
-					}
+		}
+		n := tracetest.Counts(s)
+		pruned := 0
+		for _, r := range tracetest.OfType[*events.ToolResult](s) {
+			if r.HostPruned {
+				pruned++
+				if strings.HasPrefix(*r.Output, CollapsedPrefix) {
+					t.Errorf("%s: imported the collapsed text, not the observation", r.Item)
 				}
 			}
-			if pruned != collapsed {
-				t.Errorf("host-pruned %d, want %d collapsed in the final prompt", pruned, collapsed)
-			}
-			if n[events.TypeToolCall] != len(raw.Trajectory) || n[events.TypeModelRequest] != len(raw.Trajectory) {
-				t.Errorf("counts %v, want %d steps", n, len(raw.Trajectory))
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests, %d host-pruned", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], pruned)
-		})
-	}
+		}
+		if pruned != collapsed {
+			t.Errorf("host-pruned %d, want %d collapsed in the final prompt", pruned, collapsed)
+		}
+		if n[events.TypeToolCall] != len(raw.Trajectory) || n[events.TypeModelRequest] != len(raw.Trajectory) {
+			t.Errorf("counts %v, want %d steps", n, len(raw.Trajectory))
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests, %d host-pruned", filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], pruned)
+	})
 }
 
 func FuzzSWEAgent(f *testing.F) {

@@ -4,6 +4,7 @@
 package tracetest
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -151,4 +152,28 @@ func ImportOne(t testing.TB, importer func(io.Reader, string) ([]build.Session, 
 	}
 	Check(t, ss[0])
 	return ss[0]
+}
+
+// EachTrace imports every shared trace matching pattern under sub with
+// importer, in a subtest per file, checks the session with Check and hands
+// it, with the file's bytes, to fn for format-specific checks.
+func EachTrace(t *testing.T, sub, pattern string, importer func(io.Reader, string) ([]build.Session, error), fn func(t *testing.T, path string, data []byte, s build.Session)) {
+	t.Helper()
+	for _, path := range Files(t, sub, pattern) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss, err := importer(bytes.NewReader(data), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ss) != 1 {
+				t.Fatalf("%d sessions, want 1", len(ss))
+			}
+			Check(t, ss[0])
+			fn(t, path, data, ss[0])
+		})
+	}
 }
