@@ -9,7 +9,7 @@ import (
 
 // WriteTable prints the result as a Markdown table (measure, value,
 // baseline or goal), then the machine. The same table goes into
-// docs/performance.md.
+// the README's Performance section.
 func WriteTable(w io.Writer, r *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }

@@ -21,7 +21,7 @@ Restarting on the same data directory keeps every session.`)
 	natsListen := fs.String("nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (-1 = a free port); loopback unless told otherwise")
 	listen := fs.String("listen", "127.0.0.1:7070", "HTTP API address; loopback unless told otherwise")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
-	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see docs/performance.md)")
+	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see the README's Performance section)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -76,7 +76,7 @@ Eligibility and scheduler workers consume the stream's session partitions
 more of each kind and every partition is consumed by exactly one of them at
 a time; when it dies, another takes its partitions over after --pinned-ttl
 (its unacknowledged event is redelivered after --ack-wait). See
-docs/operations.md.`)
+the README section "Operating prunesched".`)
 	natsURL := fs.String("nats", "", "NATS server URL(s), comma-separated (required)")
 	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector)")
 	policyPath := fs.String("policy", "", "policy file (YAML)")
