@@ -3,7 +3,7 @@ package eligibility
 import (
 	"encoding/json"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -90,7 +90,7 @@ type item struct {
 	conseqOf   []*subtask
 
 	queued, touched, recentWake bool
-	startKey                    string
+	startKey                    decisionKey
 }
 
 // call is one tool call with everything the rungs need about it.
@@ -134,6 +134,9 @@ type call struct {
 	errType  string
 	errMsg   string
 	explains string
+
+	skel     string // residue skeleton of the input, once skelDone
+	skelDone bool
 }
 
 type writeMark struct {
@@ -184,6 +187,19 @@ type Core struct {
 	wake        map[int][]*item // model request count -> items to re-judge
 	l4wake      map[int][]*item
 	refs        map[string][]*item // L4: reference key -> unreferenced outputs
+
+	// canon caches canonicalJSON by the raw argument bytes (the parsed
+	// value is never modified, so calls with the same bytes share it).
+	canon map[string]canonArgs
+	// canonHashes caches events.HashBytes of canonical arguments (L0
+	// evidence), bounded like canon.
+	canonHashes map[string]string
+	// shells caches classifyShell per command line, bounded like canon.
+	shells map[string]shellInfo
+	// pathMatch caches matchAny per path (matchProtectedPaths).
+	pathMatch map[string]pathMatch
+	// slab is where items are allocated from, 16 at a time.
+	slab []item
 
 	queue    []*item
 	touched  []*item
@@ -308,7 +324,12 @@ func (c *Core) newItem(id string, kind itemKind, tokens int) *item {
 	if _, dup := c.byID[id]; dup {
 		return nil
 	}
-	it := &item{
+	if len(c.slab) == 0 {
+		c.slab = make([]item, 16)
+	}
+	it := &c.slab[0]
+	c.slab = c.slab[1:]
+	*it = item{
 		id: id, idx: len(c.items), kind: kind, eventID: c.cause.ID, factIdx: c.causeIdx,
 		req: c.requests, tokens: tokens, manualAt: -1, restored: -1, refAt: -1,
 	}
@@ -375,7 +396,7 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 // the call may write and whether it may write anything.
 func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string, bool) {
 	cl := &call{id: id, tool: tool}
-	cl.canon, cl.parsed = canonicalJSON(input)
+	cl.canon, cl.parsed = c.canonical(input)
 	cl.key = tool + "\x00" + cl.canon
 	spec, known := lookupSpec(tool)
 	cl.known = known
@@ -385,7 +406,7 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	unscoped := spec.unscoped
 	switch spec.kind {
 	case kindShell:
-		sh := classifyShell(cl.args.command)
+		sh := c.classifyShell(cl.args.command)
 		cl.class, cl.kind = sh.class, sh.kind
 		if sh.readPath != "" {
 			cl.readPath, cl.rng = sh.readPath, sh.rng
@@ -468,6 +489,57 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	}
 	c.matchProtectedPaths(cl)
 	return cl, writes, unscoped && cl.class == events.DeterminismSideEffect || !cl.known
+}
+
+// canonArgs is one cached canonicalJSON result.
+type canonArgs struct {
+	canon  string
+	parsed any
+}
+
+// maxCanonCache bounds the canonical-arguments cache; it is emptied when
+// full (only speed depends on it).
+const maxCanonCache = 4096
+
+// canonical is canonicalJSON through the core's cache.
+func (c *Core) canonical(input []byte) (string, any) {
+	if e, ok := c.canon[string(input)]; ok {
+		return e.canon, e.parsed
+	}
+	canon, parsed := canonicalJSON(input)
+	if c.canon == nil || len(c.canon) >= maxCanonCache {
+		c.canon = map[string]canonArgs{}
+	}
+	c.canon[string(input)] = canonArgs{canon: canon, parsed: parsed}
+	return canon, parsed
+}
+
+// classifyShell is classifyShell through the core's cache. The writes
+// slice is copied: callers rewrite it in place.
+func (c *Core) classifyShell(line string) shellInfo {
+	sh, ok := c.shells[line]
+	if !ok {
+		sh = classifyShell(line)
+		if c.shells == nil || len(c.shells) >= maxCanonCache {
+			c.shells = map[string]shellInfo{}
+		}
+		c.shells[line] = sh
+	}
+	sh.writes = slices.Clone(sh.writes)
+	return sh
+}
+
+// canonHash is events.HashBytes([]byte(canon)) through the core's cache.
+func (c *Core) canonHash(canon string) string {
+	if h, ok := c.canonHashes[canon]; ok {
+		return h
+	}
+	h := events.HashBytes([]byte(canon))
+	if c.canonHashes == nil || len(c.canonHashes) >= maxCanonCache {
+		c.canonHashes = map[string]string{}
+	}
+	c.canonHashes[canon] = h
+	return h
 }
 
 // applySideEffects records the state change a call may make.
@@ -738,11 +810,19 @@ func (c *Core) dirty(it *item) {
 	}
 }
 
-func markKey(m *events.Mark) string {
+// decisionKey is what makes a decision change: decision, rung and reason.
+type decisionKey struct {
+	set      bool
+	decision events.Decision
+	rung     events.Rung
+	reason   events.Reason
+}
+
+func markKey(m *events.Mark) decisionKey {
 	if m == nil {
-		return ""
+		return decisionKey{}
 	}
-	return string(m.Decision) + "\x00" + string(m.Rung) + "\x00" + string(m.Reason)
+	return decisionKey{set: true, decision: m.Decision, rung: m.Rung, reason: m.Reason}
 }
 
 func isPrune(m *events.Mark) bool { return m != nil && m.Decision == events.Prune }
@@ -789,14 +869,25 @@ func (c *Core) emit() []events.Event {
 	if len(c.touched) == 0 {
 		return nil
 	}
-	sort.Slice(c.touched, func(i, j int) bool { return c.touched[i].idx < c.touched[j].idx })
+	slices.SortFunc(c.touched, func(a, b *item) int { return a.idx - b.idx })
+	n := 0
+	for _, it := range c.touched {
+		if it.cur != nil && markKey(it.cur) != it.startKey {
+			n++
+		}
+	}
 	var out []events.Event
+	if n > 0 {
+		out = make([]events.Event, 0, n)
+	}
 	for _, it := range c.touched {
 		it.touched = false
 		if it.cur == nil || markKey(it.cur) == it.startKey {
 			continue
 		}
-		m := *it.cur
+		// it.cur is the judge's fresh mark, never modified or shared
+		// after: it becomes the emitted mark itself (no copy).
+		m := it.cur
 		m.Cause = c.cause.ID
 		m.CauseIndex = c.causeIdx
 		m.PolicyVersion = c.version
@@ -804,8 +895,8 @@ func (c *Core) emit() []events.Event {
 			m.By = By
 		}
 		id := events.DerivedID("mark", c.tenant, c.session, m.Item, string(m.Decision), string(m.Rung), string(m.Reason), c.cause.ID)
-		e := events.New(id, c.tenant, c.session, c.cause.Time, &m)
-		it.last = &m
+		e := events.New(id, c.tenant, c.session, c.cause.Time, m)
+		it.last = m
 		out = append(out, e)
 	}
 	c.touched = c.touched[:0]

@@ -146,6 +146,15 @@ func (c *Core) erroredVerdict(it *item) *verdict {
 			{Kind: "error_horizon", Item: cl.out.id, Value: fmt.Sprintf("%d/%d", since, h),
 				Detail: fmt.Sprintf("%d model requests since the failure; the error message stays in %s", since, cl.out.id)},
 		},
-		residue: &events.Residue{Tool: cl.tool, ErrorType: cl.errType, ErrorMessage: trunc(msg, 2000), Skeleton: skeleton(cl.parsed, []byte(cl.canon))},
+		residue: &events.Residue{Tool: cl.tool, ErrorType: cl.errType, ErrorMessage: trunc(msg, 2000), Skeleton: cl.skeleton()},
 	}
+}
+
+// skeleton is the residue skeleton of the call's input, computed once (it
+// depends only on the arguments, which never change).
+func (cl *call) skeleton() string {
+	if !cl.skelDone {
+		cl.skel, cl.skelDone = skeleton(cl.parsed, []byte(cl.canon)), true
+	}
+	return cl.skel
 }

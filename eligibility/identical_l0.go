@@ -62,7 +62,7 @@ func (c *Core) l0(n *item) {
 			c.setVerdict(prev, sL0, &verdict{
 				decision: events.Abstain, reason: events.ReasonDifferentOutput,
 				evidence: []events.Evidence{
-					{Kind: "canonical_args", Item: n.id, Hash: events.HashBytes([]byte(cl.canon)), Value: trunc(cl.canon, 200)},
+					{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 					{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
 				},
 			})
@@ -93,7 +93,7 @@ func (c *Core) l0(n *item) {
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
 		survivor: survivor,
 		evidence: []events.Evidence{
-			{Kind: "canonical_args", Item: survivor.id, Hash: events.HashBytes([]byte(cl.canon)), Value: trunc(cl.canon, 200)},
+			{Kind: "canonical_args", Item: survivor.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 			{Kind: "content_hash", Item: survivor.id, Hash: n.hash},
 			{Kind: "determinism", Value: string(cl.class), Detail: "keep_copy " + c.el.KeepCopy},
 		},

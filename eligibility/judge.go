@@ -25,6 +25,9 @@ import (
 func (c *Core) judge(it *item) (*events.Mark, *item) {
 	cand := c.candidate(it)
 	manual := it.manualAt >= 0 && it.manualAt > it.restored
+	if cand == nil && !manual && it.last == nil && it.survRefs == 0 && it.restored < 0 {
+		return nil, nil // no decision (every branch below would say so)
+	}
 	m := &events.Mark{Item: it.id, Part: partOf(it)}
 	if it.pinned {
 		if cand == nil && !manual && it.last == nil && it.survRefs == 0 {

@@ -82,7 +82,21 @@ func (c *Core) reference(text string) {
 	if len(c.refs) == 0 || text == "" {
 		return
 	}
-	for _, tok := range strings.FieldsFunc(text, isRefSep) {
+	// The fields of strings.FieldsFunc(text, isRefSep), without the slice:
+	// every separator is ASCII, so splitting bytes splits the same runes.
+	for start := 0; start < len(text); {
+		for start < len(text) && text[start] < 0x80 && isRefSep(rune(text[start])) {
+			start++
+		}
+		end := start
+		for end < len(text) && !(text[end] < 0x80 && isRefSep(rune(text[end]))) {
+			end++
+		}
+		if end == start {
+			break
+		}
+		tok := text[start:end]
+		start = end
 		tok = strings.TrimRight(tok, ".:")
 		if i := strings.LastIndexByte(tok, ':'); i > 0 && isDigits(tok[i+1:]) {
 			tok = tok[:i]

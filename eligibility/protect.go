@@ -123,14 +123,32 @@ func (c *Core) protectedTool(tool string) bool {
 // call from its paths.
 func (c *Core) matchProtectedPaths(cl *call) {
 	for _, p := range cl.paths {
+		if cl.rule != "" && cl.protFile != "" {
+			break
+		}
+		m, ok := c.pathMatch[p]
+		if !ok {
+			m = pathMatch{rule: matchAny(c.el.ProjectRuleFiles, p), prot: matchAny(c.el.ProtectedFiles, p)}
+			if c.pathMatch == nil || len(c.pathMatch) >= maxPathMatchCache {
+				c.pathMatch = map[string]pathMatch{}
+			}
+			c.pathMatch[p] = m
+		}
 		if cl.rule == "" {
-			cl.rule = matchAny(c.el.ProjectRuleFiles, p)
+			cl.rule = m.rule
 		}
 		if cl.protFile == "" {
-			cl.protFile = matchAny(c.el.ProtectedFiles, p)
+			cl.protFile = m.prot
 		}
 	}
 }
+
+// pathMatch caches the patterns one path matches (the policy's patterns are
+// fixed for a core).
+type pathMatch struct{ rule, prot string }
+
+// maxPathMatchCache bounds Core.pathMatch; it is emptied when full.
+const maxPathMatchCache = 4096
 
 // matchAny returns the first pattern matching p: a pattern with "/" is
 // matched against as many trailing path elements as it has, one without

@@ -231,14 +231,26 @@ func chunks(sessions [][]events.Event, n int) [][]events.Event {
 
 // appendRetry appends a batch, retrying through a server going away (the
 // append is idempotent by event id within the duplicates window).
+//
+// Each attempt has its own short deadline: while the cluster elects new
+// stream leaders after a server goes down, a request can hang until its
+// deadline, and one hung attempt must not use up the test's whole budget.
 func appendRetry(t *testing.T, ctx context.Context, st *store.Store, evs []events.Event) {
 	t.Helper()
 	var err error
-	for attempt := 0; attempt < 30; attempt++ {
-		if _, err = st.Append(ctx, evs); err == nil {
+	deadline := time.Now().Add(2 * time.Minute)
+	for attempt := 1; time.Now().Before(deadline); attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = st.Append(actx, evs)
+		cancel()
+		if err == nil {
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		if ctx.Err() != nil {
+			break
+		}
+		t.Logf("append attempt %d: %v (retrying)", attempt, err)
+		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("append: %v", err)
 }
@@ -297,7 +309,7 @@ func fleetIdle(ctx context.Context, st *store.Store, projector string) (bool, er
 // same input, with every mark and application stored exactly once.
 func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	input := clusterInput(t)
 	var sessionNames []string
