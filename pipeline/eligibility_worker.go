@@ -61,7 +61,7 @@ func (w *EligibilityWorker) Run(ctx context.Context) error {
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
 		durable := DurableName(DurableEligibility, p)
 		return w.log.Consume(ctx, durable, events.PartitionFilter(events.KindFact, p), w.handle,
-			w.parts.consumeOptions(w.met, "eligibility", durable)...)
+			w.parts.consumeOptions(w.met, "eligibility", durable, w.dropSessions)...)
 	})
 }
 
@@ -126,4 +126,13 @@ func (w *EligibilityWorker) session(ctx context.Context, ev events.Event) (*elig
 	}
 	w.sessions[k] = s
 	return s, nil
+}
+
+// dropSessions forgets every cached session core; each is rebuilt from the
+// log when its next fact arrives. Called when another process consumed
+// facts of a partition this worker had cached sessions of.
+func (w *EligibilityWorker) dropSessions() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.sessions)
 }

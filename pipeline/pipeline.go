@@ -2,17 +2,14 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -119,10 +116,15 @@ type partitioning struct {
 // and each session's core sees its facts in log order, the acknowledgement
 // hook feeding prog, and the pinned priority group when several processes
 // share partitions.
-func (pt partitioning) consumeOptions(met *Metrics, component, durable string) []store.ConsumeOption {
+//
+// stale is called when the partition's consumer delivered to another
+// process in between (see store.WithGapHook): the worker's cached session
+// cores missed those facts and must be rebuilt from the log.
+func (pt partitioning) consumeOptions(met *Metrics, component, durable string, stale func()) []store.ConsumeOption {
 	opts := []store.ConsumeOption{
 		store.WithMaxAckPending(1),
 		store.WithDecodeErrorHook(func(error) { met.decodeError(component) }),
+		store.WithGapHook(stale),
 	}
 	if pt.prog != nil {
 		opts = append(opts, store.WithAckHook(pt.prog.hook(durable)))
@@ -340,119 +342,12 @@ type Log struct {
 	*store.Store
 }
 
-// MarksSince returns the session's marks stored after afterSeq, in order.
-// On servers that support it (nats-server 2.11+) the marks are read with
-// batched direct gets (one request per markBatch marks); otherwise, or when
-// the batch request is not answered, one direct get per mark.
+// MarksSince returns the session's marks stored after afterSeq, in order,
+// read from the stream leader (the stream allows no direct gets: a lagging
+// replica could hide a mark already stored, see store.StreamConfig).
 func (l *Log) MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
 	subj := events.StoredSubject(tenant, session, events.KindMark, l.PartitionOf(tenant, session))
-	if nc := l.JS().Conn(); nc != nil && batchGetSupported(nc.ConnectedServerVersion()) {
-		out, ok, err := l.marksBatch(ctx, nc, subj, afterSeq)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return out, nil
-		}
-	}
 	return l.marksOneByOne(ctx, subj, afterSeq)
-}
-
-// markBatch is how many marks one batched direct get asks for.
-const markBatch = 256
-
-// batchGetSupported reports whether a server version (major.minor.patch)
-// answers batched direct gets (nats-server 2.11 and later).
-func batchGetSupported(version string) bool {
-	var major, minor int
-	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
-		return false
-	}
-	return major > 2 || major == 2 && minor >= 11
-}
-
-// marksBatch reads the marks on subj after afterSeq with batched direct gets
-// ({"seq","next_by_subj","batch"} to $JS.API.DIRECT.GET.<stream>: the
-// matching messages, then an end-of-batch status). ok is false when the
-// server did not answer the batch request as expected (the caller falls
-// back to single gets).
-func (l *Log) marksBatch(ctx context.Context, nc *nats.Conn, subj string, afterSeq uint64) (out []events.Event, ok bool, err error) {
-	prefix := l.JS().Options().APIPrefix
-	if prefix == "" {
-		prefix = jetstream.DefaultAPIPrefix
-	}
-	if !strings.HasSuffix(prefix, ".") {
-		prefix += "."
-	}
-	apiSubj := prefix + "DIRECT.GET." + events.StreamName
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	seq := afterSeq + 1
-	for {
-		req, _ := json.Marshal(struct {
-			Seq     uint64 `json:"seq"`
-			NextFor string `json:"next_by_subj"`
-			Batch   int    `json:"batch"`
-		}{seq, subj, markBatch})
-		inbox := nc.NewInbox()
-		sub, err := nc.SubscribeSync(inbox)
-		if err != nil {
-			return nil, false, nil
-		}
-		got, more, last, good, err := readMarkBatch(ctx, nc, sub, apiSubj, inbox, req)
-		_ = sub.Unsubscribe()
-		if err != nil {
-			return nil, false, err
-		}
-		if !good {
-			return nil, false, nil
-		}
-		out = append(out, got...)
-		if !more || len(got) == 0 {
-			return out, true, nil
-		}
-		seq = last + 1
-	}
-}
-
-// readMarkBatch sends one batched direct get and reads its answers up to
-// the end-of-batch status. more is true when the server says matching
-// messages are left; good is false on an unexpected answer.
-func readMarkBatch(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, apiSubj, inbox string, req []byte) (got []events.Event, more bool, last uint64, good bool, err error) {
-	if err := nc.PublishRequest(apiSubj, inbox, req); err != nil {
-		return nil, false, 0, false, nil
-	}
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, false, 0, false, nil
-		}
-		if status := msg.Header.Get("Status"); len(msg.Data) == 0 && status != "" {
-			switch status {
-			case "404":
-				return got, false, last, true, nil
-			case "204":
-				pending := msg.Header.Get("Nats-Num-Pending")
-				n, perr := strconv.ParseUint(pending, 10, 64)
-				if pending != "" && perr != nil {
-					return nil, false, 0, false, nil
-				}
-				return got, pending != "" && n > 0, last, true, nil
-			}
-			return nil, false, 0, false, nil
-		}
-		seq, perr := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
-		if perr != nil {
-			return nil, false, 0, false, nil
-		}
-		ev, err := events.Decode(msg.Data)
-		if err != nil {
-			return nil, false, 0, false, fmt.Errorf("decode mark at seq %d: %w", seq, err)
-		}
-		ev.Seq = seq
-		got = append(got, ev)
-		last = seq
-	}
 }
 
 // marksOneByOne reads the marks on subj after afterSeq with one get each.

@@ -99,7 +99,7 @@ func (w *SchedulerWorker) Run(ctx context.Context) error {
 		durable := DurableName(DurableScheduler, p)
 		return w.log.Consume(ctx, durable, events.PartitionFilter(events.KindFact, p),
 			func(ctx context.Context, ev events.Event) error { return w.handle(ctx, p, ev) },
-			w.parts.consumeOptions(w.met, "scheduler", durable)...)
+			w.parts.consumeOptions(w.met, "scheduler", durable, w.dropSessions)...)
 	})
 }
 
@@ -338,4 +338,14 @@ func (w *SchedulerWorker) Pending(tenant, session string) ([]scheduler.PendingMa
 		return nil, false
 	}
 	return s.core.Pending(), true
+}
+
+// dropSessions forgets every cached session core; each is rebuilt from the
+// log (facts, marks and applications) when its next fact arrives. Called
+// when another process consumed facts of a partition this worker had cached
+// sessions of.
+func (w *SchedulerWorker) dropSessions() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.sessions)
 }

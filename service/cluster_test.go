@@ -235,12 +235,15 @@ func chunks(sessions [][]events.Event, n int) [][]events.Event {
 // Each attempt has its own short deadline: while the cluster elects new
 // stream leaders after a server goes down, a request can hang until its
 // deadline, and one hung attempt must not use up the test's whole budget.
+// The deadline is longer than the store's publish timeout, so an attempt is
+// cut in its prepare phase (blobs, before any event is published), never
+// half way through publishing a batch (a retry would reorder its facts).
 func appendRetry(t *testing.T, ctx context.Context, st *store.Store, evs []events.Event) {
 	t.Helper()
 	var err error
 	deadline := time.Now().Add(2 * time.Minute)
 	for attempt := 1; time.Now().Before(deadline); attempt++ {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		_, err = st.Append(actx, evs)
 		cancel()
 		if err == nil {

@@ -27,6 +27,16 @@ type consumeOpts struct {
 	maxAckPending int
 	onDecodeError func(error)
 	onAcked       func(seq uint64)
+	onGap         func()
+}
+
+// WithGapHook calls fn before an event is handled when the consumer's
+// delivery sequence jumped since the last event this Consume handled: the
+// consumer delivered events to another client in between (a pinned
+// priority group moved away and back). Whatever the caller cached from the
+// events it saw is then stale and must be rebuilt from the log.
+func WithGapHook(fn func()) ConsumeOption {
+	return func(o *consumeOpts) { o.onGap = fn }
 }
 
 // WithPinnedGroup makes the durable a pinned-client priority-group consumer
@@ -69,6 +79,9 @@ func storedFilter(filter string) string {
 	}
 	return filter
 }
+
+// pullExpiry bounds one pull request of Consume; its heartbeat is half of it.
+const pullExpiry = 5 * time.Second
 
 // Consume runs handler for every event on subjects matching filter (empty:
 // all, "ps.>"), through the durable pull consumer named durable, created or
@@ -131,6 +144,7 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 	var (
 		handling sync.Mutex
 		stopped  bool
+		lastDSeq uint64 // consumer (delivery) sequence of the last event handled
 	)
 	cb := func(msg jetstream.Msg) {
 		handling.Lock()
@@ -138,6 +152,14 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 		if stopped {
 			_ = msg.Nak()
 			return
+		}
+		if meta, err := msg.Metadata(); err == nil {
+			if d := meta.Sequence.Consumer; lastDSeq != 0 && d != lastDSeq+1 && o.onGap != nil {
+				log.Info("consume: deliveries went to another client; dropping cached state",
+					slog.Uint64("last", lastDSeq), slog.Uint64("now", meta.Sequence.Consumer))
+				o.onGap()
+			}
+			lastDSeq = meta.Sequence.Consumer
 		}
 		s.handle(ctx, log, msg, handler, o.onDecodeError, o.onAcked)
 	}
@@ -148,6 +170,11 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 	}
 	popts := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxBytes(s.cfg.ReadBufferBytes),
+		// Short pulls: a pull that fails (no responders while a clustered
+		// consumer elects its leader, a server going away) is only retried
+		// after a missed heartbeat, half the expiry. With the library's 30 s
+		// default a partition could stall for 30 s after a failover.
+		jetstream.PullExpiry(pullExpiry),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if ctx.Err() != nil {
 				return

@@ -144,7 +144,12 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		Duplicates:  cfg.Duplicates,
 		DenyDelete:  true,
 		DenyPurge:   true,
-		AllowDirect: true,
+		// No direct gets: any replica answers those, and a follower that
+		// lags behind the leader would hide an event already acknowledged
+		// (the scheduler then decided without a mark the eligibility
+		// worker had stored, once in four cluster failovers). Reads go to
+		// the stream leader.
+		AllowDirect: false,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      src,
 			Destination: dst,
