@@ -100,62 +100,46 @@ func blocks(msg map[string]any) []map[string]any {
 
 func importFile(t *testing.T, path string) build.Session {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ss, err := Import(f, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("%s: %d sessions, want 1", path, len(ss))
-	}
-	return ss[0]
+	return tracetest.ImportFile(t, Import, path)
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "claude-code", "*.jsonl") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			s := importFile(t, path)
-			tracetest.Check(t, s)
-			rc := readRaw(t, path)
-			n := tracetest.Counts(s)
-			if n[events.TypeToolCall] != len(rc.toolUses) {
-				t.Errorf("tool calls: got %d, want %d distinct tool_use ids", n[events.TypeToolCall], len(rc.toolUses))
+	tracetest.EachTrace(t, "claude-code", "*.jsonl", Import, func(t *testing.T, path string, _ []byte, s build.Session) {
+		rc := readRaw(t, path)
+		n := tracetest.Counts(s)
+		if n[events.TypeToolCall] != len(rc.toolUses) {
+			t.Errorf("tool calls: got %d, want %d distinct tool_use ids", n[events.TypeToolCall], len(rc.toolUses))
+		}
+		if n[events.TypeModelRequest] != len(rc.responses) {
+			t.Errorf("model requests: got %d, want %d distinct message ids", n[events.TypeModelRequest], len(rc.responses))
+		}
+		var want events.Usage
+		for _, u := range rc.responses {
+			want.InputTokens += u.InputTokens
+			want.OutputTokens += u.OutputTokens
+			want.CacheReadTokens += u.CacheReadTokens
+			want.CacheWriteTokens += u.CacheWriteTokens
+			want.CacheWrite1hTokens += u.CacheWrite1hTokens
+		}
+		if got := tracetest.UsageSum(s); got != want {
+			t.Errorf("usage: got %+v, want %+v", got, want)
+		}
+		if n[events.TypeHostCompaction] != rc.compactions {
+			t.Errorf("host compactions: got %d, want %d", n[events.TypeHostCompaction], rc.compactions)
+		}
+		// No output comes from the toolUseResult display copy.
+		for _, e := range s.Events {
+			r, ok := e.Data.(*events.ToolResult)
+			if !ok {
+				continue
 			}
-			if n[events.TypeModelRequest] != len(rc.responses) {
-				t.Errorf("model requests: got %d, want %d distinct message ids", n[events.TypeModelRequest], len(rc.responses))
+			if d, ok := rc.display[r.CallID]; ok && d != "" && *r.Output == d {
+				t.Errorf("result %s: output is the toolUseResult copy", r.Item)
 			}
-			var want events.Usage
-			for _, u := range rc.responses {
-				want.InputTokens += u.InputTokens
-				want.OutputTokens += u.OutputTokens
-				want.CacheReadTokens += u.CacheReadTokens
-				want.CacheWriteTokens += u.CacheWriteTokens
-				want.CacheWrite1hTokens += u.CacheWrite1hTokens
-			}
-			if got := tracetest.UsageSum(s); got != want {
-				t.Errorf("usage: got %+v, want %+v", got, want)
-			}
-			if n[events.TypeHostCompaction] != rc.compactions {
-				t.Errorf("host compactions: got %d, want %d", n[events.TypeHostCompaction], rc.compactions)
-			}
-			// No output comes from the toolUseResult display copy.
-			for _, e := range s.Events {
-				r, ok := e.Data.(*events.ToolResult)
-				if !ok {
-					continue
-				}
-				if d, ok := rc.display[r.CallID]; ok && d != "" && *r.Output == d {
-					t.Errorf("result %s: output is the toolUseResult copy", r.Item)
-				}
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests, %d compactions",
-				filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], n[events.TypeHostCompaction])
-		})
-	}
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests, %d compactions",
+			filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], n[events.TypeHostCompaction])
+	})
 }
 
 // TestRealTraceDetails checks known cases in particular files.

@@ -14,20 +14,7 @@ import (
 
 func importFile(t *testing.T, path string) build.Session {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ss, err := Import(f, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("%d sessions", len(ss))
-	}
-	tracetest.Check(t, ss[0])
-	return ss[0]
+	return tracetest.ImportFile(t, Import, path)
 }
 
 func TestShellCommandGeneration(t *testing.T) {

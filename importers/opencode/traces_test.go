@@ -2,7 +2,6 @@ package opencode
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -31,83 +30,62 @@ type rawExport struct {
 
 func importFile(t *testing.T, path string) build.Session {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ss, err := Import(f, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("%s: %d sessions, want 1", path, len(ss))
-	}
-	return ss[0]
+	return tracetest.ImportFile(t, Import, path)
 }
 
 func TestRealTraces(t *testing.T) {
-	for _, path := range tracetest.Files(t, "opencode", "*.json") {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			s := importFile(t, path)
-			tracetest.Check(t, s)
-
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	tracetest.EachTrace(t, "opencode", "*.json", Import, func(t *testing.T, path string, data []byte, s build.Session) {
+		var raw rawExport
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		var toolParts, compacted, finished, assistants int
+		var want events.Usage
+		for _, m := range raw.Messages {
+			if m.Info.Role == "assistant" {
+				assistants++
+				want.InputTokens += m.Info.Tokens.Input
+				want.OutputTokens += m.Info.Tokens.Output
+				want.CacheReadTokens += m.Info.Tokens.Cache.Read
+				want.CacheWriteTokens += m.Info.Tokens.Cache.Write
 			}
-			var raw rawExport
-			if err := json.Unmarshal(data, &raw); err != nil {
-				t.Fatal(err)
-			}
-			var toolParts, compacted, finished, assistants int
-			var want events.Usage
-			for _, m := range raw.Messages {
-				if m.Info.Role == "assistant" {
-					assistants++
-					want.InputTokens += m.Info.Tokens.Input
-					want.OutputTokens += m.Info.Tokens.Output
-					want.CacheReadTokens += m.Info.Tokens.Cache.Read
-					want.CacheWriteTokens += m.Info.Tokens.Cache.Write
+			for _, p := range m.Parts {
+				if p["type"] != "tool" {
+					continue
 				}
-				for _, p := range m.Parts {
-					if p["type"] != "tool" {
-						continue
-					}
-					toolParts++
-					st, _ := p["state"].(map[string]any)
-					if st["status"] == "completed" || st["status"] == "error" {
-						finished++
-					}
-					if tm, _ := st["time"].(map[string]any); tm["compacted"] != nil {
-						compacted++
-					}
+				toolParts++
+				st, _ := p["state"].(map[string]any)
+				if st["status"] == "completed" || st["status"] == "error" {
+					finished++
+				}
+				if tm, _ := st["time"].(map[string]any); tm["compacted"] != nil {
+					compacted++
 				}
 			}
-			n := tracetest.Counts(s)
-			if n[events.TypeToolCall] != toolParts {
-				t.Errorf("tool calls: got %d, want %d tool parts", n[events.TypeToolCall], toolParts)
+		}
+		n := tracetest.Counts(s)
+		if n[events.TypeToolCall] != toolParts {
+			t.Errorf("tool calls: got %d, want %d tool parts", n[events.TypeToolCall], toolParts)
+		}
+		if n[events.TypeToolResult] != finished {
+			t.Errorf("tool results: got %d, want %d finished tool parts", n[events.TypeToolResult], finished)
+		}
+		if n[events.TypeModelRequest] != assistants {
+			t.Errorf("model requests: got %d, want %d assistant messages", n[events.TypeModelRequest], assistants)
+		}
+		if got := tracetest.UsageSum(s); got != want {
+			t.Errorf("usage: got %+v, want %+v", got, want)
+		}
+		pruned := 0
+		for _, e := range s.Events {
+			if r, ok := e.Data.(*events.ToolResult); ok && r.HostPruned {
+				pruned++
 			}
-			if n[events.TypeToolResult] != finished {
-				t.Errorf("tool results: got %d, want %d finished tool parts", n[events.TypeToolResult], finished)
-			}
-			if n[events.TypeModelRequest] != assistants {
-				t.Errorf("model requests: got %d, want %d assistant messages", n[events.TypeModelRequest], assistants)
-			}
-			if got := tracetest.UsageSum(s); got != want {
-				t.Errorf("usage: got %+v, want %+v", got, want)
-			}
-			pruned := 0
-			for _, e := range s.Events {
-				if r, ok := e.Data.(*events.ToolResult); ok && r.HostPruned {
-					pruned++
-				}
-			}
-			if pruned != compacted {
-				t.Errorf("host-pruned results: got %d, want %d compacted parts", pruned, compacted)
-			}
-			t.Logf("%s: %d events, %d tool calls, %d model requests, %d host-pruned",
-				filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], pruned)
-		})
-	}
+		}
+		if pruned != compacted {
+			t.Errorf("host-pruned results: got %d, want %d compacted parts", pruned, compacted)
+		}
+		t.Logf("%s: %d events, %d tool calls, %d model requests, %d host-pruned",
+			filepath.Base(path), len(s.Events), n[events.TypeToolCall], n[events.TypeModelRequest], pruned)
+	})
 }

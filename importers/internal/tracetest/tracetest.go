@@ -154,6 +154,24 @@ func ImportOne(t testing.TB, importer func(io.Reader, string) ([]build.Session, 
 	return ss[0]
 }
 
+// ImportFile imports the file at path with importer, requires exactly one
+// session and returns it (unchecked: callers run Check where they want it).
+func ImportFile(t testing.TB, importer func(io.Reader, string) ([]build.Session, error), path string) build.Session {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := importer(bytes.NewReader(data), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 {
+		t.Fatalf("%s: %d sessions, want 1", path, len(ss))
+	}
+	return ss[0]
+}
+
 // EachTrace imports every shared trace matching pattern under sub with
 // importer, in a subtest per file, checks the session with Check and hands
 // it, with the file's bytes, to fn for format-specific checks.
@@ -165,15 +183,9 @@ func EachTrace(t *testing.T, sub, pattern string, importer func(io.Reader, strin
 			if err != nil {
 				t.Fatal(err)
 			}
-			ss, err := importer(bytes.NewReader(data), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ss) != 1 {
-				t.Fatalf("%d sessions, want 1", len(ss))
-			}
-			Check(t, ss[0])
-			fn(t, path, data, ss[0])
+			s := ImportFile(t, importer, path)
+			Check(t, s)
+			fn(t, path, data, s)
 		})
 	}
 }
