@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -48,9 +47,7 @@ removed / placeholder, and decisions by kind and rung.`)
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(prev)
+			return printJSON(e.stdout, prev)
 		}
 		analyze.WritePrevalence(e.stdout, prev)
 		return nil
@@ -60,9 +57,7 @@ removed / placeholder, and decisions by kind and rung.`)
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(e.stdout, rep)
 	}
 	if *summary {
 		analyze.WriteSummary(e.stdout, rep)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -68,9 +67,7 @@ goes to stderr.`)
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(e.stdout, res)
 	}
 	bench.WriteTable(e.stdout, res)
 	return nil

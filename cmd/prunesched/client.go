@@ -64,6 +64,24 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 	return c, nil
 }
 
+// getJSON fetches path. With raw set it copies the API's JSON answer to w
+// and returns done; otherwise it decodes the answer into v for a readable
+// rendering by the caller.
+func (c *client) getJSON(ctx context.Context, path string, raw bool, w io.Writer, v any) (done bool, err error) {
+	out, err := c.do(ctx, "GET", path, nil, nil, "")
+	if err != nil {
+		return false, err
+	}
+	if raw {
+		_, err = w.Write(out)
+		return true, err
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return false, fmt.Errorf("bad response from %s: %w", path, err)
+	}
+	return false, nil
+}
+
 // parseAndConnect parses a client command's flags, checks it got nargs
 // positional arguments (want says which, for the usage error) and connects.
 func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *flag.FlagSet, args []string, nargs int, want string) (*client, error) {
@@ -205,18 +223,10 @@ func runSessions(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.close()
-	out, err := c.do(ctx, "GET", "/v1/sessions", nil, nil, "")
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err = e.stdout.Write(out)
-		return err
-	}
 	var res struct {
 		Sessions []string `json:"sessions"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
+	if done, err := c.getJSON(ctx, "/v1/sessions", *asJSON, e.stdout, &res); done || err != nil {
 		return err
 	}
 	for _, s := range res.Sessions {
@@ -346,22 +356,14 @@ func runPending(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.close()
-	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/pending"), nil, nil, "")
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err = e.stdout.Write(out)
-		return err
-	}
 	var res struct {
 		Pending []struct {
 			Item, Decision, Reason string
 			Since                  time.Time
 		} `json:"pending"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return fmt.Errorf("bad response: %w", err)
+	if done, err := c.getJSON(ctx, sessionPath(fs.Arg(0), "/pending"), *asJSON, e.stdout, &res); done || err != nil {
+		return err
 	}
 	if len(res.Pending) == 0 {
 		fmt.Fprintln(e.stdout, "nothing pending")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -22,19 +21,11 @@ when the scheduler applied it.`)
 		return err
 	}
 	defer c.close()
-	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/decisions"), nil, nil, "")
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err = e.stdout.Write(out)
-		return err
-	}
 	var res struct {
 		Decisions []projections.Decision `json:"decisions"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		return fmt.Errorf("bad response: %w", err)
+	if done, err := c.getJSON(ctx, sessionPath(fs.Arg(0), "/decisions"), *asJSON, e.stdout, &res); done || err != nil {
+		return err
 	}
 	if len(res.Decisions) == 0 {
 		fmt.Fprintln(e.stdout, "no decisions yet")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -189,4 +190,11 @@ func runPolicy(_ context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "# version: %s\n%s", p.Version(), b)
 	return nil
+}
+
+// printJSON writes v as indented JSON: the --json form of a report.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
