@@ -62,10 +62,7 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read session %s: %w", session, err)
 	}
-	ledgers := map[string]scheduler.Ledger{}
-	for _, s := range []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled} {
-		ledgers[s] = scheduler.Simulate(pol, evs, s)
-	}
+	ledgers := scheduler.SimulateAll(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
 	none := ledgers[scheduler.StrategyNone]
 	eco := &Economics{
 		Provider: none.Provider, Model: none.Model, Head: none.Head,

@@ -423,9 +423,6 @@ func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, sessi
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := map[string]scheduler.Ledger{}
-	for _, st := range []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled} {
-		out[st] = scheduler.Simulate(s.cfg.Pipeline.Policy, evs, st)
-	}
+	out := scheduler.SimulateAll(s.cfg.Pipeline.Policy, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "ledgers": out})
 }

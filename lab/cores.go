@@ -34,30 +34,11 @@ func runProduction(p policy.Policy, facts []events.Event) (marks, apps []events.
 }
 
 // replay applies a set of marks under a strategy with the production
-// scheduler, exactly as scheduler.Simulate does, and returns the
-// applications (Simulate keeps them to itself; the lab renders them) and
-// Simulate's ledger for the same input.
+// scheduler (scheduler.Simulate) and returns the applications it made, for
+// rendering, and its ledger.
 func replay(p policy.Policy, facts, marks []events.Event, strategy string) ([]events.Event, scheduler.Ledger) {
 	all := make([]events.Event, 0, len(facts)+len(marks))
 	all = append(append(all, facts...), marks...)
 	ledger := scheduler.Simulate(p, all, strategy)
-	if strategy == StrategyNone {
-		return nil, ledger
-	}
-	p.Scheduler.Mode = strategy
-	tenant, session := facts[0].Tenant, facts[0].Session
-	c := scheduler.New(p, tenant, session)
-	for _, m := range marks {
-		c.Observe(m)
-	}
-	var apps []events.Event
-	for _, ev := range facts {
-		if r, ok := ev.Data.(*events.ModelRequest); ok {
-			if app := c.Decide(ev.Time, r.Request, c.Facts()); app != nil {
-				apps = append(apps, *app)
-			}
-		}
-		c.Observe(ev)
-	}
-	return apps, ledger
+	return ledger.ApplicationEvents, ledger
 }

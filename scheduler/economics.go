@@ -87,6 +87,9 @@ type Ledger struct {
 	Requests     []RequestCost `json:"requests"`
 	Total        RequestCost   `json:"total"`
 	Applications []AppSummary  `json:"applications"`
+	// ApplicationEvents are the same applications as events, in order (not
+	// in the JSON): what a caller renders the strategy's bundles with.
+	ApplicationEvents []events.Event `json:"-"`
 }
 
 // Economics replays the requests the core has observed through the cache
@@ -173,6 +176,7 @@ func (c *Core) economics(head int) Ledger {
 		if !ok {
 			k = -1
 		}
+		l.ApplicationEvents = append(l.ApplicationEvents, a.ev)
 		l.Applications = append(l.Applications, AppSummary{
 			Request: k, RequestID: a.app.Request, Trigger: a.app.Trigger, Marks: len(a.app.Marks),
 			FirstDivergence: a.app.FirstDivergence, MutationRadius: a.app.MutationRadius,
@@ -195,14 +199,25 @@ func (c *Core) economics(head int) Ledger {
 // always taken from the unpruned replay: the reports describe the requests
 // as they were sent, so a pruned bundle must not inflate the estimate.
 func Simulate(p policy.Policy, evs []events.Event, strategy string) Ledger {
-	c := replay(p, evs, strategy)
-	head := c.head()
-	if strategy != StrategyNone {
-		head = replay(p, evs, StrategyNone).head()
+	return SimulateAll(p, evs, strategy)[strategy]
+}
+
+// SimulateAll is Simulate for several strategies over the same events,
+// replaying the unpruned session (for the head) once for all of them.
+func SimulateAll(p policy.Policy, evs []events.Event, strategies ...string) map[string]Ledger {
+	none := replay(p, evs, StrategyNone)
+	head := none.head()
+	out := make(map[string]Ledger, len(strategies))
+	for _, st := range strategies {
+		c := none
+		if st != StrategyNone {
+			c = replay(p, evs, st)
+		}
+		l := c.economics(head)
+		l.Strategy = st
+		out[st] = l
 	}
-	l := c.economics(head)
-	l.Strategy = strategy
-	return l
+	return out
 }
 
 // replay runs a fresh core over evs under strategy, as Simulate describes.

@@ -105,6 +105,7 @@ type Core struct {
 type appRecord struct {
 	after int
 	app   events.Application
+	ev    events.Event // the envelope, for callers that render it
 }
 
 // New returns a core for one session under policy p. p is defaulted if it
@@ -136,7 +137,7 @@ func (c *Core) Observe(ev events.Event) {
 		c.observeMark(ev, p)
 		return
 	case *events.Application:
-		c.observeApplication(ev.ID, p)
+		c.observeApplication(ev, p)
 		return
 	}
 	if !ev.IsFact() {
@@ -266,11 +267,11 @@ func (c *Core) observeMark(ev events.Event, p *events.Mark) {
 	}
 }
 
-func (c *Core) observeApplication(id string, p *events.Application) {
-	if c.appsSeen[id] {
+func (c *Core) observeApplication(ev events.Event, p *events.Application) {
+	if c.appsSeen[ev.ID] {
 		return
 	}
-	c.appsSeen[id] = true
+	c.appsSeen[ev.ID] = true
 	for _, mid := range p.Marks {
 		if m, ok := c.markByID[mid]; ok {
 			c.applyMark(m, p.AfterIndex)
@@ -278,7 +279,7 @@ func (c *Core) observeApplication(id string, p *events.Application) {
 			c.waiting[mid] = p.AfterIndex
 		}
 	}
-	c.apps = append(c.apps, appRecord{after: p.AfterIndex, app: *p})
+	c.apps = append(c.apps, appRecord{after: p.AfterIndex, app: *p, ev: ev})
 }
 
 // applyMark puts one mark into effect from fact index eff on.
