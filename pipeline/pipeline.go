@@ -84,11 +84,12 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	prog := newProgress()
 	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL, prog: prog}
 	logger := cfg.Logger
+	elig := NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts)
 	return &Pipeline{
 		Store:       st,
-		Eligibility: NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts),
+		Eligibility: elig,
 		Scheduler: NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
-			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts),
+			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig),
 		Projection: NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met),
 		Metrics:    met,
 		Policy:     cfg.Policy,
@@ -110,30 +111,38 @@ type partitioning struct {
 	prog *progress
 }
 
-// consumeOptions are the store options of the partition consumer durable:
-// strictly ordered delivery (MaxAckPending 1), so a fact left unacknowledged
-// by a crashed worker is redelivered before any later fact of its partition
-// and each session's core sees its facts in log order, the acknowledgement
-// hook feeding prog, and the pinned priority group when several processes
-// share partitions.
+// consumeOptions are the store options of the partition consumer durable
+// (a store.ConsumeBatch consumer with up to partitionMaxAckPending facts in
+// flight): the acknowledgement hook notifying prog, and the pinned
+// priority group when several processes share partitions. Delivery order
+// after a failure or failover is not guaranteed; the workers rebuild a
+// session from the log instead of trusting it (see EligibilityWorker).
 //
 // stale is called when the partition's consumer delivered to another
 // process in between (see store.WithGapHook): the worker's cached session
 // cores missed those facts and must be rebuilt from the log.
 func (pt partitioning) consumeOptions(met *Metrics, component, durable string, stale func()) []store.ConsumeOption {
 	opts := []store.ConsumeOption{
-		store.WithMaxAckPending(1),
+		store.WithMaxAckPending(partitionMaxAckPending),
+		store.WithMaxBatch(partitionMaxBatch),
 		store.WithDecodeErrorHook(func(error) { met.decodeError(component) }),
 		store.WithGapHook(stale),
 	}
 	if pt.prog != nil {
-		opts = append(opts, store.WithAckHook(pt.prog.hook(durable)))
+		opts = append(opts, store.WithAckHook(pt.prog.hook()))
 	}
 	if pt.pinnedTTL > 0 {
 		opts = append(opts, store.WithPinnedGroup(PriorityGroup, pt.pinnedTTL))
 	}
 	return opts
 }
+
+// Partition consumers: facts delivered ahead of the worker, and the most
+// one batch handles.
+const (
+	partitionMaxAckPending = 1024
+	partitionMaxBatch      = 256
+)
 
 // runPartitions runs fn for every partition concurrently until ctx ends or
 // one fails; it returns the first failure.
@@ -324,10 +333,15 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 		return err
 	}
 	part := p.Store.PartitionOf(tenant, session)
-	for _, d := range []string{DurableName(DurableEligibility, part), DurableName(DurableScheduler, part)} {
-		if err := waitFloor(ctx, p.Store, p.prog, d, last, d); err != nil {
-			return err
-		}
+	k := sessionKey{tenant, session}
+	if tenant == "" {
+		k.tenant = events.DefaultTenant
+	}
+	if err := p.Scheduler.waitEligibility(ctx, part, k, last); err != nil {
+		return err
+	}
+	if err := p.Scheduler.waitFacts(ctx, part, k, last); err != nil {
+		return err
 	}
 	streamLast, err := p.Store.StreamLastSeq(ctx)
 	if err != nil {

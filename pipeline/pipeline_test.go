@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/eligibility"
@@ -31,32 +30,10 @@ func setup(t *testing.T) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	logger := slog.New(slog.DiscardHandler)
-	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir()}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := nats.Connect(emb.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	tc := tokens.New()
-	st, err := store.Open(ctx, nc, store.Config{Tokens: tc}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := New(st, policy.Default(), logger, prometheus.NewRegistry())
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("pipeline: %v", err)
-		}
-	})
+	st, _, _ := startStore(t, ctx, store.Config{Tokens: tc})
+	p := New(st, policy.Default(), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	runPipeline(t, ctx, p)
 	return &harness{st: st, p: p, tc: tc, ctx: ctx}
 }
 

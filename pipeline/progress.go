@@ -7,52 +7,46 @@ import (
 	"time"
 )
 
-// progress records, per durable consumer, the highest stream sequence this
-// process's own workers have had acknowledged, and wakes whoever waits for
-// it. Partition consumers deliver strictly in order (MaxAckPending 1), so
-// an acknowledged sequence means the consumer's ack floor has reached it:
-// a local waiter learns it without asking the server. A consumer run by
-// another process never moves here; waiters fall back to the server's ack
-// floor, polled with backoff.
+// progress wakes whoever waits in this process for a worker to move: the
+// workers call notify when they finish a batch and when the server
+// confirmed its acknowledgement. It carries no position: waiters check
+// the workers' own state (see waitFloor), which is exact per session,
+// where an acknowledged sequence is not (with batched consumers a crashed
+// worker's unacknowledged facts can lie below it).
 type progress struct {
 	mu    sync.Mutex
-	acked map[string]uint64
-	moved chan struct{} // closed and replaced on every advance
+	moved chan struct{} // closed and replaced on every notify
 }
 
 func newProgress() *progress {
-	return &progress{acked: map[string]uint64{}, moved: make(chan struct{})}
+	return &progress{moved: make(chan struct{})}
 }
 
-// advance records that durable's event at seq was acknowledged.
-func (p *progress) advance(durable string, seq uint64) {
+// notify wakes every current waiter.
+func (p *progress) notify() {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if seq <= p.acked[durable] {
-		return
-	}
-	p.acked[durable] = seq
 	close(p.moved)
 	p.moved = make(chan struct{})
 }
 
-// hook returns the store.WithAckHook callback for durable.
-func (p *progress) hook(durable string) func(uint64) {
-	return func(seq uint64) { p.advance(durable, seq) }
+// hook returns a store.WithAckHook callback that notifies.
+func (p *progress) hook() func(uint64) {
+	return func(uint64) { p.notify() }
 }
 
-// at returns durable's local acknowledged sequence and a channel closed at
-// the next advance of any consumer. A nil progress knows nothing.
-func (p *progress) at(durable string) (uint64, <-chan struct{}) {
+// wait returns a channel closed at the next notify. A nil progress never
+// notifies.
+func (p *progress) wait() <-chan struct{} {
 	if p == nil {
-		return 0, nil
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.acked[durable], p.moved
+	return p.moved
 }
 
 // ackFloorer reads a durable consumer's ack floor from the server.
@@ -60,42 +54,65 @@ type ackFloorer interface {
 	AckFloor(ctx context.Context, durable string) (uint64, error)
 }
 
-// waitFloor blocks until durable's ack floor reaches seq: at once when this
-// process's worker acknowledged it (woken by the acknowledgement, no
-// sleeping), otherwise when the server's ack floor says so, asked at first
-// and then with a backoff of 1, 2, 4 ... 64 ms between notifications.
-func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable string, seq uint64, what string) error {
+// localCheck asks this process's worker whether it has done a session's
+// work through a sequence; known is false when it holds nothing of the
+// session (another process may be doing it).
+type localCheck func() (done, known bool)
+
+// waitFloor blocks until a session's work through seq is done: at once when
+// local says this process's worker did it (woken by progress, no
+// sleeping), otherwise when durable's ack floor on the server reaches seq
+// (every fact of the partition up to seq acknowledged, whichever process
+// did it). The server is asked at first when local knows nothing of the
+// session, then with a backoff of 1, 2, 4 ... 64 ms between notifications.
+func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable string, seq uint64, what string, local localCheck) error {
 	delay := time.Millisecond
-	remote := true
+	askServer := true
+	if local != nil {
+		done, known := local()
+		if done {
+			return nil
+		}
+		if known {
+			// This process is doing the work: it will notify.
+			askServer, delay = false, 4*time.Millisecond
+		}
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
-	for {
-		local, moved := prog.at(durable)
-		if local >= seq {
-			return nil
+	arm := func() {
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
 		}
-		if remote {
+	}
+	arm()
+	for {
+		moved := prog.wait()
+		if local != nil {
+			if done, _ := local(); done {
+				return nil
+			}
+		}
+		if askServer {
 			floor, err := st.AckFloor(ctx, durable)
 			if err == nil && floor >= seq {
 				return nil
 			}
-			remote = false
-			if timer == nil {
-				timer = time.NewTimer(delay)
-			} else {
-				timer.Reset(delay)
-			}
+			askServer = false
+			arm()
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for %s to reach seq %d: %w", what, seq, ctx.Err())
 		case <-moved:
 		case <-timer.C:
-			remote = true
+			askServer = true
 			if delay < 50*time.Millisecond {
 				delay *= 2
 			}

@@ -19,7 +19,7 @@ type schedulerLog interface {
 	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
 	AppendGuarded(ctx context.Context, ev events.Event, expectLastFactSeq uint64) (events.Event, error)
 	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
-	Consume(ctx context.Context, durable, filter string, handler store.Handler, opts ...store.ConsumeOption) error
+	ConsumeBatch(ctx context.Context, durable, filter string, handler store.BatchHandler, opts ...store.ConsumeOption) error
 	PartitionOf(tenant, session string) int
 	AckFloor(ctx context.Context, durable string) (uint64, error)
 	MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error)
@@ -32,10 +32,9 @@ var errConflict = errors.New("session changed since the decision")
 
 // SchedulerWorker feeds facts and marks to each session's scheduler core
 // and, at every model request, publishes the application the core decides.
-// It decides request k only after the eligibility consumer of the
-// session's partition has acknowledged every fact up to k, and only on
-// marks caused before k, so the applications are a function of the facts
-// alone (see Run).
+// It decides request k only once every mark caused by the session's facts
+// up to k is stored (see Run), and only on marks caused before k, so the
+// applications are a function of the facts alone.
 type SchedulerWorker struct {
 	log        schedulerLog
 	policy     policy.Policy
@@ -43,14 +42,21 @@ type SchedulerWorker struct {
 	met        *Metrics
 	isConflict func(error) bool
 	parts      partitioning
+	// elig is this process's eligibility worker, when it runs one: waits
+	// ask it first, and new marks are taken from it instead of the log.
+	elig *EligibilityWorker
 
-	mu       sync.Mutex
-	sessions map[sessionKey]*schedSession
+	state partitionTables[schedSession]
+
+	gmu sync.Mutex // guards the deferred gauges' inputs
 	// pending summarises each session's pending marks for the deferred
 	// gauges; latest is the latest event time the worker has seen.
 	pending map[sessionKey]pendingSummary
 	latest  time.Time
 }
+
+// schedPartition is the worker's state for one partition.
+type schedPartition = sessionTable[schedSession]
 
 type pendingSummary struct {
 	n      int
@@ -69,7 +75,7 @@ type schedSession struct {
 // recognises the log's optimistic-concurrency error.
 func NewSchedulerWorker(log schedulerLog, p policy.Policy, logger *slog.Logger, met *Metrics, isConflict func(error) bool) *SchedulerWorker {
 	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict,
-		sessions: map[sessionKey]*schedSession{}, pending: map[sessionKey]pendingSummary{}}
+		pending: map[sessionKey]pendingSummary{}}
 }
 
 func (w *SchedulerWorker) withPartitions(p partitioning) *SchedulerWorker {
@@ -77,75 +83,126 @@ func (w *SchedulerWorker) withPartitions(p partitioning) *SchedulerWorker {
 	return w
 }
 
+// withEligibility lets the worker ask this process's eligibility worker
+// before the log.
+func (w *SchedulerWorker) withEligibility(e *EligibilityWorker) *SchedulerWorker {
+	w.elig = e
+	return w
+}
+
+// partition returns partition p's state.
+func (w *SchedulerWorker) partition(p int) *schedPartition { return w.state.get(p) }
+
 // Run consumes the facts of the worker's partitions, one durable consumer
 // per partition (DurableName(DurableScheduler, p), filter ps.*.*.fact.<p>),
 // until ctx ends.
 //
 // Determinism with partitions: a session's facts and marks all live in its
 // partition p. Before deciding the request at stream sequence k the worker
-// waits until the ack floor of DurableName(DurableEligibility, p) reaches
-// k. That consumer delivers partition p's facts strictly in order
-// (MaxAckPending 1) and the eligibility worker acknowledges a fact only
-// after the marks it causes are stored, so every mark with CauseIndex below
-// the request's fact index is in the log by then, whichever process (or
-// failover successor) judged it. The core considers only those marks, so
-// the application does not depend on which worker ran where, on timing, or
-// on other partitions' progress.
+// waits until the marks of every fact of the session up to k are stored:
+// this process's eligibility worker says so (it publishes the marks of a
+// session's earlier facts before a later fact's, see EligibilityWorker),
+// or else the ack floor of DurableName(DurableEligibility, p) reached k
+// (the eligibility worker acknowledges a fact only after its marks are
+// stored). The core considers only marks caused before k, so the
+// application does not depend on which worker ran where, on timing, or on
+// other partitions' progress.
+//
+// Facts come in batches (store.ConsumeBatch) and a batch's applications
+// are published with one Append before its facts are acknowledged. A
+// session's core is rebuilt from the log the first time the worker sees
+// the session, after a failure, and after the partition's deliveries went
+// to another process; the rebuild decides again at every earlier model
+// request (the decision is a function of the facts, and a request that
+// already has an application decides nothing), so a request a crashed
+// worker left undecided gets its application before any later one.
 func (w *SchedulerWorker) Run(ctx context.Context) error {
 	if len(w.parts.owned) == 0 {
 		return errors.New("scheduler worker: no partitions to consume")
 	}
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
 		durable := DurableName(DurableScheduler, p)
-		return w.log.Consume(ctx, durable, events.PartitionFilter(events.KindFact, p),
-			func(ctx context.Context, ev events.Event) error { return w.handle(ctx, p, ev) },
-			w.parts.consumeOptions(w.met, "scheduler", durable, w.dropSessions)...)
+		st := w.partition(p)
+		return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p),
+			func(ctx context.Context, evs []events.Event) error { return w.handleBatch(ctx, p, st, evs) },
+			w.parts.consumeOptions(w.met, "scheduler", durable, st.drop)...)
 	})
 }
 
-func (w *SchedulerWorker) handle(ctx context.Context, part int, ev events.Event) error {
+// pendingApp is an application decided in a batch, to publish at its end.
+type pendingApp struct {
+	k  sessionKey
+	s  *schedSession
+	ev events.Event
+}
+
+func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) error {
 	done := w.met.observeLatency("scheduler")
 	defer done()
-	if _, ok := ev.Data.(*events.ModelRequest); ok {
-		// Wait outside the lock: other partitions keep moving meanwhile.
-		if err := w.waitEligibility(ctx, part, ev.Seq); err != nil {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var apps []pendingApp
+	var requests []sessionKey
+	for _, ev := range evs {
+		k := keyOf(ev)
+		s, repair, err := w.session(ctx, part, st, k, ev.Seq, ev.Seq)
+		if err != nil {
 			return err
 		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k := keyOf(ev)
-	s, err := w.session(ctx, k, ev.Seq)
-	if err != nil {
-		return err
-	}
-	if ev.Seq != 0 && ev.Seq <= s.lastSeq {
-		return nil
-	}
-	if ev.Time.After(w.latest) {
-		w.latest = ev.Time
-	}
-	if mr, ok := ev.Data.(*events.ModelRequest); ok {
-		if err := w.feedMarks(ctx, k, s); err != nil {
-			return err
+		apps = append(apps, repair...)
+		if ev.Seq != 0 && ev.Seq <= s.lastSeq {
+			continue
 		}
-		if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-			stored, err := w.log.Append(ctx, []events.Event{*app})
-			if err != nil {
-				delete(w.sessions, k)
-				w.met.validationErrorOf("scheduler", err)
-				return fmt.Errorf("publish application for %s/%s request %s: %w", k.tenant, k.session, mr.Request, err)
+		w.sawTime(ev.Time)
+		if mr, ok := ev.Data.(*events.ModelRequest); ok {
+			if err := w.waitEligibility(ctx, part, k, ev.Seq); err != nil {
+				return err
 			}
-			w.observeApplication(s, stored[0], true)
+			if err := w.feedMarks(ctx, k, s, ev.Seq); err != nil {
+				return err
+			}
+			if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
+				w.observeApplication(s, *app, false)
+				apps = append(apps, pendingApp{k, s, *app})
+			}
+			requests = append(requests, k)
+		}
+		s.core.Observe(ev)
+		s.facts++
+		s.lastSeq = ev.Seq
+	}
+	if len(apps) > 0 {
+		out := make([]events.Event, len(apps))
+		for i, a := range apps {
+			out[i] = a.ev
+		}
+		if _, err := w.log.Append(ctx, out); err != nil {
+			// The cores recorded the applications when they decided:
+			// rebuild them from the log when the facts come back.
+			clear(st.sessions)
+			w.met.validationErrorOf("scheduler", err)
+			return fmt.Errorf("publish %d applications: %w", len(out), err)
+		}
+		for _, a := range apps {
+			w.met.application(a.ev)
 		}
 	}
-	s.core.Observe(ev)
-	s.facts++
-	s.lastSeq = ev.Seq
-	if _, ok := ev.Data.(*events.ModelRequest); ok {
-		w.updatePending(k, s)
+	for _, k := range requests {
+		if s, ok := st.sessions[k]; ok {
+			w.updatePending(k, s)
+		}
 	}
+	w.parts.prog.notify()
 	return nil
+}
+
+// sawTime advances the latest event time seen (for the deferred ages).
+func (w *SchedulerWorker) sawTime(t time.Time) {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	if t.After(w.latest) {
+		w.latest = t
+	}
 }
 
 // observeApplication feeds an application to the core once; count says it
@@ -163,8 +220,8 @@ func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event, 
 }
 
 // updatePending refreshes the session's pending-mark summary and the
-// deferred gauges (w.mu held). Ages are measured on event time: the latest
-// event time seen minus the oldest pending mark's time.
+// deferred gauges. Ages are measured on event time: the latest event time
+// seen minus the oldest pending mark's time.
 func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 	if w.met == nil {
 		return
@@ -176,6 +233,8 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 			sum.oldest = pm.Since
 		}
 	}
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
 	if sum.n == 0 {
 		delete(w.pending, k)
 	} else {
@@ -196,18 +255,31 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 	w.met.setDeferred(total, age)
 }
 
-// waitEligibility blocks until the eligibility consumer of partition part
-// has acknowledged every fact of the partition up to seq.
-func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, seq uint64) error {
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, "eligibility")
+// waitEligibility blocks until the marks of every fact of session k up to
+// stream sequence seq are stored: this process's eligibility worker says
+// so, or the eligibility consumer of partition part acknowledged every
+// fact of the partition up to seq.
+func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, k sessionKey, seq uint64) error {
+	var local localCheck
+	if w.elig != nil {
+		local = func() (bool, bool) { return w.elig.judgedThrough(k, seq) }
+	}
+	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, "eligibility", local)
 }
 
 // feedMarks gives the core every mark of the session published since the
-// last call.
-func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedSession) error {
-	marks, err := w.log.MarksSince(ctx, k.tenant, k.session, s.lastMarkSeq)
-	if err != nil {
-		return fmt.Errorf("read marks of %s/%s: %w", k.tenant, k.session, err)
+// last call; the caller has waited for the marks caused up to seq.
+func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedSession, seq uint64) error {
+	marks, ok := []events.Event(nil), false
+	if w.elig != nil {
+		marks, ok = w.elig.takeMarks(k, seq, s.lastMarkSeq)
+	}
+	if !ok {
+		var err error
+		marks, err = w.log.MarksSince(ctx, k.tenant, k.session, s.lastMarkSeq)
+		if err != nil {
+			return fmt.Errorf("read marks of %s/%s: %w", k.tenant, k.session, err)
+		}
 	}
 	for _, m := range marks {
 		if !s.seen[m.ID] {
@@ -221,17 +293,28 @@ func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedS
 	return nil
 }
 
-// session returns the cached core for k, rebuilding it from the log (facts
-// before seq, every mark, and applications) when needed.
-func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64) (*schedSession, error) {
-	if s, ok := w.sessions[k]; ok {
-		return s, nil
+// session returns the cached core for k, or rebuilds it from the log: every
+// mark, then the facts before seq with the applications at the positions
+// they were decided at, deciding again at each model request (a request
+// with an application decides nothing; one a crashed worker never decided
+// gets its application, returned to be published). It first waits for the
+// eligibility of the session through through, so the marks those decisions
+// need are in the log. The caller holds st.mu.
+func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []pendingApp, error) {
+	if s, ok := st.sessions[k]; ok {
+		return s, nil, nil
 	}
 	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
+	var repair []pendingApp
 	if seq > 0 {
+		if through > 0 {
+			if err := w.waitEligibility(ctx, part, k, through); err != nil {
+				return nil, nil, err
+			}
+		}
 		evs, err := w.log.ReadSession(ctx, k.tenant, k.session)
 		if err != nil {
-			return nil, fmt.Errorf("rebuild scheduler for %s/%s: %w", k.tenant, k.session, err)
+			return nil, nil, fmt.Errorf("rebuild scheduler for %s/%s: %w", k.tenant, k.session, err)
 		}
 		// Applications are fed at the fact position they were decided at.
 		apps := map[int][]events.Event{}
@@ -239,28 +322,39 @@ func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64)
 			if a, ok := e.Data.(*events.Application); ok {
 				apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
 			}
-			if e.Time.After(w.latest) {
-				w.latest = e.Time
-			}
+			w.sawTime(e.Time)
 		}
 		for _, e := range evs {
-			switch {
-			case e.Type == events.TypeMark:
+			if e.Type == events.TypeMark {
 				s.seen[e.ID] = true
 				s.core.Observe(e)
 				s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
-			case e.IsFact() && e.Seq < seq:
-				for _, a := range apps[s.facts] {
-					w.observeApplication(s, a, false)
-				}
-				s.core.Observe(e)
-				s.facts++
-				s.lastSeq = e.Seq
 			}
 		}
+		for _, e := range evs {
+			if !e.IsFact() || e.Seq >= seq {
+				continue
+			}
+			for _, a := range apps[s.facts] {
+				w.observeApplication(s, a, false)
+			}
+			if mr, ok := e.Data.(*events.ModelRequest); ok {
+				if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
+					w.observeApplication(s, *app, false)
+					repair = append(repair, pendingApp{k, s, *app})
+				}
+			}
+			s.core.Observe(e)
+			s.facts++
+			s.lastSeq = e.Seq
+		}
+		if len(repair) > 0 {
+			w.logger.Info("scheduler: publishing applications of earlier requests missing from the log",
+				"tenant", k.tenant, "session", k.session, "applications", len(repair), "before_seq", seq)
+		}
 	}
-	w.sessions[k] = s
-	return s, nil
+	st.sessions[k] = s
+	return s, repair, nil
 }
 
 // DecideLive is the render-time path: an adapter is about to send request
@@ -271,81 +365,108 @@ func (w *SchedulerWorker) session(ctx context.Context, k sessionKey, seq uint64)
 func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
 	k := sessionKey{tenant, session}
 	part := w.log.PartitionOf(tenant, session)
+	st := w.partition(part)
 	for attempt := 0; attempt < 20; attempt++ {
 		last, err := w.log.LastSeq(ctx, tenant, session, events.KindFact)
 		if err != nil {
 			return nil, err
 		}
-		if err := w.waitFacts(ctx, part, last); err != nil {
+		if err := w.waitFacts(ctx, part, k, last); err != nil {
 			return nil, err
 		}
-		if err := w.waitEligibility(ctx, part, last); err != nil {
+		if err := w.waitEligibility(ctx, part, k, last); err != nil {
 			return nil, err
 		}
-		w.mu.Lock()
-		s, err := w.session(ctx, k, last+1)
+		app, retry, err := w.decideLive(ctx, part, st, k, last, at, req)
 		if err != nil {
-			w.mu.Unlock()
 			return nil, err
 		}
-		if s.lastSeq != last {
-			w.mu.Unlock()
-			continue
+		if !retry {
+			return app, nil
 		}
-		if err := w.feedMarks(ctx, k, s); err != nil {
-			w.mu.Unlock()
-			return nil, err
-		}
-		app := s.core.Decide(at, req, s.facts)
-		if app == nil || s.seen[app.ID] {
-			w.mu.Unlock()
-			return nil, nil
-		}
-		stored, err := w.log.AppendGuarded(ctx, *app, last)
-		if err != nil {
-			// The core recorded the application when it decided; forget the
-			// session so the retry rebuilds it from the log.
-			delete(w.sessions, k)
-			w.mu.Unlock()
-			if w.isConflict != nil && w.isConflict(err) {
-				w.met.conflict()
-				continue
-			}
-			return nil, fmt.Errorf("publish live application for %s/%s: %w", tenant, session, err)
-		}
-		w.observeApplication(s, stored, true)
-		w.updatePending(k, s)
-		w.mu.Unlock()
-		return &stored, nil
 	}
 	return nil, fmt.Errorf("decide %s/%s: %w after 20 attempts", tenant, session, errConflict)
 }
 
-// waitFacts blocks until the scheduler consumer of partition part (in
-// whichever process) has handled the partition's facts up to seq.
-func (w *SchedulerWorker) waitFacts(ctx context.Context, part int, seq uint64) error {
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableScheduler, part), seq, "scheduler")
+// decideLive is one attempt of DecideLive on the session's facts through
+// last; retry says the session moved meanwhile.
+func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPartition, k sessionKey, last uint64, at time.Time, req string) (app *events.Event, retry bool, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, repair, err := w.session(ctx, part, st, k, last+1, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(repair) > 0 {
+		// Never here in practice (the scheduler consumer handled the
+		// facts through last); publish them anyway, in order.
+		out := make([]events.Event, len(repair))
+		for i, a := range repair {
+			out[i] = a.ev
+		}
+		if _, err := w.log.Append(ctx, out); err != nil {
+			delete(st.sessions, k)
+			return nil, false, fmt.Errorf("publish %d applications for %s/%s: %w", len(out), k.tenant, k.session, err)
+		}
+	}
+	if s.lastSeq != last {
+		return nil, true, nil
+	}
+	if err := w.feedMarks(ctx, k, s, last); err != nil {
+		return nil, false, err
+	}
+	decided := s.core.Decide(at, req, s.facts)
+	if decided == nil || s.seen[decided.ID] {
+		return nil, false, nil
+	}
+	stored, err := w.log.AppendGuarded(ctx, *decided, last)
+	if err != nil {
+		// The core recorded the application when it decided; forget the
+		// session so the retry rebuilds it from the log.
+		delete(st.sessions, k)
+		if w.isConflict != nil && w.isConflict(err) {
+			w.met.conflict()
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("publish live application for %s/%s: %w", k.tenant, k.session, err)
+	}
+	w.observeApplication(s, stored, true)
+	w.updatePending(k, s)
+	return &stored, false, nil
+}
+
+// waitFacts blocks until the scheduler (this process's worker, or the
+// consumer of partition part in whichever process) has handled the
+// session's facts up to seq.
+func (w *SchedulerWorker) waitFacts(ctx context.Context, part int, k sessionKey, seq uint64) error {
+	local := func() (bool, bool) { return w.handledThrough(k, seq) }
+	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableScheduler, part), seq, "scheduler", local)
+}
+
+// handledThrough reports whether this process's worker has handled the
+// session's facts through seq (and published their applications); known is
+// false when the worker has no state for the session.
+func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known bool) {
+	st := w.partition(w.log.PartitionOf(k.tenant, k.session))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.sessions[k]
+	if !ok {
+		return false, false
+	}
+	return s.lastSeq >= seq, true
 }
 
 // Pending returns the marks the session's scheduler holds back, with the
 // reason each waits, as of the facts the worker has processed. It reports
 // false when the worker has not seen the session.
 func (w *SchedulerWorker) Pending(tenant, session string) ([]scheduler.PendingMark, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s, ok := w.sessions[sessionKey{tenant, session}]
+	st := w.partition(w.log.PartitionOf(tenant, session))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.sessions[sessionKey{tenant, session}]
 	if !ok {
 		return nil, false
 	}
 	return s.core.Pending(), true
-}
-
-// dropSessions forgets every cached session core; each is rebuilt from the
-// log (facts, marks and applications) when its next fact arrives. Called
-// when another process consumed facts of a partition this worker had cached
-// sessions of.
-func (w *SchedulerWorker) dropSessions() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.sessions)
 }

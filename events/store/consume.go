@@ -28,6 +28,7 @@ type consumeOpts struct {
 	onDecodeError func(error)
 	onAcked       func(seq uint64)
 	onGap         func()
+	maxBatch      int
 }
 
 // WithGapHook calls fn before an event is handled when the consumer's
@@ -99,25 +100,57 @@ const pullExpiry = 5 * time.Second
 // Consume returns nil when ctx ends, after the handler in progress returns;
 // it returns an error if the consumer cannot be set up or stops on its own.
 func (s *Store) Consume(ctx context.Context, durable, filter string, handler Handler, opts ...ConsumeOption) error {
+	if handler == nil {
+		return fmt.Errorf("consume %s: nil handler", durable)
+	}
+	cons, o, log, err := s.consumer(ctx, durable, filter, opts)
+	if err != nil {
+		return err
+	}
+
+	// handling is held while a handler runs, so stopping can wait for it;
+	// messages still buffered after the stop are handed back at once.
+	var (
+		handling sync.Mutex
+		stopped  bool
+		gaps     = gapDetector{log: log, onGap: o.onGap}
+	)
+	cb := func(msg jetstream.Msg) {
+		handling.Lock()
+		defer handling.Unlock()
+		if stopped {
+			_ = msg.Nak()
+			return
+		}
+		gaps.see(msg)
+		s.handle(ctx, log, msg, handler, o.onDecodeError, o.onAcked)
+	}
+	stop := func() {
+		handling.Lock()
+		stopped = true
+		handling.Unlock()
+	}
+	return s.runConsumer(ctx, cons, durable, o, log, cb, stop)
+}
+
+// consumer validates a Consume call and creates or updates its durable.
+func (s *Store) consumer(ctx context.Context, durable, filter string, opts []ConsumeOption) (jetstream.Consumer, consumeOpts, *slog.Logger, error) {
 	if err := validDurable(durable); err != nil {
-		return fmt.Errorf("consume: %w", err)
+		return nil, consumeOpts{}, nil, fmt.Errorf("consume: %w", err)
 	}
 	o := consumeOpts{maxAckPending: s.cfg.MaxAckPending}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.maxAckPending < 1 {
-		return fmt.Errorf("consume %s: max ack pending %d, want at least 1", durable, o.maxAckPending)
+		return nil, o, nil, fmt.Errorf("consume %s: max ack pending %d, want at least 1", durable, o.maxAckPending)
 	}
 	if filter == "" {
 		filter = events.SubjectPrefix + ".>"
 	}
 	filter = storedFilter(filter)
 	if !strings.HasPrefix(filter, events.SubjectPrefix+".") {
-		return fmt.Errorf("consume %s: filter %q is outside %s.>", durable, filter, events.SubjectPrefix)
-	}
-	if handler == nil {
-		return fmt.Errorf("consume %s: nil handler", durable)
+		return nil, o, nil, fmt.Errorf("consume %s: filter %q is outside %s.>", durable, filter, events.SubjectPrefix)
 	}
 	ccfg := jetstream.ConsumerConfig{
 		Durable:       durable,
@@ -135,39 +168,14 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamName, ccfg)
 	if err != nil {
-		return fmt.Errorf("consume %s: create or update consumer: %w", durable, err)
+		return nil, o, nil, fmt.Errorf("consume %s: create or update consumer: %w", durable, err)
 	}
-	log := s.log.With(slog.String("consumer", durable), slog.String("filter", filter))
+	return cons, o, s.log.With(slog.String("consumer", durable), slog.String("filter", filter)), nil
+}
 
-	// handling is held while a handler runs, so stopping can wait for it;
-	// messages still buffered after the stop are handed back at once.
-	var (
-		handling sync.Mutex
-		stopped  bool
-		lastDSeq uint64 // consumer (delivery) sequence of the last event handled
-	)
-	cb := func(msg jetstream.Msg) {
-		handling.Lock()
-		defer handling.Unlock()
-		if stopped {
-			_ = msg.Nak()
-			return
-		}
-		if meta, err := msg.Metadata(); err == nil {
-			if d := meta.Sequence.Consumer; lastDSeq != 0 && d != lastDSeq+1 && o.onGap != nil {
-				log.Info("consume: deliveries went to another client; dropping cached state",
-					slog.Uint64("last", lastDSeq), slog.Uint64("now", meta.Sequence.Consumer))
-				o.onGap()
-			}
-			lastDSeq = meta.Sequence.Consumer
-		}
-		s.handle(ctx, log, msg, handler, o.onDecodeError, o.onAcked)
-	}
-	stop := func() {
-		handling.Lock()
-		stopped = true
-		handling.Unlock()
-	}
+// runConsumer pulls from cons into cb until ctx ends or the consumer stops
+// on its own; stop is called before it returns, after the pulls ended.
+func (s *Store) runConsumer(ctx context.Context, cons jetstream.Consumer, durable string, o consumeOpts, log *slog.Logger, cb func(jetstream.Msg), stop func()) error {
 	popts := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxBytes(s.cfg.ReadBufferBytes),
 		// Short pulls: a pull that fails (no responders while a clustered
@@ -191,6 +199,7 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 	}
 	cc, err := cons.Consume(cb, popts...)
 	if err != nil {
+		stop()
 		return fmt.Errorf("consume %s: start: %w", durable, err)
 	}
 	log.Debug("consume: started")
@@ -208,6 +217,27 @@ func (s *Store) Consume(ctx context.Context, durable, filter string, handler Han
 		}
 		return fmt.Errorf("consume %s: consumer stopped", durable)
 	}
+}
+
+// gapDetector calls onGap when a consumer's delivery sequence jumps between
+// two messages this client handled (see WithGapHook).
+type gapDetector struct {
+	log   *slog.Logger
+	onGap func()
+	last  uint64 // consumer (delivery) sequence of the last message seen
+}
+
+func (g *gapDetector) see(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	if d := meta.Sequence.Consumer; g.last != 0 && d != g.last+1 && g.onGap != nil {
+		g.log.Info("consume: deliveries went to another client; dropping cached state",
+			slog.Uint64("last", g.last), slog.Uint64("now", d))
+		g.onGap()
+	}
+	g.last = meta.Sequence.Consumer
 }
 
 // handle runs the handler for one message and settles it.

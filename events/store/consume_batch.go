@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// BatchHandler processes events a batch consumer delivered, in delivery
+// order. Returning nil acknowledges all of them; an error (or a panic)
+// hands every one back for redelivery after Config.NakDelay.
+type BatchHandler func(ctx context.Context, evs []events.Event) error
+
+// DefaultMaxBatch bounds the events of one BatchHandler call unless
+// WithMaxBatch says otherwise.
+const DefaultMaxBatch = 256
+
+// WithMaxBatch bounds the events one BatchHandler call receives.
+func WithMaxBatch(n int) ConsumeOption {
+	return func(o *consumeOpts) { o.maxBatch = n }
+}
+
+// delivered is one decoded message waiting for the batch loop.
+type delivered struct {
+	msg jetstream.Msg
+	ev  events.Event
+}
+
+// ConsumeBatch is Consume for handlers that work faster on many events at
+// once: it runs handler on batches of the events already delivered (up to
+// WithMaxBatch, at least one; a batch is whatever arrived while the last
+// one was handled, so batches grow with the load and a lone event is
+// handled at once). Events are decoded as they arrive, ahead of the
+// handler, on the consumer's delivery goroutine.
+//
+// Acknowledgement: after the handler returns nil every event of the batch
+// is acknowledged in order and the last acknowledgement is confirmed by the
+// server (so the ack floor has moved when WithAckHook's fn runs with the
+// batch's last sequence). After an error every event of the batch is
+// negatively acknowledged in order, for redelivery after Config.NakDelay;
+// events delivered after the batch are still handled meanwhile.
+//
+// Unlike Consume with MaxAckPending 1, delivery order is not a guarantee
+// after a failure or a failover: a redelivered event can arrive after later
+// ones. A handler must therefore be correct for any order of redelivery; the
+// pipeline's workers rebuild a session from the log when in doubt (see
+// pipeline.EligibilityWorker).
+func (s *Store) ConsumeBatch(ctx context.Context, durable, filter string, handler BatchHandler, opts ...ConsumeOption) error {
+	if handler == nil {
+		return fmt.Errorf("consume %s: nil handler", durable)
+	}
+	cons, o, log, err := s.consumer(ctx, durable, filter, opts)
+	if err != nil {
+		return err
+	}
+	maxBatch := o.maxBatch
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	b := &batcher{
+		s: s, log: log, o: o, handler: handler, maxBatch: maxBatch,
+		// The server delivers at most maxAckPending unacknowledged
+		// messages; redeliveries of slow ones can add as many again.
+		in:   make(chan delivered, 2*o.maxAckPending+maxBatch),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+		gaps: gapDetector{log: log, onGap: o.onGap},
+	}
+	go b.loop(ctx)
+	return s.runConsumer(ctx, cons, durable, o, log, b.deliver, b.stop)
+}
+
+// batcher hands delivered messages from the consumer's callback to one
+// loop that runs the handler on batches.
+type batcher struct {
+	s        *Store
+	log      *slog.Logger
+	o        consumeOpts
+	handler  BatchHandler
+	maxBatch int
+
+	mu      sync.Mutex // guards stopped and sends on in
+	stopped bool
+	in      chan delivered
+	quit    chan struct{} // closed by stop
+	done    chan struct{} // closed when loop returns
+	gaps    gapDetector   // used on the delivery goroutine only
+}
+
+// deliver is the consumer callback: decode, then queue for the loop.
+func (b *batcher) deliver(msg jetstream.Msg) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		_ = msg.Nak()
+		return
+	}
+	b.gaps.see(msg)
+	meta, err := msg.Metadata()
+	if err != nil {
+		b.log.Error("consume: message without metadata", slog.String("subject", msg.Subject()), slog.Any("err", err))
+		_ = msg.Term()
+		return
+	}
+	seq := meta.Sequence.Stream
+	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
+	if err != nil {
+		if b.o.onDecodeError != nil {
+			b.o.onDecodeError(err)
+		}
+		b.log.Error("consume: undecodable event, not redelivered", slog.Uint64("seq", seq), slog.Any("err", err))
+		if err := msg.Term(); err != nil {
+			b.log.Warn("consume: term failed", slog.Uint64("seq", seq), slog.Any("err", err))
+		}
+		return
+	}
+	select {
+	case b.in <- delivered{msg: msg, ev: e}:
+	default:
+		// Cannot happen with the buffer sized above; never block the
+		// delivery goroutine: hand it back.
+		b.log.Warn("consume: batch queue full, event handed back", slog.Uint64("seq", seq))
+		_ = msg.NakWithDelay(b.s.cfg.NakDelay)
+	}
+}
+
+// stop makes deliver hand messages back, waits for the batch in progress
+// and hands back whatever is still queued.
+func (b *batcher) stop() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = true
+	b.mu.Unlock()
+	close(b.quit)
+	<-b.done
+	for {
+		select {
+		case d := <-b.in:
+			_ = d.msg.Nak()
+		default:
+			return
+		}
+	}
+}
+
+// loop runs the handler on batches until stop.
+func (b *batcher) loop(ctx context.Context) {
+	defer close(b.done)
+	batch := make([]delivered, 0, b.maxBatch)
+	evs := make([]events.Event, 0, b.maxBatch)
+	for {
+		batch, evs = batch[:0], evs[:0]
+		select {
+		case d := <-b.in:
+			batch = append(batch, d)
+		case <-b.quit:
+			return
+		}
+	fill:
+		for len(batch) < b.maxBatch {
+			select {
+			case d := <-b.in:
+				batch = append(batch, d)
+			default:
+				break fill
+			}
+		}
+		for _, d := range batch {
+			evs = append(evs, d.ev)
+		}
+		b.settle(ctx, batch, runBatchHandler(ctx, b.handler, evs))
+	}
+}
+
+// settle acknowledges a handled batch, or hands it back after a failure.
+func (b *batcher) settle(ctx context.Context, batch []delivered, err error) {
+	first, last := batch[0].ev, batch[len(batch)-1].ev
+	if err != nil {
+		b.log.Warn("consume: batch handler failed, will redeliver",
+			slog.Int("events", len(batch)), slog.Uint64("first", first.Seq), slog.Uint64("last", last.Seq), slog.Any("err", err))
+		for _, d := range batch {
+			if err := d.msg.NakWithDelay(b.s.cfg.NakDelay); err != nil {
+				b.log.Warn("consume: nak failed (redelivered after ack wait)", slog.Uint64("seq", d.ev.Seq), slog.Any("err", err))
+			}
+		}
+		return
+	}
+	// Acknowledgements of one connection reach the consumer in order, so
+	// confirming the last one confirms them all.
+	for _, d := range batch[:len(batch)-1] {
+		if err := d.msg.Ack(); err != nil {
+			b.log.Warn("consume: ack failed, event may be redelivered", slog.Uint64("seq", d.ev.Seq), slog.Any("err", err))
+		}
+	}
+	if err := batch[len(batch)-1].msg.DoubleAck(ctx); err != nil {
+		b.log.Warn("consume: ack not confirmed, events may be redelivered", slog.Uint64("seq", last.Seq), slog.Any("err", err))
+		return
+	}
+	if b.o.onAcked != nil {
+		b.o.onAcked(last.Seq)
+	}
+}
+
+// runBatchHandler calls h, turning a panic into an error.
+func runBatchHandler(ctx context.Context, h BatchHandler, evs []events.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return h(ctx, evs)
+}
