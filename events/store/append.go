@@ -173,7 +173,8 @@ func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nat
 	if err != nil {
 		return events.Event{}, nil, fmt.Errorf("prepare: %w", err)
 	}
-	b, err := events.Encode(stored)
+	// Every caller validated e; Prepare keeps a valid event valid.
+	b, err := events.EncodeValidated(stored)
 	if err != nil {
 		return events.Event{}, nil, err
 	}
