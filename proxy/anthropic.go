@@ -12,21 +12,26 @@ import (
 // parseAnthropic reads a Messages API request body: the model, the system
 // prompt, whether tools are offered, the client's cache_control
 // breakpoints, and every message block that maps to an item.
-func parseAnthropic(body []byte) (*conversation, error) {
-	top, err := scanObject(body, 0)
+func parseAnthropic(body []byte) (*conversation, error) { return parseAnthropicWith(body, nil) }
+
+// parseAnthropicWith is parseAnthropic reusing (and feeding) pc.
+func parseAnthropicWith(body []byte, pc *parseCache) (*conversation, error) {
+	a := &arrScan{pc: pc, api: APIAnthropic, body: body}
+	top, err := scanObjectHook(body, 0, "messages", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic request: %w", err)
 	}
 	c := &conversation{api: APIAnthropic, body: body}
 	c.model = str(get(top, "model"))
 	c.stream = isTrue(get(top, "stream"))
+	var toolsBP, sysBP cacheCount
 	if t := get(top, "tools"); len(t) > 2 && t[0] == '[' {
 		c.tools = true
 		if els, err := scanArray(t, 0); err == nil {
 			for _, e := range els {
 				if bytes.Contains(e.val, []byte(`"cache_control"`)) {
 					if ms, err := scanObject(e.val, 0); err == nil {
-						c.countCache(get(ms, "cache_control"))
+						toolsBP.add(get(ms, "cache_control"))
 					}
 				}
 			}
@@ -48,7 +53,7 @@ func parseAnthropic(body []byte) (*conversation, error) {
 					return nil, fmt.Errorf("anthropic request: system: %w", err)
 				}
 				parts = append(parts, str(get(ms, "text")))
-				c.countCache(get(ms, "cache_control"))
+				sysBP.add(get(ms, "cache_control"))
 			}
 			c.system = strings.Join(parts, "\n")
 		}
@@ -57,14 +62,13 @@ func parseAnthropic(body []byte) (*conversation, error) {
 	if msgs == nil {
 		return nil, fmt.Errorf("anthropic request: no messages")
 	}
-	els, err := scanArray(msgs.val, msgs.off)
+	ap, els, first, err := a.start(c, msgs, newOccurrences(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic request: messages: %w", err)
 	}
-	occ := occurrences{}
-	firstUserSeen := false
-	for mi, e := range els {
-		ms, err := scanObject(e.val, e.off)
+	for j, e := range els {
+		mi := first + j
+		ms, err := scanObject(e.val, e.off-ap.a.off)
 		if err != nil {
 			return nil, fmt.Errorf("anthropic request: messages[%d]: %w", mi, err)
 		}
@@ -76,12 +80,14 @@ func parseAnthropic(body []byte) (*conversation, error) {
 		}
 		cm := getMember(ms, "content")
 		if cm == nil {
+			ap.endElem(e)
 			continue
 		}
 		var userText []string
 		if cm.val[0] == '"' {
-			b := &block{kind: bText, role: role, text: str(cm.val), valStart: cm.off, valEnd: cm.off + len(cm.val), objEnd: -1}
-			b.item = textItemID(role, bText, b.text, occ.next(string(role)+"t"+b.text))
+			b := &block{kind: bText, role: role, rel: true, text: str(cm.val), valStart: cm.off, valEnd: cm.off + len(cm.val), objEnd: -1}
+			b.occ = ap.occ.next(string(role), b.text)
+			b.item = textItemID(role, bText, b.text, b.occ)
 			c.blocks = append(c.blocks, b)
 			userText = append(userText, b.text)
 		} else {
@@ -94,14 +100,14 @@ func parseAnthropic(body []byte) (*conversation, error) {
 				if err != nil {
 					return nil, fmt.Errorf("anthropic request: messages[%d].content[%d]: %w", mi, bi, err)
 				}
-				b, err := anthropicBlock(role, bm, be, occ)
+				b, err := anthropicBlock(role, bm, be, ap.occ)
 				if err != nil {
 					return nil, fmt.Errorf("anthropic request: messages[%d].content[%d]: %w", mi, bi, err)
 				}
 				if cc := get(bm, "cache_control"); cc != nil {
-					c.countCache(cc)
+					ap.bp.add(cc)
 					if b != nil {
-						b.cache, b.cc = true, cc
+						b.cache, b.cc = true, bytes.Clone(cc)
 					}
 				}
 				if b != nil {
@@ -112,17 +118,20 @@ func parseAnthropic(body []byte) (*conversation, error) {
 				}
 			}
 		}
-		if role == events.RoleUser && !firstUserSeen {
-			firstUserSeen = true
-			c.firstUser = strings.Join(userText, "\n")
+		if role == events.RoleUser && !ap.firstUserSeen() {
+			ap.setFirstUser(mi, strings.Join(userText, "\n"))
 		}
+		ap.endElem(e)
 	}
+	c.setCache(toolsBP, sysBP, ap.bp)
+	ap.finish(nil)
 	return c, nil
 }
 
 // anthropicBlock maps one content block to an item block, or nil for
-// blocks that are not items (images, documents, redacted thinking).
-func anthropicBlock(role events.Role, bm []member, be elem, occ occurrences) (*block, error) {
+// blocks that are not items (images, documents, redacted thinking). The
+// offsets of be and bm are relative to the messages array.
+func anthropicBlock(role events.Role, bm []member, be elem, occ *occurrences) (*block, error) {
 	objEnd := be.off + len(be.val) - 1
 	switch str(get(bm, "type")) {
 	case "text":
@@ -134,19 +143,21 @@ func anthropicBlock(role events.Role, bm []member, be elem, occ occurrences) (*b
 		if err != nil {
 			return nil, err
 		}
-		b := &block{kind: bText, role: role, text: text, valStart: tm.off, valEnd: tm.off + len(tm.val), objEnd: objEnd}
-		b.item = textItemID(role, bText, text, occ.next(string(role)+"t"+text))
+		b := &block{kind: bText, role: role, rel: true, text: text, valStart: tm.off, valEnd: tm.off + len(tm.val), objEnd: objEnd}
+		b.occ = occ.next(string(role), text)
+		b.item = textItemID(role, bText, text, b.occ)
 		return b, nil
 	case "thinking":
 		if role != events.RoleAssistant {
 			return nil, nil
 		}
-		b := &block{kind: bThinking, role: role, text: str(get(bm, "thinking")), signature: str(get(bm, "signature")), valStart: -1, valEnd: -1, objEnd: -1}
+		b := &block{kind: bThinking, role: role, rel: true, text: str(get(bm, "thinking")), signature: str(get(bm, "signature")), valStart: -1, valEnd: -1, objEnd: -1}
 		key := b.signature
 		if key == "" {
 			key = b.text
 		}
-		b.item = textItemID(role, bThinking, key, occ.next("thinking"+key))
+		b.occ = occ.next(thinkingTag, key)
+		b.item = textItemID(role, bThinking, key, b.occ)
 		return b, nil
 	case "tool_use":
 		id := str(get(bm, "id"))
@@ -154,10 +165,10 @@ func anthropicBlock(role events.Role, bm []member, be elem, occ occurrences) (*b
 			return nil, fmt.Errorf("tool_use without id")
 		}
 		in := getMember(bm, "input")
-		b := &block{kind: bToolUse, role: events.RoleAssistant, callID: id, tool: str(get(bm, "name")), valStart: -1, valEnd: -1, objEnd: objEnd}
+		b := &block{kind: bToolUse, role: events.RoleAssistant, rel: true, callID: id, tool: str(get(bm, "name")), valStart: -1, valEnd: -1, objEnd: objEnd}
 		b.item, _ = callItemIDs(id)
 		if in != nil {
-			b.input = json.RawMessage(in.val)
+			b.input = json.RawMessage(bytes.Clone(in.val))
 			b.valStart, b.valEnd = in.off, in.off+len(in.val)
 		} else {
 			b.input = json.RawMessage("{}")
@@ -168,10 +179,10 @@ func anthropicBlock(role events.Role, bm []member, be elem, occ occurrences) (*b
 		if id == "" {
 			return nil, fmt.Errorf("tool_result without tool_use_id")
 		}
-		b := &block{kind: bToolResult, role: events.RoleUser, callID: id, isError: isTrue(get(bm, "is_error")), valStart: -1, valEnd: -1, objEnd: objEnd}
+		b := &block{kind: bToolResult, role: events.RoleUser, rel: true, callID: id, isError: isTrue(get(bm, "is_error")), valStart: -1, valEnd: -1, objEnd: objEnd}
 		_, b.item = callItemIDs(id)
 		if cm := getMember(bm, "content"); cm != nil {
-			b.raw = cm.val
+			b.raw = bytes.Clone(cm.val)
 			b.rawArr = cm.val[0] == '['
 			b.valStart, b.valEnd = cm.off, cm.off+len(cm.val)
 		} else {
@@ -180,17 +191,4 @@ func anthropicBlock(role events.Role, bm []member, be elem, occ occurrences) (*b
 		return b, nil
 	}
 	return nil, nil
-}
-
-// countCache records one cache_control breakpoint.
-func (c *conversation) countCache(cc []byte) {
-	if cc == nil || string(cc) == "null" {
-		return
-	}
-	c.breakpoints++
-	if bytes.Contains(cc, []byte(`"1h"`)) {
-		c.cacheTTL = "1h"
-	} else if c.cacheTTL == "" {
-		c.cacheTTL = "5m"
-	}
 }

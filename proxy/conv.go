@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,11 +39,20 @@ const (
 )
 
 // block is one unit of a client request that maps to an item, with where
-// its replaceable value sits in the request body.
+// its replaceable value sits in the request body. A block is immutable once
+// parsed: blocks of a messages array are shared with the parse cache and
+// later requests that resend them, so they own their bytes (never a slice
+// of a request body) and their offsets are relative to the array (rel).
 type block struct {
 	kind blockKind
 	role events.Role
 	item string
+	// occ is the occurrence number of a text or thinking block's content
+	// (the last part of its item id).
+	occ int
+	// rel is true when the offsets below are relative to the start of the
+	// request's messages (input) array, conversation.arrOff.
+	rel bool
 
 	// Payload (decoded lazily for items already in the log: see raw).
 	text      string
@@ -54,11 +64,9 @@ type block struct {
 	// request holds it.
 	callInput json.RawMessage
 	isError   bool
-	exitCode  *int
-	meta      bool
 
 	// raw is the undecoded output or text value; decoded only when the item
-	// is new.
+	// is new (payloadText).
 	raw    []byte
 	rawArr bool // raw is an array of content blocks (tool_result content)
 
@@ -85,6 +93,12 @@ type conversation struct {
 	stream bool
 	tools  bool
 	blocks []*block
+	// arrOff is the offset in body of the messages (input) array that the
+	// offsets of rel blocks count from; arrBlocks is the index in blocks of
+	// the array's first block (blocks before it, the Responses
+	// instructions, are not from the array).
+	arrOff    int
+	arrBlocks int
 	// firstUser is the text of the first user message: the lane key.
 	firstUser string
 	// system is the system prompt text (for the derived session id).
@@ -154,27 +168,123 @@ func validItemID(s string) bool {
 	return true
 }
 
-// occurrences numbers repeated texts within one request.
-type occurrences map[string]int
+// span returns the absolute offsets of b's replaceable value in c.body
+// (-1 when absent).
+func (c *conversation) span(b *block) (start, end int) {
+	if b.valStart < 0 || !b.rel {
+		return b.valStart, b.valEnd
+	}
+	return b.valStart + c.arrOff, b.valEnd + c.arrOff
+}
 
-func (o occurrences) next(key string) int {
-	n := o[key]
-	o[key] = n + 1
+// objEndOf returns the absolute offset of b's closing '}' (-1: none).
+func (c *conversation) objEndOf(b *block) int {
+	if b.objEnd < 0 || !b.rel {
+		return b.objEnd
+	}
+	return b.objEnd + c.arrOff
+}
+
+// occKey is what numbers repeated contents: a role for texts ("thinking"
+// for thinking blocks) and the text (a thinking block's signature when it
+// has one).
+type occKey struct{ tag, text string }
+
+const thinkingTag = "thinking"
+
+// occKeyOf returns the occurrence key of a text or thinking block.
+func (b *block) occKeyOf() (occKey, bool) {
+	switch b.kind {
+	case bText:
+		return occKey{string(b.role), b.text}, true
+	case bThinking:
+		if b.signature != "" {
+			return occKey{thinkingTag, b.signature}, true
+		}
+		return occKey{thinkingTag, b.text}, true
+	}
+	return occKey{}, false
+}
+
+// occurrences numbers repeated texts within one request. When the request
+// reuses the parse of a prefix, counts come from the prefix's blocks as
+// they are needed (a scan back to the last block with the same content)
+// instead of being rebuilt for every block of the prefix; pre holds counts
+// made before the prefix (the Responses instructions).
+type occurrences struct {
+	m      map[occKey]int
+	prefix []*block
+	pre    map[occKey]int
+}
+
+func newOccurrences() *occurrences { return &occurrences{m: map[occKey]int{}} }
+
+func (o *occurrences) next(tag, text string) int {
+	k := occKey{tag, text}
+	n, ok := o.m[k]
+	if !ok && (o.prefix != nil || o.pre != nil) {
+		n = o.prefixCount(k)
+	}
+	o.m[k] = n + 1
 	return n
 }
 
-// decodePayload fills text/output from raw for a block about to be
-// appended.
-func (b *block) decodePayload() {
+// prefixCount is the number of occurrences of k before the blocks parsed
+// in this request.
+func (o *occurrences) prefixCount(k occKey) int {
+	for i := len(o.prefix) - 1; i >= 0; i-- {
+		b := o.prefix[i]
+		if b.kind != bText && b.kind != bThinking {
+			continue
+		}
+		if bk, _ := b.occKeyOf(); bk == k {
+			return b.occ + 1
+		}
+	}
+	return o.pre[k]
+}
+
+// payloadText is the text or output of a block about to be appended,
+// decoded from raw.
+func (b *block) payloadText() string {
 	if b.raw == nil {
-		return
+		return b.text
 	}
 	if b.rawArr {
-		b.text = flattenContent(b.raw)
-	} else {
-		b.text = str(b.raw)
+		return flattenContent(b.raw)
 	}
-	b.raw = nil
+	return str(b.raw)
+}
+
+// cacheCount counts cache_control breakpoints.
+type cacheCount struct {
+	n     int
+	has1h bool
+}
+
+// add records one cache_control value.
+func (cc *cacheCount) add(v []byte) {
+	if v == nil || string(v) == "null" {
+		return
+	}
+	cc.n++
+	if bytes.Contains(v, []byte(`"1h"`)) {
+		cc.has1h = true
+	}
+}
+
+// setCache sets the conversation's breakpoint count and TTL tier from the
+// counts of its parts.
+func (c *conversation) setCache(parts ...cacheCount) {
+	for _, p := range parts {
+		c.breakpoints += p.n
+		switch {
+		case p.has1h:
+			c.cacheTTL = "1h"
+		case p.n > 0 && c.cacheTTL == "":
+			c.cacheTTL = "5m"
+		}
+	}
 }
 
 // flattenContent turns an array of content blocks into text: the text

@@ -121,6 +121,14 @@ func skipValue(b []byte, i int) (int, error) {
 // scanObject splits the object b (whitespace around it allowed) into its
 // members. base is added to every offset.
 func scanObject(b []byte, base int) ([]member, error) {
+	return scanObjectHook(b, base, "", nil)
+}
+
+// scanObjectHook is scanObject where the value of the first member named
+// hookKey is skipped by hook instead of skipValue: hook gets the value's
+// index in b and returns the index after it (the request parsers scan the
+// messages array once, reusing a cached parse of its prefix).
+func scanObjectHook(b []byte, base int, hookKey string, hook func(i int) (int, error)) ([]member, error) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, jsonErr(base+i, "want object")
@@ -145,7 +153,13 @@ func scanObject(b []byte, base int) ([]member, error) {
 			return nil, jsonErr(base+i, "want ':'")
 		}
 		i = skipWS(b, i+1)
-		end, err := skipValue(b, i)
+		var end int
+		if hook != nil && string(key) == hookKey {
+			end, err = hook(i)
+			hook = nil
+		} else {
+			end, err = skipValue(b, i)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -170,27 +184,48 @@ func scanArray(b []byte, base int) ([]elem, error) {
 	if i >= len(b) || b[i] != '[' {
 		return nil, jsonErr(base+i, "want array")
 	}
-	i = skipWS(b, i+1)
+	out, _, err := scanElems(b, i+1, true, base)
+	return out, err
+}
+
+// scanElems splits the rest of an array from b[i]: right after its '['
+// when first, else right after one of its elements. It returns the
+// elements that follow and the index after the closing ']'.
+func scanElems(b []byte, i int, first bool, base int) ([]elem, int, error) {
 	var out []elem
-	if i < len(b) && b[i] == ']' {
-		return out, nil
+	i = skipWS(b, i)
+	if first {
+		if i < len(b) && b[i] == ']' {
+			return out, i + 1, nil
+		}
+	} else {
+		if i >= len(b) {
+			return nil, 0, jsonErr(base+i, "unterminated array")
+		}
+		if b[i] == ']' {
+			return out, i + 1, nil
+		}
+		if b[i] != ',' {
+			return nil, 0, jsonErr(base+i, "want ',' or ']'")
+		}
+		i++
 	}
 	for {
 		i = skipWS(b, i)
 		end, err := skipValue(b, i)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, elem{val: b[i:end], off: base + i})
 		i = skipWS(b, end)
 		if i >= len(b) {
-			return nil, jsonErr(base+i, "unterminated array")
+			return nil, 0, jsonErr(base+i, "unterminated array")
 		}
 		if b[i] == ']' {
-			return out, nil
+			return out, i + 1, nil
 		}
 		if b[i] != ',' {
-			return nil, jsonErr(base+i, "want ',' or ']'")
+			return nil, 0, jsonErr(base+i, "want ',' or ']'")
 		}
 		i++
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -24,8 +25,8 @@ func openaiRole(r string) (events.Role, bool) {
 
 // textBlocks maps a content value (a string, or an array of text parts)
 // to text blocks. Parts that are not text (images, audio, refusals) are not
-// items.
-func textBlocks(role events.Role, cm *member, occ occurrences) ([]*block, error) {
+// items. rel says cm's offsets are relative to the messages (input) array.
+func textBlocks(role events.Role, cm *member, occ *occurrences, rel bool) ([]*block, error) {
 	if cm == nil || len(cm.val) == 0 {
 		return nil, nil
 	}
@@ -35,8 +36,9 @@ func textBlocks(role events.Role, cm *member, occ occurrences) ([]*block, error)
 		if t == "" {
 			return nil, nil
 		}
-		b := &block{kind: bText, role: role, text: t, valStart: cm.off, valEnd: cm.off + len(cm.val), objEnd: -1}
-		b.item = textItemID(role, bText, t, occ.next(string(role)+"t"+t))
+		b := &block{kind: bText, role: role, rel: rel, text: t, valStart: cm.off, valEnd: cm.off + len(cm.val), objEnd: -1}
+		b.occ = occ.next(string(role), t)
+		b.item = textItemID(role, bText, t, b.occ)
 		return []*block{b}, nil
 	case '[':
 		parts, err := scanArray(cm.val, cm.off)
@@ -62,8 +64,9 @@ func textBlocks(role events.Role, cm *member, occ occurrences) ([]*block, error)
 			if t == "" {
 				continue
 			}
-			b := &block{kind: bText, role: role, text: t, valStart: tm.off, valEnd: tm.off + len(tm.val), objEnd: -1}
-			b.item = textItemID(role, bText, t, occ.next(string(role)+"t"+t))
+			b := &block{kind: bText, role: role, rel: rel, text: t, valStart: tm.off, valEnd: tm.off + len(tm.val), objEnd: -1}
+			b.occ = occ.next(string(role), t)
+			b.item = textItemID(role, bText, t, b.occ)
 			out = append(out, b)
 		}
 		return out, nil
@@ -82,8 +85,12 @@ func joinTexts(bs []*block) string {
 func hasTools(t []byte) bool { return len(t) > 2 && t[0] == '[' }
 
 // parseOpenAIChat reads a Chat Completions request body.
-func parseOpenAIChat(body []byte) (*conversation, error) {
-	top, err := scanObject(body, 0)
+func parseOpenAIChat(body []byte) (*conversation, error) { return parseOpenAIChatWith(body, nil) }
+
+// parseOpenAIChatWith is parseOpenAIChat reusing (and feeding) pc.
+func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
+	a := &arrScan{pc: pc, api: APIOpenAIChat, body: body}
+	top, err := scanObjectHook(body, 0, "messages", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("chat completions request: %w", err)
 	}
@@ -92,15 +99,13 @@ func parseOpenAIChat(body []byte) (*conversation, error) {
 	if msgs == nil {
 		return nil, fmt.Errorf("chat completions request: no messages")
 	}
-	els, err := scanArray(msgs.val, msgs.off)
+	ap, els, first, err := a.start(c, msgs, newOccurrences(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("chat completions request: messages: %w", err)
 	}
-	occ := occurrences{}
-	firstUserSeen := false
-	tools := map[string]string{}
-	for mi, e := range els {
-		ms, err := scanObject(e.val, e.off)
+	for j, e := range els {
+		mi := first + j
+		ms, err := scanObject(e.val, e.off-ap.a.off)
 		if err != nil {
 			return nil, fmt.Errorf("chat completions request: messages[%d]: %w", mi, err)
 		}
@@ -110,35 +115,39 @@ func parseOpenAIChat(body []byte) (*conversation, error) {
 			if id == "" {
 				return nil, fmt.Errorf("chat completions request: messages[%d]: tool message without tool_call_id", mi)
 			}
-			b := &block{kind: bToolResult, role: events.RoleUser, callID: id, tool: tools[id], valStart: -1, valEnd: -1, objEnd: -1}
+			b := &block{kind: bToolResult, role: events.RoleUser, rel: true, callID: id, valStart: -1, valEnd: -1, objEnd: -1}
+			if call := ap.toolCall(id); call != nil {
+				b.tool = call.tool
+			}
 			_, b.item = callItemIDs(id)
 			if cm := getMember(ms, "content"); cm != nil && cm.val[0] != 'n' {
-				b.raw, b.rawArr = cm.val, cm.val[0] == '['
+				b.raw, b.rawArr = bytes.Clone(cm.val), cm.val[0] == '['
 				b.valStart, b.valEnd = cm.off, cm.off+len(cm.val)
 			} else {
 				b.raw = []byte(`""`)
 			}
 			c.blocks = append(c.blocks, b)
+			ap.endElem(e)
 			continue
 		}
 		role, ok := openaiRole(r)
 		if !ok {
 			return nil, fmt.Errorf("chat completions request: messages[%d]: role %q", mi, r)
 		}
-		tbs, err := textBlocks(role, getMember(ms, "content"), occ)
+		tbs, err := textBlocks(role, getMember(ms, "content"), ap.occ, true)
 		if err != nil {
 			return nil, fmt.Errorf("chat completions request: messages[%d].content: %w", mi, err)
 		}
 		c.blocks = append(c.blocks, tbs...)
 		switch {
 		case role == events.RoleSystem && c.system == "":
-			c.system = joinTexts(tbs)
-		case role == events.RoleUser && !firstUserSeen:
-			firstUserSeen = true
-			c.firstUser = joinTexts(tbs)
+			ap.setSystem(mi, joinTexts(tbs))
+		case role == events.RoleUser && !ap.firstUserSeen():
+			ap.setFirstUser(mi, joinTexts(tbs))
 		}
 		tc := getMember(ms, "tool_calls")
 		if tc == nil || tc.val[0] != '[' {
+			ap.endElem(e)
 			continue
 		}
 		calls, err := scanArray(tc.val, tc.off)
@@ -159,9 +168,8 @@ func parseOpenAIChat(body []byte) (*conversation, error) {
 			if err != nil {
 				return nil, fmt.Errorf("chat completions request: messages[%d].tool_calls.function: %w", mi, err)
 			}
-			b := &block{kind: bToolUse, role: events.RoleAssistant, callID: id, tool: str(get(fm, "name")), valStart: -1, valEnd: -1, objEnd: -1, inputIsString: true}
+			b := &block{kind: bToolUse, role: events.RoleAssistant, rel: true, callID: id, tool: str(get(fm, "name")), valStart: -1, valEnd: -1, objEnd: -1, inputIsString: true}
 			b.item, _ = callItemIDs(id)
-			tools[id] = b.tool
 			am := getMember(fm, "arguments")
 			if am != nil {
 				b.input = toolInput(str(am.val))
@@ -169,23 +177,35 @@ func parseOpenAIChat(body []byte) (*conversation, error) {
 			} else {
 				b.input = toolInput("")
 			}
+			ap.addCall(b)
 			c.blocks = append(c.blocks, b)
 		}
+		ap.endElem(e)
 	}
+	ap.finish(nil)
 	return c, nil
 }
 
 // parseOpenAIResponses reads a Responses API request body (as Codex sends
 // it: the full input every time, store false).
 func parseOpenAIResponses(body []byte) (*conversation, error) {
-	top, err := scanObject(body, 0)
+	return parseOpenAIResponsesWith(body, nil)
+}
+
+// parseOpenAIResponsesWith is parseOpenAIResponses reusing (and feeding)
+// pc.
+func parseOpenAIResponsesWith(body []byte, pc *parseCache) (*conversation, error) {
+	a := &arrScan{pc: pc, api: APIOpenAIResponses, body: body}
+	top, err := scanObjectHook(body, 0, "input", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("responses request: %w", err)
 	}
 	c := &conversation{api: APIOpenAIResponses, body: body, model: str(get(top, "model")), stream: isTrue(get(top, "stream")), tools: hasTools(get(top, "tools"))}
-	occ := occurrences{}
+	occ := newOccurrences()
+	var pre []byte
 	if im := getMember(top, "instructions"); im != nil {
-		tbs, _ := textBlocks(events.RoleSystem, im, occ)
+		pre = im.val
+		tbs, _ := textBlocks(events.RoleSystem, im, occ, false)
 		c.blocks = append(c.blocks, tbs...)
 		c.system = joinTexts(tbs)
 	}
@@ -194,20 +214,18 @@ func parseOpenAIResponses(body []byte) (*conversation, error) {
 		return nil, fmt.Errorf("responses request: no input")
 	}
 	if in.val[0] == '"' {
-		tbs, _ := textBlocks(events.RoleUser, in, occ)
+		tbs, _ := textBlocks(events.RoleUser, in, occ, false)
 		c.blocks = append(c.blocks, tbs...)
 		c.firstUser = joinTexts(tbs)
 		return c, nil
 	}
-	els, err := scanArray(in.val, in.off)
+	ap, els, first, err := a.start(c, in, occ, pre)
 	if err != nil {
 		return nil, fmt.Errorf("responses request: input: %w", err)
 	}
-	firstUserSeen := false
-	tools := map[string]string{}
-	inputs := map[string]json.RawMessage{}
-	for ii, e := range els {
-		im, err := scanObject(e.val, e.off)
+	for j, e := range els {
+		ii := first + j
+		im, err := scanObject(e.val, e.off-ap.a.off)
 		if err != nil {
 			return nil, fmt.Errorf("responses request: input[%d]: %w", ii, err)
 		}
@@ -216,28 +234,26 @@ func parseOpenAIResponses(body []byte) (*conversation, error) {
 		case "", "message":
 			role, ok := openaiRole(str(get(im, "role")))
 			if !ok {
-				continue
+				break
 			}
-			tbs, err := textBlocks(role, getMember(im, "content"), occ)
+			tbs, err := textBlocks(role, getMember(im, "content"), ap.occ, true)
 			if err != nil {
 				return nil, fmt.Errorf("responses request: input[%d].content: %w", ii, err)
 			}
 			c.blocks = append(c.blocks, tbs...)
 			switch {
 			case role == events.RoleSystem && c.system == "":
-				c.system = joinTexts(tbs)
-			case role == events.RoleUser && !firstUserSeen:
-				firstUserSeen = true
-				c.firstUser = joinTexts(tbs)
+				ap.setSystem(ii, joinTexts(tbs))
+			case role == events.RoleUser && !ap.firstUserSeen():
+				ap.setFirstUser(ii, joinTexts(tbs))
 			}
 		case "function_call", "custom_tool_call":
 			id := str(get(im, "call_id"))
 			if id == "" {
-				continue
+				break
 			}
-			b := &block{kind: bToolUse, role: events.RoleAssistant, callID: id, tool: str(get(im, "name")), valStart: -1, valEnd: -1, objEnd: -1}
+			b := &block{kind: bToolUse, role: events.RoleAssistant, rel: true, callID: id, tool: str(get(im, "name")), valStart: -1, valEnd: -1, objEnd: -1}
 			b.item, _ = callItemIDs(id)
-			tools[id] = b.tool
 			if typ == "function_call" {
 				b.inputIsString = true
 				if am := getMember(im, "arguments"); am != nil {
@@ -249,24 +265,29 @@ func parseOpenAIResponses(body []byte) (*conversation, error) {
 			} else {
 				b.input = quote(str(get(im, "input")))
 			}
-			inputs[id] = b.input
+			ap.addCall(b)
 			c.blocks = append(c.blocks, b)
 		case "function_call_output", "custom_tool_call_output":
 			id := str(get(im, "call_id"))
 			if id == "" {
-				continue
+				break
 			}
-			b := &block{kind: bToolResult, role: events.RoleUser, callID: id, tool: tools[id], callInput: inputs[id], valStart: -1, valEnd: -1, objEnd: -1}
+			b := &block{kind: bToolResult, role: events.RoleUser, rel: true, callID: id, valStart: -1, valEnd: -1, objEnd: -1}
+			if call := ap.toolCall(id); call != nil {
+				b.tool, b.callInput = call.tool, call.input
+			}
 			_, b.item = callItemIDs(id)
 			if om := getMember(im, "output"); om != nil {
-				b.raw, b.rawArr = om.val, om.val[0] == '['
+				b.raw, b.rawArr = bytes.Clone(om.val), om.val[0] == '['
 				b.valStart, b.valEnd = om.off, om.off+len(om.val)
 			} else {
 				b.raw = []byte(`""`)
 			}
 			c.blocks = append(c.blocks, b)
 		}
+		ap.endElem(e)
 	}
+	ap.finish(pre)
 	return c, nil
 }
 

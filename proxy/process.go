@@ -12,14 +12,16 @@ import (
 	"github.com/prunesched/prunesched/projections"
 )
 
-func parse(api API, body []byte) (*conversation, error) {
+// parse reads a request body of api, reusing the cached parse of the
+// longest matching prefix of its messages array in pc (nil: none).
+func parse(api API, body []byte, pc *parseCache) (*conversation, error) {
 	switch api {
 	case APIAnthropic:
-		return parseAnthropic(body)
+		return parseAnthropicWith(body, pc)
 	case APIOpenAIChat:
-		return parseOpenAIChat(body)
+		return parseOpenAIChatWith(body, pc)
 	case APIOpenAIResponses:
-		return parseOpenAIResponses(body)
+		return parseOpenAIResponsesWith(body, pc)
 	}
 	return nil, fmt.Errorf("unknown API %q", api)
 }
@@ -30,7 +32,7 @@ func parse(api API, body []byte) (*conversation, error) {
 // pass through untouched and unlogged. ctx bounds appends; decideCtx ends
 // with the budget.
 func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool) (*plan, error) {
-	conv, err := parse(api, body)
+	conv, err := parse(api, body, &p.parses)
 	if err != nil {
 		return nil, staged(StageParse, err)
 	}
@@ -85,15 +87,33 @@ func decideStage(decideCtx context.Context) string {
 
 // state returns the proxy's state of one session.
 func (p *Proxy) state(tenant, session string) *sessState {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := sessionKey{tenant, session}
 	st := p.sessions[k]
 	if st == nil {
+		if len(p.sessions) >= maxSessions && now.Sub(p.lastSweep) >= sweepEvery {
+			p.sweep(now)
+		}
 		st = &sessState{known: map[string]struct{}{}, counts: map[string]int{}}
 		p.sessions[k] = st
 	}
+	st.lastUse = now
 	return st
+}
+
+// sweep drops the states of sessions idle for sessionIdle that no request
+// holds. Caller holds p.mu.
+func (p *Proxy) sweep(now time.Time) {
+	p.lastSweep = now
+	for k, st := range p.sessions {
+		if now.Sub(st.lastUse) < sessionIdle || !st.mu.TryLock() {
+			continue
+		}
+		delete(p.sessions, k)
+		st.mu.Unlock()
+	}
 }
 
 // lane picks the session of a request: the base session when it is new or
@@ -186,21 +206,32 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 			Format: "proxy", SourceID: sanitizeSource(pl.source), Agent: agent, Provider: pl.api.provider(), Model: pl.conv.model,
 		}))
 	}
+	// The blocks the session's last request logged are shared with this
+	// one (the parse cache reuses them) and all known: only the blocks
+	// after them are looked up.
+	c := pl.conv
+	arr := c.blocks[c.arrBlocks:]
+	skip := 0
+	for n := min(len(st.logged), len(arr)); skip < n && arr[skip] == st.logged[skip]; skip++ {
+	}
 	seen := map[string]bool{}
 	var items []string
-	for _, b := range pl.conv.blocks {
-		if _, ok := st.known[b.item]; ok || seen[b.item] {
-			continue
+	for _, part := range [][]*block{c.blocks[:c.arrBlocks], arr[skip:]} {
+		for _, b := range part {
+			if _, ok := st.known[b.item]; ok || seen[b.item] {
+				continue
+			}
+			seen[b.item] = true
+			ev, err := p.factOf(pl, b, tenant, pl.at)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, ev)
+			items = append(items, b.item)
 		}
-		seen[b.item] = true
-		ev, err := p.factOf(pl, b, tenant, pl.at)
-		if err != nil {
-			return err
-		}
-		evs = append(evs, ev)
-		items = append(items, b.item)
 	}
 	if len(evs) == 0 {
+		st.logged = arr
 		return nil
 	}
 	stored, err := p.cfg.Backend.Append(ctx, evs)
@@ -213,6 +244,7 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 	for _, id := range items {
 		st.remember(id)
 	}
+	st.logged = arr
 	return nil
 }
 
@@ -239,8 +271,8 @@ func (p *Proxy) factOf(pl *plan, b *block, tenant string, at time.Time) (events.
 	var payload events.Payload
 	switch b.kind {
 	case bText:
-		b.decodePayload()
-		payload = &events.Message{Item: b.item, Role: b.role, Kind: events.KindText, Text: b.text, Meta: isMeta(b.text)}
+		text := b.payloadText()
+		payload = &events.Message{Item: b.item, Role: b.role, Kind: events.KindText, Text: text, Meta: isMeta(text)}
 	case bThinking:
 		payload = &events.Message{Item: b.item, Role: events.RoleAssistant, Kind: events.KindThinking, Text: b.text, Signature: b.signature}
 	case bToolUse:
@@ -250,8 +282,7 @@ func (p *Proxy) factOf(pl *plan, b *block, tenant string, at time.Time) (events.
 		}
 		payload = &events.ToolCall{Item: b.item, CallID: b.callID, Tool: orUnknown(b.tool), Input: in}
 	case bToolResult:
-		b.decodePayload()
-		out := b.text
+		out := b.payloadText()
 		tr := &events.ToolResult{Item: b.item, CallID: b.callID, Tool: b.tool, IsError: b.isError, Output: &out}
 		if pl.api == APIOpenAIResponses {
 			if code, ok := codexExitCode(out); ok {
@@ -309,6 +340,7 @@ func (p *Proxy) render(pl *plan) error {
 		if bi == nil || b.valStart < 0 {
 			continue
 		}
+		start, end := pl.conv.span(b)
 		var repl []byte
 		part := "output"
 		switch b.kind {
@@ -329,7 +361,7 @@ func (p *Proxy) render(pl *plan) error {
 		default:
 			continue // thinking blocks are never rewritten
 		}
-		edits = append(edits, edit{start: b.valStart, end: b.valEnd, repl: repl})
+		edits = append(edits, edit{start: start, end: end, repl: repl})
 		p.met.replacedBlock(part)
 		pl.replaced++
 		if firstNew < 0 && pl.app != nil && bi.Applied != nil && bi.Applied.Application == pl.app.ID {
@@ -381,7 +413,8 @@ func (p *Proxy) breakpointBefore(c *conversation, first int) (edit, bool) {
 		if b.cache {
 			return edit{}, false // already a breakpoint right there
 		}
-		if b.objEnd < 0 {
+		objEnd := c.objEndOf(b)
+		if objEnd < 0 {
 			continue
 		}
 		cc := next.cc
@@ -390,7 +423,7 @@ func (p *Proxy) breakpointBefore(c *conversation, first int) (edit, bool) {
 		}
 		ins := append([]byte(`,"cache_control":`), cc...)
 		p.met.breakpointAdded()
-		return edit{start: b.objEnd, end: b.objEnd, repl: ins}, true
+		return edit{start: objEnd, end: objEnd, repl: ins}, true
 	}
 	return edit{}, false
 }

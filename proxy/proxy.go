@@ -27,8 +27,12 @@ type Proxy struct {
 	upstream *url.URL
 	openai   *url.URL
 
-	mu       sync.Mutex
-	sessions map[sessionKey]*sessState
+	mu        sync.Mutex
+	sessions  map[sessionKey]*sessState
+	lastSweep time.Time
+
+	// parses caches the parses of recent request bodies.
+	parses parseCache
 }
 
 type sessionKey struct{ tenant, session string }
@@ -43,7 +47,23 @@ type sessState struct {
 	known   map[string]struct{}
 	counts  map[string]int // text item id prefix -> occurrences in the log
 	lastSeq uint64         // last fact seq the proxy appended or saw
+	// logged are the array blocks of the last request appendNew handled,
+	// all known: a request sharing them (the parse cache) skips their
+	// lookups.
+	logged []*block
+	// lastUse is when a request last took the state (under Proxy.mu).
+	lastUse time.Time
 }
+
+// Bounds of the proxy's per-session memory. The state is a cache of the
+// log (a session taken again after eviction reloads from it), so states
+// idle longer than sessionIdle are dropped once there are more than
+// maxSessions, at most once per sweepEvery.
+const (
+	maxSessions = 4096
+	sessionIdle = 30 * time.Minute
+	sweepEvery  = time.Minute
+)
 
 // New returns a proxy for cfg.
 func New(cfg Config) (*Proxy, error) {
@@ -111,7 +131,7 @@ func staged(stage string, err error) error { return &stageError{stage: stage, er
 func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		at := p.cfg.Now()
-		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+		raw, err := readBody(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes), r.ContentLength, p.cfg.MaxBodyBytes)
 		if err != nil {
 			// The client's body could not be read whole: there is nothing
 			// to forward. Answer as the upstream would to a bad request.
@@ -225,6 +245,17 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 		}
 		return nil, staged(StageTimeout, errBudget)
 	}
+}
+
+// readBody reads a request body of announced length n (-1: unknown) into
+// one buffer of that size when the length is known and within limit.
+func readBody(r io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // decodeBody undoes a gzip or deflate content encoding. It reports whether

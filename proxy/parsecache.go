@@ -1,0 +1,278 @@
+package proxy
+
+import (
+	"bytes"
+	"sort"
+	"sync"
+)
+
+// The client resends the whole conversation with every request, so most of
+// a request body is the previous body again. Parsing happens before the
+// session is known, so the proxy keeps the parses of recent bodies keyed by
+// content: a request whose messages array starts with the bytes of the
+// first k elements of a cached array reuses their blocks (shared: blocks
+// are immutable and own their bytes, their offsets count from the array's
+// start) and the parse state at the end of element k (occurrence counts,
+// cache_control counts, the first user message, the system text), and only
+// scans and parses the elements after them.
+
+// Bounds of a proxy's parse cache. An entry keeps its request body (the
+// array is a slice of it) and the blocks; entries are counted at twice
+// their array's size.
+const (
+	parseCacheEntries = 32
+	parseCacheBytes   = 128 << 20
+)
+
+// parseCache holds the parses of recent request bodies' messages arrays,
+// most recent first. The zero value is ready; a nil cache caches nothing.
+type parseCache struct {
+	mu      sync.Mutex
+	entries []*parsed
+	size    int
+}
+
+// elemMark is the parse state at the end of one array element.
+type elemMark struct {
+	end     int        // offset after the element, relative to the array
+	nblocks int        // blocks of the array through the element
+	bp      cacheCount // cache_control breakpoints of the array through it
+}
+
+// parsed is the cached parse of one request's messages (input) array. It
+// is immutable once cached.
+type parsed struct {
+	api API
+	// arr is the array from its '[' through the end of its last element.
+	arr []byte
+	// pre is the Responses instructions value the array was parsed after
+	// (their texts count as occurrences); nil when absent.
+	pre    []byte
+	elems  []elemMark
+	blocks []*block
+	// firstUserAt is the element that set the first user message (-1:
+	// none), systemAt the one that set the system text (Chat Completions,
+	// Responses).
+	firstUserAt int
+	firstUser   string
+	systemAt    int
+	system      string
+}
+
+func (e *parsed) size() int { return 2 * len(e.arr) }
+
+// lookup returns the cached parse that shares the most leading elements
+// with arr (a request's array from its '['), and how many.
+func (pc *parseCache) lookup(api API, arr []byte) (*parsed, int) {
+	if pc == nil {
+		return nil, 0
+	}
+	pc.mu.Lock()
+	ents := append([]*parsed(nil), pc.entries...)
+	pc.mu.Unlock()
+	var best *parsed
+	bestK := 0
+	for _, e := range ents {
+		if e.api != api || len(e.elems) <= bestK {
+			continue
+		}
+		// The first element (the task) tells conversations apart cheaply.
+		if e0 := e.elems[0].end; len(arr) < e0 || !bytes.Equal(arr[:e0], e.arr[:e0]) {
+			continue
+		}
+		d := commonPrefix(arr, e.arr)
+		k := sort.Search(len(e.elems), func(j int) bool { return e.elems[j].end > d })
+		if k > bestK {
+			best, bestK = e, k
+		}
+	}
+	return best, bestK
+}
+
+// put caches e, replacing from (the parse it reused: the conversation has
+// moved on), and evicts the least recent entries beyond the bounds.
+func (pc *parseCache) put(e, from *parsed) {
+	if pc == nil || len(e.elems) == 0 || e.size() > parseCacheBytes/4 {
+		return
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	out := make([]*parsed, 0, len(pc.entries)+1)
+	out = append(out, e)
+	size := e.size()
+	for _, o := range pc.entries {
+		if o == from || len(out) >= parseCacheEntries || size+o.size() > parseCacheBytes {
+			continue
+		}
+		out = append(out, o)
+		size += o.size()
+	}
+	pc.entries, pc.size = out, size
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	const chunk = 4096
+	for i+chunk <= n && bytes.Equal(a[i:i+chunk], b[i:i+chunk]) {
+		i += chunk
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// arrScan is one parse's pass over the messages (input) array. Its hook,
+// run by the top-level scan in place of skipping the array, looks up the
+// longest cached prefix and splits only the rest of the array into
+// elements, so the array is scanned once and the prefix not at all.
+type arrScan struct {
+	pc   *parseCache
+	api  API
+	body []byte
+
+	ok   bool // the hook split the array
+	off  int  // offset of the array's '[' in body
+	from *parsed
+	k    int    // leading elements reused from from
+	rest []elem // the elements after them (offsets in body)
+}
+
+func (a *arrScan) hook(i int) (int, error) {
+	b := a.body
+	if i >= len(b) || b[i] != '[' {
+		return skipValue(b, i)
+	}
+	from, k := a.pc.lookup(a.api, b[i:])
+	pos, first := i+1, true
+	if k > 0 {
+		pos, first = i+from.elems[k-1].end, false
+	}
+	rest, end, err := scanElems(b, pos, first, 0)
+	if err != nil {
+		// Malformed: skip it as before; the parse reports the error.
+		return skipValue(b, i)
+	}
+	a.ok, a.off, a.from, a.k, a.rest = true, i, from, k, rest
+	return end, nil
+}
+
+// arrParse is the running state of an array parse.
+type arrParse struct {
+	a     *arrScan
+	c     *conversation
+	occ   *occurrences
+	marks []elemMark
+	bp    cacheCount
+	// firstUserAt and systemAt are as in parsed.
+	firstUserAt int
+	systemAt    int
+	// calls are the tool calls of the parsed elements by call id; earlier
+	// ones are found in the reused blocks (toolCall).
+	calls map[string]*block
+}
+
+// start begins the array parse of c after the top-level scan found the
+// array member m: it takes the reused prefix (blocks, counts, first user
+// message, system text) or, when the hook did not split the array (or the
+// prefix was parsed after other instructions), splits it now. occ holds
+// the occurrences counted before the array. It returns the elements to
+// parse; element j of them is element first+j of the array.
+func (a *arrScan) start(c *conversation, m *member, occ *occurrences, pre []byte) (*arrParse, []elem, int, error) {
+	if !a.ok || a.off != m.off || (a.from != nil && !bytes.Equal(a.from.pre, pre)) {
+		els, err := scanArray(m.val, m.off)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		a.ok, a.off, a.from, a.k, a.rest = true, m.off, nil, 0, els
+	}
+	ap := &arrParse{a: a, c: c, occ: occ, firstUserAt: -1, systemAt: -1, calls: map[string]*block{}}
+	c.arrOff, c.arrBlocks = a.off, len(c.blocks)
+	ap.marks = make([]elemMark, a.k, a.k+len(a.rest))
+	if f := a.from; f != nil && a.k > 0 {
+		copy(ap.marks, f.elems[:a.k])
+		last := f.elems[a.k-1]
+		prefix := f.blocks[:last.nblocks:last.nblocks]
+		c.blocks = append(make([]*block, 0, len(c.blocks)+len(prefix)+2*len(a.rest)+2), c.blocks...)
+		c.blocks = append(c.blocks, prefix...)
+		ap.bp = last.bp
+		if f.firstUserAt >= 0 && f.firstUserAt < a.k {
+			ap.firstUserAt, c.firstUser = f.firstUserAt, f.firstUser
+		}
+		if f.systemAt >= 0 && f.systemAt < a.k {
+			ap.systemAt, c.system = f.systemAt, f.system
+		}
+		// Counts of contents seen before the array (instructions) stay
+		// in pre; the prefix's blocks carry the counts through it.
+		occ.pre, occ.m, occ.prefix = occ.m, map[occKey]int{}, prefix
+	}
+	return ap, a.rest, a.k, nil
+}
+
+// firstUserSeen reports whether the first user message was seen.
+func (ap *arrParse) firstUserSeen() bool { return ap.firstUserAt >= 0 }
+
+// setFirstUser records the first user message, found in element mi.
+func (ap *arrParse) setFirstUser(mi int, text string) {
+	ap.firstUserAt, ap.c.firstUser = mi, text
+}
+
+// setSystem records the system text when it is the first, found in
+// element mi.
+func (ap *arrParse) setSystem(mi int, text string) {
+	if ap.c.system == "" && text != "" {
+		ap.systemAt, ap.c.system = mi, text
+	}
+}
+
+// toolCall returns the last tool call with the id before the element being
+// parsed, or nil.
+func (ap *arrParse) toolCall(id string) *block {
+	if b := ap.calls[id]; b != nil {
+		return b
+	}
+	for i := ap.c.arrBlocks + ap.prefixBlocks() - 1; i >= ap.c.arrBlocks; i-- {
+		if b := ap.c.blocks[i]; b.kind == bToolUse && b.callID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+func (ap *arrParse) prefixBlocks() int {
+	if ap.a.k == 0 {
+		return 0
+	}
+	return ap.marks[ap.a.k-1].nblocks
+}
+
+// addCall records a tool call parsed in this request.
+func (ap *arrParse) addCall(b *block) { ap.calls[b.callID] = b }
+
+// endElem records the state at the end of element e.
+func (ap *arrParse) endElem(e elem) {
+	ap.marks = append(ap.marks, elemMark{end: e.off + len(e.val) - ap.a.off, nblocks: len(ap.c.blocks) - ap.c.arrBlocks, bp: ap.bp})
+}
+
+// finish caches the parse when the request is an agent turn (the only ones
+// the proxy processes). pre is as in parsed.
+func (ap *arrParse) finish(pre []byte) {
+	a, c := ap.a, ap.c
+	if a.pc == nil || !c.tools || len(ap.marks) == 0 {
+		return
+	}
+	e := &parsed{
+		api: a.api, arr: a.body[a.off : a.off+ap.marks[len(ap.marks)-1].end], pre: pre,
+		elems: ap.marks, blocks: c.blocks[c.arrBlocks:len(c.blocks):len(c.blocks)],
+		firstUserAt: ap.firstUserAt, systemAt: ap.systemAt,
+	}
+	if ap.firstUserAt >= 0 {
+		e.firstUser = c.firstUser
+	}
+	if ap.systemAt >= 0 {
+		e.system = c.system
+	}
+	a.pc.put(e, a.from)
+}

@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// convSummary renders everything a parse yields that the proxy uses, with
+// absolute offsets, so two parses of one body compare as strings.
+func convSummary(c *conversation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "api=%s model=%q stream=%v tools=%v first=%q system=%q bp=%d ttl=%q\n",
+		c.api, c.model, c.stream, c.tools, c.firstUser, c.system, c.breakpoints, c.cacheTTL)
+	for _, bl := range c.blocks {
+		vs, ve := c.span(bl)
+		fmt.Fprintf(&b, "%d %s %s text=%q sig=%q call=%q tool=%q in=%q callIn=%q err=%v payload=%q arr=%v val=%d:%d str=%v obj=%d cache=%v cc=%q\n",
+			bl.kind, bl.role, bl.item, bl.text, bl.signature, bl.callID, bl.tool, bl.input, bl.callInput, bl.isError,
+			bl.payloadText(), bl.rawArr, vs, ve, bl.inputIsString, c.objEndOf(bl), bl.cache, bl.cc)
+		if vs >= 0 && (vs > ve || ve > len(c.body)) {
+			fmt.Fprintf(&b, "  span out of range\n")
+		}
+	}
+	return b.String()
+}
+
+var parseWith = map[API]func([]byte, *parseCache) (*conversation, error){
+	APIAnthropic:       parseAnthropicWith,
+	APIOpenAIChat:      parseOpenAIChatWith,
+	APIOpenAIResponses: parseOpenAIResponsesWith,
+}
+
+// checkReuse parses each body in turn through one cache and compares every
+// result (and every error) with a parse without the cache. It returns how
+// many blocks the cached parses reused.
+func checkReuse(t testing.TB, api API, bodies ...[]byte) (reused int) {
+	t.Helper()
+	pc := &parseCache{}
+	seen := map[*block]bool{}
+	for i, body := range bodies {
+		fresh, ferr := parseWith[api](body, nil)
+		got, gerr := parseWith[api](body, pc)
+		if (ferr == nil) != (gerr == nil) || ferr != nil && ferr.Error() != gerr.Error() {
+			t.Fatalf("body %d: error %v, with the cache %v", i, ferr, gerr)
+		}
+		if ferr != nil {
+			continue
+		}
+		if f, g := convSummary(fresh), convSummary(got); f != g {
+			t.Fatalf("body %d (%s) differs with the cache:\nfresh:\n%s\ncached:\n%s", i, body, f, g)
+		}
+		for _, b := range got.blocks {
+			if seen[b] {
+				reused++
+			}
+			seen[b] = true
+		}
+	}
+	return reused
+}
+
+// anthBody is an Anthropic request with the messages given as JSON
+// objects; the last block of the last message gets a breakpoint, as
+// Claude Code does.
+func anthBody(msgs []string, moveBreakpoint bool) []byte {
+	out := append([]string(nil), msgs...)
+	if moveBreakpoint && len(out) > 0 {
+		last := out[len(out)-1]
+		i := strings.LastIndex(last, `}]}`)
+		if i > 0 {
+			out[len(out)-1] = last[:i] + `,"cache_control":{"type":"ephemeral"}}]}`
+		}
+	}
+	return []byte(`{"model":"m","system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral","ttl":"1h"}}],"tools":[{"name":"Read"}],"messages":[` + strings.Join(out, ",") + `],"stream":true}`)
+}
+
+func TestParseReuseAnthropic(t *testing.T) {
+	t.Parallel()
+	msgs := []string{`{"role":"user","content":"task"}`}
+	var bodies [][]byte
+	for i := 0; i < 12; i++ {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s%d"},{"type":"text","text":"again"},{"type":"tool_use","id":"toolu_%d","name":"Read","input":{"p":%d}}]}`, i%3, i, i),
+			fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%d","content":[{"type":"text","text":"out %d"}]},{"type":"text","text":"again"},{"type":"image","source":{},"cache_control":null}]}`, i, i%4))
+		bodies = append(bodies, anthBody(msgs, true))
+		if i%4 == 0 {
+			bodies = append(bodies, anthBody(msgs, false)) // a retry without the breakpoint
+		}
+	}
+	// A conversation edited half way, another one, and the first again.
+	edited := append([]string(nil), msgs...)
+	edited[5] = `{"role":"user","content":"changed"}`
+	bodies = append(bodies, anthBody(edited, true), anthBody([]string{`{"role":"user","content":"other"}`}, true), anthBody(msgs, true))
+	// Whitespace and a malformed tail after a cached prefix.
+	good := anthBody(msgs, false)
+	bodies = append(bodies, bytes.Replace(good, []byte(`}],"stream"`), []byte("} \n ],\"stream\""), 1),
+		append(bytes.TrimSuffix(good, []byte(`],"stream":true}`)), []byte(`,{"role":"user","content":"x"} {"role":"user"}],"stream":true}`)...),
+		append(bytes.TrimSuffix(good, []byte(`],"stream":true}`)), []byte(`,{"role":"robot","content":"x"}],"stream":true}`)...))
+	n := checkReuse(t, APIAnthropic, bodies...)
+	require_True(t, n > 0, "no block reused")
+	t.Logf("%d blocks reused", n)
+}
+
+func TestParseReuseOpenAIChat(t *testing.T) {
+	t.Parallel()
+	msgs := []string{`{"role":"system","content":[{"type":"image_url"}]}`, `{"role":"user","content":"task"}`}
+	var bodies [][]byte
+	mk := func(msgs []string) []byte {
+		return []byte(`{"model":"gpt","tools":[{"type":"function"}],"messages":[` + strings.Join(msgs, ",") + `]}`)
+	}
+	for i := 0; i < 10; i++ {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":"same","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"f%d","arguments":"{\"a\":%d}"}}]}`, i, i, i),
+			fmt.Sprintf(`{"role":"tool","tool_call_id":"call_%d","content":"r%d"}`, i/2, i%3))
+		if i == 3 {
+			msgs = append(msgs, `{"role":"system","content":"late system"}`)
+		}
+		bodies = append(bodies, mk(msgs))
+	}
+	n := checkReuse(t, APIOpenAIChat, bodies...)
+	require_True(t, n > 0, "no block reused")
+	t.Logf("%d blocks reused", n)
+}
+
+func TestParseReuseOpenAIResponses(t *testing.T) {
+	t.Parallel()
+	items := []string{`{"type":"message","role":"developer","content":[{"type":"input_text","text":"inst"}]}`, `{"type":"message","role":"user","content":[{"type":"input_text","text":"task"}]}`}
+	mk := func(inst string, items []string) []byte {
+		return []byte(`{"model":"codex",` + inst + `"tools":[{"type":"function"}],"input":[` + strings.Join(items, ",") + `],"store":false}`)
+	}
+	var bodies [][]byte
+	for i := 0; i < 10; i++ {
+		items = append(items,
+			fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"exec_command","arguments":"{\"cmd\":\"cat f%d\"}"}`, i, i%2),
+			fmt.Sprintf(`{"type":"function_call_output","call_id":"c%d","output":"Process exited with code 0\nOutput:\nx%d"}`, i, i%2))
+		if i%3 == 0 {
+			items = append(items, `{"type":"message","role":"developer","content":"inst"}`)
+		}
+		bodies = append(bodies, mk(`"instructions":"inst",`, items))
+		if i%4 == 0 {
+			bodies = append(bodies, mk(`"instructions":"other",`, items), mk(``, items))
+		}
+	}
+	bodies = append(bodies, mk(`"instructions":"inst",`, items)[:40], []byte(`{"input":"just text","tools":[{}]}`))
+	n := checkReuse(t, APIOpenAIResponses, bodies...)
+	require_True(t, n > 0, "no block reused")
+	t.Logf("%d blocks reused", n)
+}
+
+// TestParseBlocksOwnTheirBytes: blocks are shared by later requests, so
+// they must not alias the body they were parsed from.
+func TestParseBlocksOwnTheirBytes(t *testing.T) {
+	t.Parallel()
+	for api, body := range map[API]string{
+		APIAnthropic:       `{"tools":[{}],"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"R","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out","cache_control":{"type":"ephemeral"}}]}]}`,
+		APIOpenAIChat:      `{"tools":[{}],"messages":[{"role":"assistant","tool_calls":[{"id":"c1","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"out"}]}]}`,
+		APIOpenAIResponses: `{"tools":[{}],"input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"out"}]}`,
+	} {
+		b := []byte(body)
+		c, err := parseWith[api](b, &parseCache{})
+		require_NoError(t, err)
+		before := convSummary(c)
+		for i := range b {
+			b[i] = 'x'
+		}
+		c.body = []byte(body)
+		require_True(t, convSummary(c) == before, "%s: blocks alias the body", api)
+	}
+}
+
+// TestParseCacheBounds: the cache keeps at most parseCacheEntries parses,
+// and a parse that reused another replaces it.
+func TestParseCacheBounds(t *testing.T) {
+	t.Parallel()
+	pc := &parseCache{}
+	for i := 0; i < parseCacheEntries+10; i++ {
+		_, err := parseAnthropicWith(anthBody([]string{fmt.Sprintf(`{"role":"user","content":"task %d"}`, i)}, false), pc)
+		require_NoError(t, err)
+	}
+	require_True(t, len(pc.entries) == parseCacheEntries, "%d entries", len(pc.entries))
+	msgs := []string{`{"role":"user","content":"task 0"}`}
+	for i := 0; i < 5; i++ {
+		msgs = append(msgs, `{"role":"assistant","content":"x"}`)
+		_, err := parseAnthropicWith(anthBody(msgs, true), pc)
+		require_NoError(t, err)
+	}
+	n := 0
+	for _, e := range pc.entries {
+		if bytes.HasPrefix(e.arr, []byte(`[{"role":"user","content":"task 0"}`)) {
+			n++
+		}
+	}
+	require_True(t, n == 1, "%d entries for one conversation", n)
+}
+
+// TestSessionSweep: idle session states are dropped once there are many;
+// held ones stay.
+func TestSessionSweep(t *testing.T) {
+	t.Parallel()
+	p := &Proxy{sessions: map[sessionKey]*sessState{}}
+	for i := 0; i < maxSessions; i++ {
+		p.state("t", fmt.Sprintf("s%d", i))
+	}
+	old := time.Now().Add(-2 * sessionIdle)
+	for _, st := range p.sessions {
+		st.lastUse = old
+	}
+	held := p.sessions[sessionKey{"t", "s1"}]
+	held.mu.Lock()
+	p.state("t", "new")
+	held.mu.Unlock()
+	require_True(t, len(p.sessions) == 2 && p.sessions[sessionKey{"t", "s1"}] == held, "%d sessions left", len(p.sessions))
+}
+
+// FuzzParseReuse: a body parsed after another (whose parse it may reuse)
+// parses exactly as it does alone.
+func FuzzParseReuse(f *testing.F) {
+	a := anthBody([]string{`{"role":"user","content":"task"}`, `{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"t1","name":"R","input":{}}]}`}, true)
+	b := anthBody([]string{`{"role":"user","content":"task"}`, `{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"t1","name":"R","input":{}}]}`, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"o"},{"type":"text","text":"task"}]}`}, true)
+	f.Add(uint8(0), a, b)
+	f.Add(uint8(1), []byte(`{"tools":[{}],"messages":[{"role":"system","content":"s"},{"role":"assistant","tool_calls":[{"id":"c1","function":{"name":"f","arguments":"{}"}}]}]}`),
+		[]byte(`{"tools":[{}],"messages":[{"role":"system","content":"s"},{"role":"assistant","tool_calls":[{"id":"c1","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"system","content":"s"}]}`))
+	f.Add(uint8(2), []byte(`{"instructions":"i","tools":[{}],"input":[{"role":"developer","content":"i"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`),
+		[]byte(`{"instructions":"i","tools":[{}],"input":[{"role":"developer","content":"i"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"},{"role":"developer","content":"i"}]}`))
+	apis := []API{APIAnthropic, APIOpenAIChat, APIOpenAIResponses}
+	f.Fuzz(func(t *testing.T, api uint8, a, b []byte) {
+		checkReuse(t, apis[int(api)%len(apis)], a, b, a)
+	})
+}
