@@ -363,13 +363,26 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 // a fact that lands concurrently makes it retry instead of applying on a
 // stale view. It returns the stored application, or nil when nothing applies.
 func (w *SchedulerWorker) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
+	return w.DecideLiveAfter(ctx, tenant, session, 0, at, req)
+}
+
+// DecideLiveAfter is DecideLive for a caller that knows the stream sequence
+// of the session's last fact (it just appended it: the proxy), which saves
+// asking the log for it. 0 means unknown. A stale lastFact costs a retry,
+// never a wrong application: the worker must have handled exactly the
+// facts through it, and the guarded publish rejects an application if a
+// later fact landed.
+func (w *SchedulerWorker) DecideLiveAfter(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
 	k := sessionKey{tenant, session}
 	part := w.log.PartitionOf(tenant, session)
 	st := w.partition(part)
 	for attempt := 0; attempt < 20; attempt++ {
-		last, err := w.log.LastSeq(ctx, tenant, session, events.KindFact)
-		if err != nil {
-			return nil, err
+		last := lastFact
+		if attempt > 0 || last == 0 {
+			var err error
+			if last, err = w.log.LastSeq(ctx, tenant, session, events.KindFact); err != nil {
+				return nil, err
+			}
 		}
 		if err := w.waitFacts(ctx, part, k, last); err != nil {
 			return nil, err

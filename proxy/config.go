@@ -41,8 +41,9 @@ type Backend interface {
 	// none).
 	LastFactSeq(ctx context.Context, tenant, session string) (uint64, error)
 	// DecideLive decides the request at time at and returns the stored
-	// application, or nil.
-	DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error)
+	// application, or nil. lastFact is the stream sequence of the
+	// session's last fact as the proxy knows it (0: ask the log).
+	DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error)
 	// WaitSeq blocks until the projection has applied seq.
 	WaitSeq(ctx context.Context, seq uint64) error
 	// View runs fn on the session's projection; false when unknown.
@@ -67,8 +68,8 @@ func (b *serviceBackend) LastFactSeq(ctx context.Context, tenant, session string
 	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
 }
 
-func (b *serviceBackend) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
-	return b.p.Scheduler.DecideLive(ctx, tenant, session, at, req)
+func (b *serviceBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
+	return b.p.Scheduler.DecideLiveAfter(ctx, tenant, session, lastFact, at, req)
 }
 
 func (b *serviceBackend) WaitSeq(ctx context.Context, seq uint64) error {

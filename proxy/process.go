@@ -57,7 +57,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if abandoned.Load() {
 		return nil, staged(StageTimeout, errBudget)
 	}
-	app, err := p.cfg.Backend.DecideLive(decideCtx, tenant, session, at, pl.req)
+	app, err := p.cfg.Backend.DecideLive(decideCtx, tenant, session, st.lastSeq, at, pl.req)
 	if err != nil {
 		return nil, staged(decideStage(decideCtx), err)
 	}

@@ -310,7 +310,7 @@ func (f *failingBackend) Append(ctx context.Context, evs []events.Event) ([]even
 	return f.Backend.Append(ctx, evs)
 }
 
-func (f *failingBackend) DecideLive(ctx context.Context, tenant, session string, at time.Time, req string) (*events.Event, error) {
+func (f *failingBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
 	if f.stage == StageDecide {
 		return nil, fmt.Errorf("injected decide failure")
 	}
@@ -321,7 +321,7 @@ func (f *failingBackend) DecideLive(ctx context.Context, tenant, session string,
 			return nil, ctx.Err()
 		}
 	}
-	return f.Backend.DecideLive(ctx, tenant, session, at, req)
+	return f.Backend.DecideLive(ctx, tenant, session, lastFact, at, req)
 }
 
 // TestFailOpen: whatever stage fails, the upstream gets the client's bytes

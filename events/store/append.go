@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,6 +43,9 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 		if err := e.Validate(); err != nil {
 			return nil, &EventError{Index: i, ID: e.ID, Err: err}
 		}
+	}
+	if err := s.putOutputs(ctx, evs); err != nil {
+		return nil, err
 	}
 	out := make([]events.Event, len(evs))
 	msgs := make([]*nats.Msg, len(evs))
@@ -217,4 +221,45 @@ func (s *Store) sessionSubject(tenant, session string, kind events.SubjectKind) 
 		return events.StoredSubject(tenant, session, kind, s.PartitionOf(tenant, session)), nil
 	}
 	return "", fmt.Errorf("unknown subject kind %q", kind)
+}
+
+// putConcurrency bounds the blob puts one Append runs at once.
+const putConcurrency = 8
+
+// putOutputs stores a batch's inline tool outputs concurrently before the
+// events are prepared one by one, so a batch with many new outputs waits
+// for the object store's round trips (a look-up, the chunks, the metadata)
+// about once instead of once per output; Prepare's own PutBlob then finds
+// each one in the blob cache. Failures name the event, as prepare's do.
+func (s *Store) putOutputs(ctx context.Context, evs []events.Event) error {
+	var idx []int
+	for i, e := range evs {
+		if tr, ok := e.Data.(*events.ToolResult); ok && tr.Output != nil {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) < 2 {
+		return nil
+	}
+	sem := make(chan struct{}, putConcurrency)
+	errs := make([]error, len(idx))
+	var wg sync.WaitGroup
+	for j, i := range idx {
+		data := []byte(*evs[i].Data.(*events.ToolResult).Output)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[j] = s.PutBlob(ctx, events.HashBytes(data), data)
+		}()
+	}
+	wg.Wait()
+	for j, err := range errs {
+		if err != nil {
+			i := idx[j]
+			return &EventError{Index: i, ID: evs[i].ID, Err: fmt.Errorf("prepare: store output: %w", err)}
+		}
+	}
+	return nil
 }

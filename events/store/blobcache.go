@@ -70,3 +70,16 @@ func (c *blobCache) put(hash string, data []byte) {
 		c.size -= int64(len(old.data))
 	}
 }
+
+// has reports whether hash is cached, without copying or reordering: a
+// blob enters the cache only once it is known stored, so a cached hash
+// needs no look-up before a put.
+func (c *blobCache) has(hash string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.byKey[hash]
+	return ok
+}

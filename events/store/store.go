@@ -215,9 +215,13 @@ func (s *Store) PutBlob(ctx context.Context, hash string, data []byte) error {
 	if got := events.HashBytes(data); got != hash {
 		return fmt.Errorf("put blob %s: data hashes to %s", hash, got)
 	}
+	if s.cache.has(hash) {
+		return nil // stored: the cache holds only stored blobs
+	}
 	defer s.lockHash(hash)()
 	_, err := s.blobs.GetInfo(ctx, hash)
 	if err == nil {
+		s.cache.put(hash, data)
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -226,6 +230,8 @@ func (s *Store) PutBlob(ctx context.Context, hash string, data []byte) error {
 	if _, err := s.blobs.PutBytes(ctx, hash, data); err != nil {
 		return fmt.Errorf("put blob %s (%d bytes): %w", hash, len(data), err)
 	}
+	// Rendering usually follows soon: keep the new output at hand.
+	s.cache.put(hash, data)
 	return nil
 }
 
