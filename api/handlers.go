@@ -218,8 +218,8 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, tenant, session 
 }
 
 func (s *Server) writeBundle(w http.ResponseWriter, r *http.Request, tenant, session, format string) {
-	var b projections.Bundle
-	s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) { b = p.Bundle() })
+	var b projections.Snapshot
+	s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) { b = p.Snapshot() })
 	var (
 		out []byte
 		err error
@@ -227,11 +227,11 @@ func (s *Server) writeBundle(w http.ResponseWriter, r *http.Request, tenant, ses
 	)
 	switch format {
 	case "", "anthropic":
-		out, err = projections.RenderAnthropic(r.Context(), b, s.cfg.Store, s.cfg.Tokens)
+		out, err = b.RenderAnthropic(r.Context(), s.cfg.Store, s.cfg.Tokens)
 	case "openai":
-		out, err = projections.RenderOpenAI(r.Context(), b, s.cfg.Store, s.cfg.Tokens)
+		out, err = b.RenderOpenAI(r.Context(), s.cfg.Store, s.cfg.Tokens)
 	case "text":
-		out, err = projections.RenderText(r.Context(), b, s.cfg.Store, s.cfg.Tokens)
+		out, err = b.RenderText(r.Context(), s.cfg.Store, s.cfg.Tokens)
 		ct = "text/plain; charset=utf-8"
 	default:
 		writeError(w, http.StatusBadRequest, fmt.Errorf("format %q: want anthropic, openai or text", format))

@@ -107,11 +107,11 @@ func renderAtRequest(ctx context.Context, st *store.Store, sched liveDecider, pr
 			return nil, err
 		}
 	}
-	var bundle projections.Bundle
-	if !proj.View(events.DefaultTenant, session, func(s *projections.Session) { bundle = s.Bundle() }) {
+	var snap projections.Snapshot
+	if !proj.View(events.DefaultTenant, session, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return nil, fmt.Errorf("session %s not projected", session)
 	}
-	return projections.RenderAnthropic(ctx, bundle, st, nil)
+	return snap.RenderAnthropic(ctx, st, nil)
 }
 
 // durability compares store appends on a server fsyncing every write

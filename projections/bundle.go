@@ -31,6 +31,7 @@ type Bundle struct {
 	HostCompacted HostCompacted `json:"host_compacted"`
 
 	tokens *tokenCache
+	rc     *renderCache // nil: nothing cached (a bundle built by hand)
 }
 
 // HostCompacted summarises the items before the last host compaction.
@@ -57,42 +58,167 @@ type BundleItem struct {
 	Placeholder string `json:"placeholder,omitempty"`
 	// Residue is the applied mark's residue of an errored call.
 	Residue *events.Residue `json:"residue,omitempty"`
+
+	// slot holds the item's cached rendered fragments and gen identifies
+	// this view of the item (a new one whenever the session rebuilds it);
+	// nil and 0 in a BundleItem built by hand, which renders uncached.
+	slot *itemSlot
+	gen  uint64
 }
 
 // Bundle returns an immutable snapshot of the session's rendered bundle.
+// It copies every item out of the session's Snapshot; the render path
+// uses Snapshot itself, which shares the unchanged items.
 func (s *Session) Bundle() Bundle {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.bundleLocked()
+	return s.Snapshot().Bundle()
 }
 
-func (s *Session) bundleLocked() Bundle {
-	b := Bundle{
-		Tenant: s.tenant, Session: s.session, Provider: s.provider, Model: s.model,
-		MaxTokens: DefaultMaxTokens, tokens: s.tokens,
-	}
-	b.HostCompacted.Host = s.compactionHost
-	for _, it := range s.items[:s.compactedBefore] {
-		b.HostCompacted.Items++
-		b.HostCompacted.Tokens += it.Tokens
-	}
-	latest, _ := s.latestMarks()
-	b.Items = make([]BundleItem, 0, len(s.items)-s.compactedBefore)
-	for _, it := range s.items[s.compactedBefore:] {
-		bi := BundleItem{
-			Item: s.itemView(it, latest), Text: it.text, Signature: it.signature,
-			Input: it.input, Output: it.output, Error: it.errInfo,
-		}
-		switch {
-		case it.HostPruned:
-			bi.Placeholder = HostPlaceholder
-		case bi.Pruned:
-			bi.Placeholder = s.placeholderFor(it)
-			bi.Residue = it.applied.mark.m.Residue
-		}
-		b.Items = append(b.Items, bi)
+// Snapshot is an immutable snapshot of a session's rendered bundle, like
+// Bundle, except that its items are shared with the session's earlier and
+// later snapshots: taking one after a few events costs about the items
+// that changed (and 8 bytes per item when any did), where a Bundle copies
+// every item. Its renderings are the Bundle's, byte for byte, and reuse
+// the fragments rendered for the unchanged items (see render_cache.go).
+type Snapshot struct {
+	hdr   Bundle // Items nil
+	items []*BundleItem
+}
+
+// Snapshot returns an immutable snapshot of the session's rendered bundle.
+func (s *Session) Snapshot() Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.snapshotLocked()
+}
+
+// Len is the number of rendered items.
+func (sn Snapshot) Len() int { return len(sn.items) }
+
+// Bundle returns the snapshot as a Bundle (copying its items).
+func (sn Snapshot) Bundle() Bundle {
+	b := sn.hdr
+	b.Items = make([]BundleItem, len(sn.items))
+	for i, bi := range sn.items {
+		b.Items[i] = *bi
 	}
 	return b
+}
+
+// RenderAnthropic is RenderAnthropic of the snapshot's bundle.
+func (sn Snapshot) RenderAnthropic(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+	return renderAnthropic(ctx, &sn.hdr, itemList{ptrs: sn.items}, blobs)
+}
+
+// RenderOpenAI is RenderOpenAI of the snapshot's bundle.
+func (sn Snapshot) RenderOpenAI(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+	return renderOpenAI(ctx, &sn.hdr, itemList{ptrs: sn.items}, blobs)
+}
+
+// RenderText is RenderText of the snapshot's bundle.
+func (sn Snapshot) RenderText(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+	return renderText(ctx, &sn.hdr, itemList{ptrs: sn.items}, blobs, tc)
+}
+
+// itemList is a bundle's items, as values (a Bundle) or shared pointers
+// (a Snapshot), for the renderers.
+type itemList struct {
+	vals []BundleItem
+	ptrs []*BundleItem
+}
+
+func (l itemList) len() int {
+	if l.ptrs != nil {
+		return len(l.ptrs)
+	}
+	return len(l.vals)
+}
+
+func (l itemList) at(i int) *BundleItem {
+	if l.ptrs != nil {
+		return l.ptrs[i]
+	}
+	return &l.vals[i]
+}
+
+// snapshot is the items built by the last Snapshot: items[j] renders
+// s.items[base+j]. Snapshots handed out share the array up to their length
+// (capacity cut to it), so items are only ever appended past every handed
+// out length; a changed item makes a new array (copy on write) holding a
+// new BundleItem for it. BundleItems are never modified once built.
+type snapshot struct {
+	base  int
+	items []*BundleItem
+	gen   uint64 // last BundleItem generation given out
+}
+
+// snapshotLocked builds the snapshot: items dirtied since the last call
+// (Session.dirty) are rebuilt, new items appended; a host compaction starts
+// over. Callers hold s.mu at least for reading.
+func (s *Session) snapshotLocked() Snapshot {
+	h := Bundle{
+		Tenant: s.tenant, Session: s.session, Provider: s.provider, Model: s.model,
+		MaxTokens: DefaultMaxTokens, tokens: s.tokens, rc: s.rc,
+	}
+	h.HostCompacted = HostCompacted{Host: s.compactionHost, Items: s.hcItems, Tokens: s.hcTokens}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	sn := &s.snap
+	n := len(s.items) - s.compactedBefore
+	var latest map[string]*markState
+	build := func(j int) *BundleItem {
+		if latest == nil {
+			latest, _ = s.latestMarks()
+		}
+		sn.gen++
+		bi := s.bundleItem(s.items[sn.base+j], latest, sn.gen)
+		return &bi
+	}
+	if sn.base != s.compactedBefore {
+		sn.base, sn.items = s.compactedBefore, nil
+	}
+	if len(s.dirty) > 0 {
+		var items []*BundleItem
+		for _, i := range s.dirty {
+			s.items[i].dirty = false
+			j := i - sn.base
+			if j < 0 || j >= len(sn.items) {
+				continue
+			}
+			if items == nil {
+				items = make([]*BundleItem, len(sn.items), n+n/4+16)
+				copy(items, sn.items)
+			}
+			items[j] = build(j)
+		}
+		s.dirty = s.dirty[:0]
+		if items != nil {
+			sn.items = items
+		}
+	}
+	if sn.items == nil {
+		sn.items = make([]*BundleItem, 0, n+n/4+16)
+	}
+	for j := len(sn.items); j < n; j++ {
+		sn.items = append(sn.items, build(j))
+	}
+	return Snapshot{hdr: h, items: sn.items[:n:n]}
+}
+
+// bundleItem is item it as rendered, with generation gen.
+func (s *Session) bundleItem(it *itemState, latest map[string]*markState, gen uint64) BundleItem {
+	bi := BundleItem{
+		Item: s.itemView(it, latest), Text: it.text, Signature: it.signature,
+		Input: it.input, Output: it.output, Error: it.errInfo,
+		slot: &it.slot, gen: gen,
+	}
+	switch {
+	case it.HostPruned:
+		bi.Placeholder = HostPlaceholder
+	case bi.Pruned:
+		bi.Placeholder = s.placeholderFor(it)
+		bi.Residue = it.applied.mark.m.Residue
+	}
+	return bi
 }
 
 // placeholderFor returns the placeholder of an item with an applied PRUNE,
@@ -105,6 +231,7 @@ func (s *Session) placeholderFor(it *itemState) string {
 	}
 	if sv := s.survivorOf(it); sv != nil && sv.pruned() {
 		key.survivor = sv.applied
+		key.next = s.survivorOf(sv)
 	}
 	s.derived.mu.Lock()
 	defer s.derived.mu.Unlock()

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // The hand-written encoder below produces the bytes marshalJSON would
-// produce for the Anthropic request (encoding/json, no HTML escaping, raw
-// inputs compacted) without reflection: the render path sits in front of
-// every model call. Strings with nothing but printable ASCII, quotes,
+// produce for the Anthropic and OpenAI requests (encoding/json, no HTML
+// escaping, raw inputs compacted) without reflection: the render path sits
+// in front of every model call. Strings with nothing but printable ASCII, quotes,
 // backslashes, newlines, carriage returns and tabs are escaped here; any
 // other string (non-ASCII, other control bytes) goes through
 // encoding/json itself, so the output is identical by construction.
@@ -82,52 +81,6 @@ func appendRawJSON(dst []byte, raw json.RawMessage) ([]byte, error) {
 		return nil, fmt.Errorf("json: error calling MarshalJSON for type json.RawMessage: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// encodeAnthropic writes req as marshalJSON(req) would.
-func encodeAnthropic(req *anthropicRequest, sizeHint int) ([]byte, error) {
-	b := make([]byte, 0, sizeHint+1024)
-	b = append(b, `{"model":`...)
-	b = appendJSONStringSafe(b, req.Model)
-	b = append(b, `,"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(req.MaxTokens), 10)
-	if len(req.System) > 0 {
-		b = append(b, `,"system":[`...)
-		for i, t := range req.System {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendText(b, t)
-		}
-		b = append(b, ']')
-	}
-	b = append(b, `,"messages":[`...)
-	for i, m := range req.Messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"role":`...)
-		b = appendJSONStringSafe(b, string(m.Role))
-		b = append(b, `,"content":`...)
-		if m.Content == nil {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, '[')
-			for j, blk := range m.Content {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				var err error
-				if b, err = appendBlock(b, blk); err != nil {
-					return nil, err
-				}
-			}
-			b = append(b, ']')
-		}
-		b = append(b, '}')
-	}
-	b = append(b, "]}"...)
-	return b, nil
 }
 
 func appendText(b []byte, t anthropicText) []byte {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -59,43 +60,116 @@ type anthropicToolResult struct {
 // the bundle's (DefaultMaxTokens by default); no cache_control is written.
 // The output is deterministic. tc is not needed and may be nil.
 func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
-	req := anthropicRequest{Model: b.Model, MaxTokens: b.maxTokens(), Messages: []anthropicMessage{}}
-	size := 0
-	for i := range b.Items {
-		if err := ctx.Err(); err != nil {
+	return renderAnthropic(ctx, &b, itemList{vals: b.Items}, blobs)
+}
+
+func renderAnthropic(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Each item is one block (a system item one "system" text block),
+	// cached per item (render_cache.go); the framing is written here.
+	frags := make([][]byte, items.len())
+	size := 64 + len(b.Model)
+	for i := range frags {
+		f, err := items.at(i).anthropicBlock(ctx, blobs, b.rc)
+		if err != nil {
 			return nil, err
 		}
-		bi := &b.Items[i]
-		if bi.Role == events.RoleSystem {
-			req.System = append(req.System, anthropicText{Type: "text", Text: bi.contentText()})
-			continue
-		}
-		var block any
-		switch bi.Kind {
-		case ItemText:
-			block = anthropicText{Type: "text", Text: bi.contentText()}
-		case ItemThinking:
-			block = anthropicThinking{Type: "thinking", Thinking: bi.Text, Signature: bi.Signature}
-		case ItemToolUse:
-			block = anthropicToolUse{Type: "tool_use", ID: bi.CallID, Name: bi.Tool, Input: bi.wireInput()}
-		case ItemToolResult:
-			text, err := bi.content(ctx, blobs)
-			if err != nil {
-				return nil, err
-			}
-			size += len(text)
-			block = anthropicToolResult{Type: "tool_result", ToolUseID: bi.CallID, Content: text, IsError: bi.IsError}
-		default:
-			return nil, fmt.Errorf("item %s: unknown kind %q", bi.ID, bi.Kind)
-		}
-		role := bi.Role
-		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == role {
-			req.Messages[n-1].Content = append(req.Messages[n-1].Content, block)
-			continue
-		}
-		req.Messages = append(req.Messages, anthropicMessage{Role: role, Content: []any{block}})
+		frags[i] = f
+		size += len(f) + 1
 	}
-	return encodeAnthropic(&req, size+len(b.Items)*64)
+	out := make([]byte, 0, size+len(frags)*32)
+	out = append(out, `{"model":`...)
+	out = appendJSONStringSafe(out, b.Model)
+	out = append(out, `,"max_tokens":`...)
+	out = strconv.AppendInt(out, int64(b.maxTokens()), 10)
+	first := true
+	for i := range frags {
+		if items.at(i).Role != events.RoleSystem {
+			continue
+		}
+		if first {
+			out = append(out, `,"system":[`...)
+			first = false
+		} else {
+			out = append(out, ',')
+		}
+		out = append(out, frags[i]...)
+	}
+	if !first {
+		out = append(out, ']')
+	}
+	out = append(out, `,"messages":[`...)
+	var role events.Role
+	open := false
+	for i := range frags {
+		bi := items.at(i)
+		if bi.Role == events.RoleSystem {
+			continue
+		}
+		switch {
+		case open && bi.Role == role:
+			out = append(out, ',')
+		default:
+			if open {
+				out = append(out, "]},"...)
+			}
+			out = append(out, `{"role":`...)
+			out = appendJSONStringSafe(out, string(bi.Role))
+			out = append(out, `,"content":[`...)
+			open, role = true, bi.Role
+		}
+		out = append(out, frags[i]...)
+	}
+	if open {
+		out = append(out, "]}"...)
+	}
+	return append(out, "]}"...), nil
+}
+
+// anthropicBlock returns bi's block as RenderAnthropic writes it (a system
+// item's as its "system" text block), from the cache when bi's content is
+// unchanged since it was rendered.
+func (bi *BundleItem) anthropicBlock(ctx context.Context, blobs BlobGetter, rc *renderCache) ([]byte, error) {
+	if f := bi.cached(anthropicFragment); f != nil && f.sameContent(bi) {
+		return f.b, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var block any
+	n := 64 + len(bi.CallID) + len(bi.Tool)
+	switch {
+	case bi.Role == events.RoleSystem:
+		block = anthropicText{Type: "text", Text: bi.contentText()}
+		n += len(bi.Text) + len(bi.Placeholder)
+	case bi.Kind == ItemText:
+		block = anthropicText{Type: "text", Text: bi.contentText()}
+		n += len(bi.Text) + len(bi.Placeholder)
+	case bi.Kind == ItemThinking:
+		block = anthropicThinking{Type: "thinking", Thinking: bi.Text, Signature: bi.Signature}
+		n += len(bi.Text) + len(bi.Signature)
+	case bi.Kind == ItemToolUse:
+		in := bi.wireInput()
+		block = anthropicToolUse{Type: "tool_use", ID: bi.CallID, Name: bi.Tool, Input: in}
+		n += len(in)
+	case bi.Kind == ItemToolResult:
+		text, err := bi.content(ctx, blobs)
+		if err != nil {
+			return nil, err
+		}
+		block = anthropicToolResult{Type: "tool_result", ToolUseID: bi.CallID, Content: text, IsError: bi.IsError}
+		n += len(text) + len(text)/16
+	default:
+		return nil, fmt.Errorf("item %s: unknown kind %q", bi.ID, bi.Kind)
+	}
+	out, err := appendBlock(make([]byte, 0, n), block)
+	if err != nil {
+		return nil, err
+	}
+	rc.keep(bi, anthropicFragment, bi.contentFragment(out))
+	return out, nil
 }
 
 // contentText is a message item's text, or its placeholder when pruned.

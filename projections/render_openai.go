@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -45,63 +44,152 @@ type openaiFunction struct {
 // assistant run of thinking only yields no message. The output is
 // deterministic. tc is not needed and may be nil.
 func RenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
-	req := openaiRequest{Model: b.Model, Messages: []openaiMessage{}}
-	var texts []string
-	var calls []openaiToolCall
-	inRun := false
-	flush := func() {
-		if !inRun {
-			return
-		}
-		inRun = false
-		if len(texts) == 0 && len(calls) == 0 {
-			return
-		}
-		m := openaiMessage{Role: "assistant", ToolCalls: calls}
-		if len(texts) > 0 {
-			c := strings.Join(texts, "\n\n")
-			m.Content = &c
-		}
-		req.Messages = append(req.Messages, m)
-		texts, calls = nil, nil
+	return renderOpenAI(ctx, &b, itemList{vals: b.Items}, blobs)
+}
+
+// renderOpenAI writes what marshalJSON(openaiRequest) would, from per-item
+// fragments (cached, see render_cache.go): an assistant text is its
+// escaped content (JSON escaping is per character, so the run's joined
+// content is the fragments joined by an escaped blank line), an assistant
+// tool call its tool_calls entry, any other item its whole message.
+func renderOpenAI(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	for i := range b.Items {
-		if err := ctx.Err(); err != nil {
+	frags := make([][]byte, items.len())
+	size := 64 + len(b.Model)
+	for i := range frags {
+		f, err := items.at(i).openaiFragment(ctx, blobs, b.rc)
+		if err != nil {
 			return nil, err
 		}
-		bi := &b.Items[i]
-		if bi.Role == events.RoleAssistant {
-			inRun = true
-			switch bi.Kind {
-			case ItemText:
-				texts = append(texts, bi.contentText())
-			case ItemToolUse:
-				args := string(bi.wireInput())
-				if !bi.Pruned {
-					args = canonicalJSON(bi.wireInput())
-				}
-				calls = append(calls, openaiToolCall{
-					ID: bi.CallID, Type: "function",
-					Function: openaiFunction{Name: bi.Tool, Arguments: args},
-				})
-			}
+		frags[i] = f
+		size += len(f) + 8
+	}
+	out := make([]byte, 0, size+len(frags)*48)
+	out = append(out, `{"model":`...)
+	out = appendJSONStringSafe(out, b.Model)
+	out = append(out, `,"messages":[`...)
+	first := true
+	sep := func() {
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+	}
+	for i := 0; i < len(frags); {
+		if items.at(i).Role != events.RoleAssistant {
+			sep()
+			out = append(out, frags[i]...)
+			i++
 			continue
 		}
-		flush()
-		switch bi.Kind {
-		case ItemText:
-			c := bi.contentText()
-			req.Messages = append(req.Messages, openaiMessage{Role: string(bi.Role), Content: &c})
-		case ItemToolResult:
-			c, err := bi.content(ctx, blobs)
-			if err != nil {
-				return nil, err
+		// One message for the run of assistant items.
+		end := i
+		texts, calls := 0, 0
+		for ; end < len(frags) && items.at(end).Role == events.RoleAssistant; end++ {
+			switch items.at(end).Kind {
+			case ItemText:
+				texts++
+			case ItemToolUse:
+				calls++
 			}
-			req.Messages = append(req.Messages, openaiMessage{Role: "tool", Content: &c, ToolCallID: bi.CallID})
-		default:
-			return nil, fmt.Errorf("item %s: kind %q with role %q", bi.ID, bi.Kind, bi.Role)
 		}
+		if texts+calls > 0 {
+			sep()
+			out = append(out, `{"role":"assistant","content":`...)
+			if texts == 0 {
+				out = append(out, "null"...)
+			} else {
+				out = append(out, '"')
+				n := 0
+				for j := i; j < end; j++ {
+					if items.at(j).Kind == ItemText {
+						if n > 0 {
+							out = append(out, `\n\n`...)
+						}
+						n++
+						out = append(out, frags[j]...)
+					}
+				}
+				out = append(out, '"')
+			}
+			if calls > 0 {
+				out = append(out, `,"tool_calls":[`...)
+				n := 0
+				for j := i; j < end; j++ {
+					if items.at(j).Kind == ItemToolUse {
+						if n > 0 {
+							out = append(out, ',')
+						}
+						n++
+						out = append(out, frags[j]...)
+					}
+				}
+				out = append(out, ']')
+			}
+			out = append(out, '}')
+		}
+		i = end
 	}
-	flush()
-	return marshalJSON(req)
+	return append(out, "]}"...), nil
+}
+
+// openaiFragment returns bi's part of the OpenAI rendering (see
+// renderOpenAI), nil for an assistant item that adds nothing.
+func (bi *BundleItem) openaiFragment(ctx context.Context, blobs BlobGetter, rc *renderCache) ([]byte, error) {
+	if bi.Role == events.RoleAssistant && bi.Kind != ItemText && bi.Kind != ItemToolUse {
+		return nil, nil
+	}
+	if f := bi.cached(openaiFragment); f != nil && f.sameContent(bi) {
+		return f.b, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []byte
+	switch {
+	case bi.Role == events.RoleAssistant && bi.Kind == ItemText:
+		q := appendJSONStringSafe(nil, bi.contentText())
+		out = q[1 : len(q)-1]
+	case bi.Role == events.RoleAssistant:
+		in := bi.wireInput()
+		args := string(in)
+		if !bi.Pruned {
+			args = canonicalJSON(in)
+		}
+		out = make([]byte, 0, 64+len(bi.CallID)+len(bi.Tool)+len(args)+len(args)/8)
+		out = append(out, `{"id":`...)
+		out = appendJSONStringSafe(out, bi.CallID)
+		out = append(out, `,"type":"function","function":{"name":`...)
+		out = appendJSONStringSafe(out, bi.Tool)
+		out = append(out, `,"arguments":`...)
+		out = appendJSONStringSafe(out, args)
+		out = append(out, "}}"...)
+	case bi.Kind == ItemText:
+		c := bi.contentText()
+		out = make([]byte, 0, 32+len(bi.Role)+len(c)+len(c)/16)
+		out = append(out, `{"role":`...)
+		out = appendJSONStringSafe(out, string(bi.Role))
+		out = append(out, `,"content":`...)
+		out = appendJSONStringSafe(out, c)
+		out = append(out, '}')
+	case bi.Kind == ItemToolResult:
+		c, err := bi.content(ctx, blobs)
+		if err != nil {
+			return nil, err
+		}
+		out = make([]byte, 0, 48+len(bi.CallID)+len(c)+len(c)/16)
+		out = append(out, `{"role":"tool","content":`...)
+		out = appendJSONStringSafe(out, c)
+		if bi.CallID != "" {
+			out = append(out, `,"tool_call_id":`...)
+			out = appendJSONStringSafe(out, bi.CallID)
+		}
+		out = append(out, '}')
+	default:
+		return nil, fmt.Errorf("item %s: kind %q with role %q", bi.ID, bi.Kind, bi.Role)
+	}
+	rc.keep(bi, openaiFragment, bi.contentFragment(out))
+	return out, nil
 }

@@ -23,32 +23,62 @@ import (
 // noted too (notes only: a pending mark changes no content). A closing line
 // gives the totals.
 func RenderText(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
-	var w bytes.Buffer
-	fmt.Fprintf(&w, "prunesched bundle  tenant=%s session=%s model=%s\n", b.Tenant, b.Session, orDash(b.Model))
-	if hc := b.HostCompacted; hc.Items > 0 {
-		fmt.Fprintf(&w, "── %d items (%d tok) before the last host compaction (%s): not rendered\n", hc.Items, hc.Tokens, orDash(hc.Host))
+	return renderText(ctx, &b, itemList{vals: b.Items}, blobs, tc)
+}
+
+func renderText(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	total := 0
-	for i := range b.Items {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		bi := &b.Items[i]
-		n := bi.renderedTokens(b.tokens, tc)
-		total += n
-		w.WriteString(textHeader(bi, n))
-		w.WriteByte('\n')
-		text, err := bi.content(ctx, blobs)
+	frags := make([][]byte, items.len())
+	size, total := 256, 0
+	for i := range frags {
+		f, err := items.at(i).textFragment(ctx, b, blobs, tc)
 		if err != nil {
 			return nil, err
 		}
-		w.WriteString(text)
-		if !strings.HasSuffix(text, "\n") {
-			w.WriteByte('\n')
-		}
+		frags[i] = f.b
+		size += len(f.b)
+		total += f.tokens
 	}
-	fmt.Fprintf(&w, "── end: %d items, %d tok rendered\n", len(b.Items), total)
+	w := bytes.NewBuffer(make([]byte, 0, size))
+	fmt.Fprintf(w, "prunesched bundle  tenant=%s session=%s model=%s\n", b.Tenant, b.Session, orDash(b.Model))
+	if hc := b.HostCompacted; hc.Items > 0 {
+		fmt.Fprintf(w, "── %d items (%d tok) before the last host compaction (%s): not rendered\n", hc.Items, hc.Tokens, orDash(hc.Host))
+	}
+	for _, f := range frags {
+		w.Write(f)
+	}
+	fmt.Fprintf(w, "── end: %d items, %d tok rendered\n", len(frags), total)
 	return w.Bytes(), nil
+}
+
+// textFragment returns bi's block of the transcript (header line and
+// content) with its rendered token count, cached per view of the item
+// (its generation) and whether tokens were counted.
+func (bi *BundleItem) textFragment(ctx context.Context, b *Bundle, blobs BlobGetter, tc TokenCounter) (*fragment, error) {
+	if f := bi.cached(textFragment); f != nil && bi.gen != 0 && f.gen == bi.gen && f.counted == (tc != nil) {
+		return f, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := bi.renderedTokens(b.tokens, tc)
+	text, err := bi.content(ctx, blobs)
+	if err != nil {
+		return nil, err
+	}
+	h := textHeader(bi, n)
+	out := make([]byte, 0, len(h)+len(text)+2)
+	out = append(out, h...)
+	out = append(out, '\n')
+	out = append(out, text...)
+	if !strings.HasSuffix(text, "\n") {
+		out = append(out, '\n')
+	}
+	f := &fragment{gen: bi.gen, counted: tc != nil, tokens: n, b: out}
+	b.rc.keep(bi, textFragment, f)
+	return f, nil
 }
 
 func textHeader(bi *BundleItem, tokens int) string {

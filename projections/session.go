@@ -60,6 +60,12 @@ type Session struct {
 	marks     map[string]*markState // mark event id -> mark
 	markOrder []*markState          // marks in log order
 
+	// inputMarks holds the items named by part "input" marks: the only
+	// marks whose ledger key changes when an item or call is seen later.
+	// resolveEpoch counts such changes (see latestMarks).
+	inputMarks   map[string]struct{}
+	resolveEpoch int
+
 	compactedBefore int    // items[:compactedBefore] were removed by the host
 	compactionHost  string // host of the last HostCompaction
 
@@ -71,6 +77,28 @@ type Session struct {
 	duplicates int // fact events repeating an item id already seen
 
 	tokens *tokenCache
+
+	// hcItems and hcTokens count items[:compactedBefore] (set at the host
+	// compaction).
+	hcItems, hcTokens int
+
+	// dirty lists the items whose rendered view may have changed since the
+	// last snapshot (each once: itemState.dirty; a host compaction starts
+	// the snapshot over instead). refs maps an item id to the items whose
+	// applied mark names it as the surviving copy: their placeholders
+	// depend on its state. Observe writes both under mu; snapshotLocked
+	// consumes dirty under mu (read) and snapMu.
+	dirty []int
+	refs  map[string][]int
+
+	// snapMu guards snap, the bundle items built by the last snapshot,
+	// shared with the next for the items not dirtied since (see
+	// snapshotLocked).
+	snapMu sync.Mutex
+	snap   snapshot
+
+	// rc accounts the rendered fragments cached for this session's items.
+	rc *renderCache
 
 	// derived caches what readers recompute from the state above, valid
 	// while pos (bumped by every observed event) has not moved. Readers
@@ -84,10 +112,18 @@ type derivedCache struct {
 	latestPos   int // pos the latest marks were computed at; -1 none
 	latest      map[string]*markState
 	latestOrder []string
+	// latestMarks is how many of markOrder latest holds, latestEpoch the
+	// resolveEpoch it was computed at: while the epoch holds, later marks
+	// are folded in without recomputing.
+	latestMarks int
+	latestEpoch int
 }
 
 type callRef struct {
 	input, output int // indices in items, -1 when not seen
+	// earlier holds the call's earlier result items when several share
+	// the call id (their placeholders quote the input too).
+	earlier []int
 }
 
 // itemState is one item with its payload and its rendering state.
@@ -106,6 +142,11 @@ type itemState struct {
 	// ph caches the placeholder built for phKey (see placeholderFor).
 	ph    string
 	phKey placeholderKey
+
+	// dirty is true while the item is listed in Session.dirty.
+	dirty bool
+	// slot holds the item's rendered fragments (see render_cache.go).
+	slot itemSlot
 }
 
 // placeholderKey is what an item's placeholder depends on that can change
@@ -119,6 +160,9 @@ type placeholderKey struct {
 	// survivor is the applied mark of the item named as the surviving
 	// copy: when that item is pruned later, the placeholder must say so.
 	survivor *applied
+	// next is the item the removed survivor deferred to, once it exists
+	// (the placeholder names it).
+	next *itemState
 }
 
 // applied links an applied mark with the application that applied it.
@@ -148,16 +192,30 @@ func NewSession(tenant, session string) *Session {
 	if tenant == "" {
 		tenant = events.DefaultTenant
 	}
-	return &Session{
+	s := &Session{
 		tenant:  tenant,
 		session: session,
 		seen:    map[string]struct{}{},
 		byItem:  map[string]int{},
 		byCall:  map[string]*callRef{},
 		marks:   map[string]*markState{},
-		tokens:  newTokenCache(),
-		derived: derivedCache{latestPos: -1},
+		refs:    map[string][]int{},
+
+		inputMarks: map[string]struct{}{},
+		tokens:     newTokenCache(),
+		rc:         newRenderCache(NewRenderBudget(DefaultRenderCacheSessionBytes, DefaultRenderCacheSessionBytes)),
+		derived:    derivedCache{latestPos: -1},
 	}
+	s.rc.release(s)
+	return s
+}
+
+// SetRenderBudget makes the session cache its rendered fragments within b,
+// shared with other sessions (a projection worker's). Call it before the
+// session is rendered.
+func (s *Session) SetRenderBudget(b *RenderBudget) {
+	s.rc = newRenderCache(b)
+	s.rc.release(s)
 }
 
 // Tenant returns the session's tenant.
@@ -218,10 +276,28 @@ func (s *Session) Observe(ev events.Event) {
 		it.CallID = p.CallID
 		it.Tokens = p.InputTokens
 		it.input = p.Input
-		s.call(p.CallID).input = it.Index
-		// A result seen before its call takes the tool name from it.
-		if r := s.byCall[p.CallID].output; r >= 0 && s.items[r].Tool == "" {
-			s.items[r].Tool = p.Tool
+		c := s.call(p.CallID)
+		// Marks on the result's input now resolve to this item, not to an
+		// earlier call item of the same call id.
+		s.touch(c.input)
+		c.input = it.Index
+		// A result seen before its call takes the tool name from it (and
+		// its placeholder now quotes the arguments).
+		if r := c.output; r >= 0 {
+			if s.items[r].Tool == "" {
+				s.items[r].Tool = p.Tool
+			}
+			s.touch(r)
+		}
+		for _, r := range c.earlier {
+			s.touch(r)
+		}
+		// Part "input" marks on the call's results now file under this item.
+		if c.output >= 0 {
+			s.resolved(s.items[c.output].ID)
+		}
+		for _, r := range c.earlier {
+			s.resolved(s.items[r].ID)
 		}
 	case *events.ToolResult:
 		it := s.newItem(ev, p.Item, ItemToolResult, events.RoleUser)
@@ -240,23 +316,34 @@ func (s *Session) Observe(ev events.Event) {
 			it.Hash = p.OutputRef.Hash
 		}
 		c := s.call(p.CallID)
+		if c.output >= 0 {
+			c.earlier = append(c.earlier, c.output)
+		}
 		c.output = it.Index
 		if it.Tool == "" && c.input >= 0 {
 			it.Tool = s.items[c.input].Tool
 		}
+		// Marks on this result's input made before it was seen now
+		// resolve to the call's input item.
+		s.touch(c.input)
 	case *events.HostCompaction:
 		s.compactedBefore = len(s.items)
 		s.compactionHost = p.Host
+		s.hcItems, s.hcTokens = 0, 0
 		for _, it := range s.items {
 			it.HostCompacted = true
+			s.hcItems++
+			s.hcTokens += it.Tokens
 		}
 	case *events.Pin:
 		if i, ok := s.byItem[p.Item]; ok {
 			s.items[i].Pinned = true
+			s.touch(i)
 		}
 	case *events.Unpin:
 		if i, ok := s.byItem[p.Item]; ok {
 			s.items[i].Pinned = false
+			s.touch(i)
 		}
 	case *events.Restore:
 		i, ok := s.byItem[p.Item]
@@ -268,10 +355,15 @@ func (s *Session) Observe(ev events.Event) {
 		it.applied = nil
 		it.restoreAt = pos
 		it.Restored = true
+		s.touchApplied(it)
 	case *events.Mark:
 		ms := &markState{id: ev.ID, pos: pos, time: ev.Time, m: p}
 		s.marks[ev.ID] = ms
 		s.markOrder = append(s.markOrder, ms)
+		if p.Part == partInput {
+			s.inputMarks[p.Item] = struct{}{}
+		}
+		s.touchMarked(p)
 	case *events.Application:
 		s.apply(&appState{id: ev.ID, pos: pos, time: ev.Time, a: p})
 	}
@@ -289,7 +381,62 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	}
 	s.byItem[id] = it.Index
 	s.items = append(s.items, it)
+	s.resolved(id)
+	// Placeholders saying "since removed too, deferring to <id>" name this
+	// item only once it exists.
+	for _, j := range s.refs[id] {
+		s.touchDependents(s.items[j].ID)
+	}
 	return it
+}
+
+// resolved notes that part "input" marks naming item id may file under
+// another key from now on.
+func (s *Session) resolved(id string) {
+	if _, ok := s.inputMarks[id]; ok {
+		s.resolveEpoch++
+	}
+}
+
+// touch lists item i (ignored when negative) as dirty: its rendered view
+// may have changed since the last snapshot.
+func (s *Session) touch(i int) {
+	if i < 0 {
+		return
+	}
+	it := s.items[i]
+	if it.dirty {
+		return
+	}
+	it.dirty = true
+	s.dirty = append(s.dirty, i)
+}
+
+// touchDependents dirties the items whose placeholder names id as the
+// surviving copy.
+func (s *Session) touchDependents(id string) {
+	for _, j := range s.refs[id] {
+		s.touch(j)
+	}
+}
+
+// touchApplied dirties an item whose applied mark changed, and the items
+// whose placeholder depends on its state.
+func (s *Session) touchApplied(it *itemState) {
+	s.touch(it.Index)
+	s.touchDependents(it.ID)
+}
+
+// touchMarked dirties the item whose latest mark m may now be (as
+// latestMarks files it).
+func (s *Session) touchMarked(m *events.Mark) {
+	if i := s.target(m); i >= 0 {
+		s.touch(i)
+		return
+	}
+	if i, ok := s.byItem[s.targetKey(m)]; ok {
+		s.touch(i)
+	}
 }
 
 func (s *Session) call(id string) *callRef {
@@ -313,6 +460,8 @@ func (s *Session) apply(app *appState) {
 		}
 		if ms.app == nil {
 			ms.app = app
+			// The item's latest mark may now show as applied.
+			s.touchMarked(ms.m)
 		}
 		i := s.target(ms.m)
 		if i < 0 {
@@ -329,6 +478,12 @@ func (s *Session) apply(app *appState) {
 			it.applied = &applied{mark: ms, app: app}
 		case events.Keep:
 			it.applied = &applied{mark: ms, app: app}
+		}
+		s.touchApplied(it)
+		if id := s.survivorID(it); id != "" {
+			if r := s.refs[id]; len(r) == 0 || r[len(r)-1] != i {
+				s.refs[id] = append(r, i)
+			}
 		}
 	}
 }
@@ -371,10 +526,23 @@ func (s *Session) latestMarks() (map[string]*markState, []string) {
 	d := &s.derived
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.latestPos != s.pos {
+	switch {
+	case d.latestPos == s.pos:
+	case d.latest != nil && d.latestEpoch == s.resolveEpoch:
+		// Every mark folded in so far files under the same key as then:
+		// fold in the new ones. Readers holding the map or the order hold
+		// s.mu for reading, so s.pos cannot have moved under them.
+		for _, ms := range s.markOrder[d.latestMarks:] {
+			k := s.targetKey(ms.m)
+			if _, ok := d.latest[k]; !ok {
+				d.latestOrder = append(d.latestOrder, k)
+			}
+			d.latest[k] = ms
+		}
+	default:
 		d.latest, d.latestOrder = s.computeLatestMarks()
-		d.latestPos = s.pos
 	}
+	d.latestPos, d.latestMarks, d.latestEpoch = s.pos, len(s.markOrder), s.resolveEpoch
 	return d.latest, d.latestOrder
 }
 

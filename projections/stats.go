@@ -89,12 +89,11 @@ func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc TokenCounter) 
 			st.ToolCalls++
 		}
 	}
-	b := s.bundleLocked()
-	st.HostCompactedItems = b.HostCompacted.Items
-	st.Tokens.HostCompacted = b.HostCompacted.Tokens
-	st.RenderedItems = len(b.Items)
-	for i := range b.Items {
-		bi := &b.Items[i]
+	b := s.snapshotLocked()
+	st.HostCompactedItems = b.hdr.HostCompacted.Items
+	st.Tokens.HostCompacted = b.hdr.HostCompacted.Tokens
+	st.RenderedItems = len(b.items)
+	for _, bi := range b.items {
 		n := bi.renderedTokens(s.tokens, tc)
 		st.Tokens.Rendered += n
 		switch {
