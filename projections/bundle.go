@@ -94,6 +94,19 @@ func (s *Session) Snapshot() Snapshot {
 // Len is the number of rendered items.
 func (sn Snapshot) Len() int { return len(sn.items) }
 
+// Pruned returns copies of the snapshot's pruned items that carry a
+// placeholder, in bundle order: what a proxy splices into a client's own
+// request, without copying the other items.
+func (sn Snapshot) Pruned() []BundleItem {
+	var out []BundleItem
+	for _, bi := range sn.items {
+		if bi.Pruned && bi.Placeholder != "" {
+			out = append(out, *bi)
+		}
+	}
+	return out
+}
+
 // Bundle returns the snapshot as a Bundle (copying its items).
 func (sn Snapshot) Bundle() Bundle {
 	b := sn.hdr

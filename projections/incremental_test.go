@@ -75,6 +75,15 @@ func checkIncremental(t *testing.T, evs []events.Event, blobs BlobGetter, tc Tok
 		if !reflect.DeepEqual(stripBundle(bi), stripBundle(sn.Bundle())) {
 			t.Fatalf("after event %d: Snapshot().Bundle() differs from Bundle()", k)
 		}
+		var wantPruned []BundleItem
+		for _, it := range bi.Items {
+			if it.Pruned && it.Placeholder != "" {
+				wantPruned = append(wantPruned, it)
+			}
+		}
+		if !reflect.DeepEqual(stripBundle(Bundle{Items: wantPruned}), stripBundle(Bundle{Items: sn.Pruned()})) {
+			t.Fatalf("after event %d: Snapshot().Pruned() differs from the Bundle's pruned items", k)
+		}
 		if !reflect.DeepEqual(stripBundle(bi), stripBundle(bf)) {
 			for j := range bi.Items {
 				if j < len(bf.Items) && !reflect.DeepEqual(stripBundle(bi).Items[j], stripBundle(bf).Items[j]) {

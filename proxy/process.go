@@ -320,15 +320,14 @@ func isMeta(t string) bool {
 // render splices the placeholders of the session's pruned items into the
 // client's body. Caller holds st.mu.
 func (p *Proxy) render(pl *plan) error {
-	pruned := map[string]*projections.BundleItem{}
-	var bundle projections.Bundle
-	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { bundle = s.Bundle() }) {
+	var snap projections.Snapshot
+	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return fmt.Errorf("session %s not in the projection", pl.session)
 	}
-	for i := range bundle.Items {
-		if bi := &bundle.Items[i]; bi.Pruned && bi.Placeholder != "" {
-			pruned[bi.ID] = bi
-		}
+	items := snap.Pruned()
+	pruned := make(map[string]*projections.BundleItem, len(items))
+	for i := range items {
+		pruned[items[i].ID] = &items[i]
 	}
 	if len(pruned) == 0 {
 		return nil
