@@ -30,12 +30,25 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // Decode decodes one event strictly.
 //
+// Input in the exact form Encode writes (what the log holds) is decoded
+// by a hand-written parser (decodeFast) that accepts only input the strict
+// decoder accepts, with the same result; anything else, and every error,
+// goes through the strict decoder.
+func Decode(b []byte) (Event, error) {
+	if e, ok := decodeFast(b); ok {
+		return e, nil
+	}
+	return decodeSlow(b)
+}
+
+// decodeSlow is Decode without the fast path.
+//
 // The input is scanned once by the strict envelope decoder (unknown fields
 // rejected) instead of first by json.Unmarshal and then again by it: an
 // input is accepted exactly when it is one JSON value (plus white space)
 // that the strict decoder accepts, which is what json.Unmarshal required.
 // Any failure is decoded again the original way, so errors are unchanged.
-func Decode(b []byte) (Event, error) {
+func decodeSlow(b []byte) (Event, error) {
 	var e Event
 	if err := e.decodeStrict(b); err == nil {
 		return e, nil

@@ -3,7 +3,6 @@ package events
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -90,14 +89,41 @@ func (e Event) TenantOrDefault() string {
 // opposed to a prunesched decision about it).
 func (e Event) IsFact() bool { return KindOf(e.Type) == KindFact }
 
-var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$`)
+// validID reports whether s is a valid event or item id: it matches
+// ^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$ (written out: the regexp was a
+// large part of decoding; TestValidIDMatchesRegexp keeps them equal).
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 200 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case isAlnum(c):
+		case c == '.', c == '_', c == ':', c == '/', c == '@', c == '+', c == '=', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
-// tokenRe restricts tenant and session names to characters that are valid in
-// a NATS subject token.
-var tokenRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// ValidToken reports whether s can be used as a tenant or session name:
+// characters that are valid in a NATS subject token, ^[A-Za-z0-9_-]{1,128}$.
+func ValidToken(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidToken reports whether s can be used as a tenant or session name.
-func ValidToken(s string) bool { return tokenRe.MatchString(s) }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // Validate checks the envelope and its payload. Errors name the field.
 func (e Event) Validate() error {
@@ -107,7 +133,7 @@ func (e Event) Validate() error {
 	if e.ID == "" {
 		return fieldErr("id", "missing")
 	}
-	if !idRe.MatchString(e.ID) {
+	if !validID(e.ID) {
 		return fieldErr("id", "invalid id %q", e.ID)
 	}
 	if e.Tenant != "" && !ValidToken(e.Tenant) {

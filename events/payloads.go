@@ -393,13 +393,12 @@ func (*Restore) EventType() Type { return TypeRestore }
 
 func (p *Restore) validate() error { return validItem("item", p.Item) }
 
-var itemRe = idRe
-
+// validItem checks an item id: the same syntax as an event id.
 func validItem(field, v string) error {
 	if v == "" {
 		return dataErr(field, "missing")
 	}
-	if !itemRe.MatchString(v) {
+	if !validID(v) {
 		return dataErr(field, "invalid id %q", v)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"sync"
 
@@ -20,6 +21,8 @@ import (
 type ProjectionWorker struct {
 	js     jetstream.JetStream
 	logger *slog.Logger
+	// budget bounds the rendered fragments all sessions cache.
+	budget *projections.RenderBudget
 	met    *Metrics
 
 	mu       sync.RWMutex
@@ -32,12 +35,19 @@ type ProjectionWorker struct {
 
 // NewProjectionWorker returns a projection over the stream reached by js.
 func NewProjectionWorker(js jetstream.JetStream, logger *slog.Logger, met *Metrics) *ProjectionWorker {
-	w := &ProjectionWorker{js: js, logger: logger, met: met, sessions: map[sessionKey]*projections.Session{}}
+	w := &ProjectionWorker{js: js, logger: logger, met: met, sessions: map[sessionKey]*projections.Session{},
+		budget: projections.NewRenderBudget(projections.DefaultRenderCacheSessionBytes, projections.DefaultRenderCacheTotalBytes)}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
 
 // Run tails the stream until ctx ends.
+//
+// Receiving, decoding and applying run in stages so that they overlap: the
+// consumer's callback only queues each message; a decoder takes whatever
+// is queued as one batch and decodes it (in parallel when it is large); an
+// applier applies the batches in stream order. Seq advances only as
+// messages are applied, in order.
 func (w *ProjectionWorker) Run(ctx context.Context) error {
 	cons, err := w.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{events.SubjectPrefix + ".>"},
@@ -46,44 +56,217 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projection: create ordered consumer: %w", err)
 	}
+	q := newProjQueue(projQueueMax)
+	decoded := make(chan []projMsg, 4)
+	var stages sync.WaitGroup
+	stages.Go(func() {
+		defer close(decoded)
+		for {
+			raw := q.take()
+			if raw == nil {
+				return
+			}
+			batch := decodeBatch(raw)
+			q.recycle(raw)
+			decoded <- batch
+		}
+	})
+	stages.Go(func() {
+		for batch := range decoded {
+			w.apply(batch)
+			clear(batch)
+			projMsgPool.Put(&batch)
+		}
+	})
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		meta, err := msg.Metadata()
 		if err != nil {
 			w.logger.Error("projection: message without metadata", "err", err)
 			return
 		}
-		ev, err := events.Decode(msg.Data())
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if err != nil {
-			w.errs++
-			w.met.decodeError("projection")
-			w.logger.Error("projection: undecodable event skipped", "seq", meta.Sequence.Stream, "subject", msg.Subject(), "err", err)
-		} else {
-			ev.Seq = meta.Sequence.Stream
-			k := keyOf(ev)
-			s, ok := w.sessions[k]
-			if !ok {
-				s = projections.NewSession(k.tenant, k.session)
-				w.sessions[k] = s
-			}
-			s.Observe(ev)
-		}
-		w.seq = meta.Sequence.Stream
-		w.cond.Broadcast()
+		q.push(projRaw{seq: meta.Sequence.Stream, subject: msg.Subject(), data: msg.Data()})
 	})
 	if err != nil {
+		q.close()
+		stages.Wait()
 		return fmt.Errorf("projection: consume: %w", err)
 	}
 	w.mu.Lock()
 	w.started = true
 	w.mu.Unlock()
 	<-ctx.Done()
+	// Closing the queue first releases a callback waiting for room.
+	q.close()
 	cc.Stop()
+	stages.Wait()
 	w.mu.Lock()
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	return nil
+}
+
+const (
+	// projQueueMax bounds the messages received but not yet decoded (and
+	// so one decode batch).
+	projQueueMax = 1024
+	// projApplyChunk is how many messages are applied per hold of the
+	// write lock (readers and WaitSeq get a turn in between).
+	projApplyChunk = 64
+	// projParallelMin is the batch size from which decoding is split
+	// across goroutines.
+	projParallelMin = 64
+)
+
+// projRaw is one stream message as received.
+type projRaw struct {
+	seq     uint64
+	subject string
+	data    []byte
+}
+
+// projMsg is one stream message decoded.
+type projMsg struct {
+	seq     uint64
+	subject string
+	ev      events.Event
+	err     error
+}
+
+// projMsgPool recycles decoded batches once applied.
+var projMsgPool sync.Pool
+
+// decodeBatch decodes every message of raw, splitting a large batch
+// across up to GOMAXPROCS goroutines.
+func decodeBatch(raw []projRaw) []projMsg {
+	var out []projMsg
+	if p, ok := projMsgPool.Get().(*[]projMsg); ok && cap(*p) >= len(raw) {
+		out = (*p)[:len(raw)]
+	} else {
+		out = make([]projMsg, len(raw), max(len(raw), 64))
+	}
+	n := min(runtime.GOMAXPROCS(0), len(raw)/(projParallelMin/2))
+	if n <= 1 {
+		decodeMsgs(raw, out)
+		return out
+	}
+	var wg sync.WaitGroup
+	per := (len(raw) + n - 1) / n
+	for lo := per; lo < len(raw); lo += per {
+		hi := min(lo+per, len(raw))
+		wg.Go(func() { decodeMsgs(raw[lo:hi], out[lo:hi]) })
+	}
+	decodeMsgs(raw[:per], out[:per])
+	wg.Wait()
+	return out
+}
+
+func decodeMsgs(raw []projRaw, out []projMsg) {
+	for i, r := range raw {
+		ev, err := events.Decode(r.data)
+		out[i] = projMsg{seq: r.seq, subject: r.subject, ev: ev, err: err}
+	}
+}
+
+// apply applies a decoded batch in order.
+func (w *ProjectionWorker) apply(batch []projMsg) {
+	for len(batch) > 0 {
+		n := min(len(batch), projApplyChunk)
+		w.mu.Lock()
+		for i := range batch[:n] {
+			m := &batch[i]
+			if m.err != nil {
+				w.errs++
+				w.met.decodeError("projection")
+				w.logger.Error("projection: undecodable event skipped", "seq", m.seq, "subject", m.subject, "err", m.err)
+			} else {
+				ev := m.ev
+				ev.Seq = m.seq
+				k := keyOf(ev)
+				s, ok := w.sessions[k]
+				if !ok {
+					s = projections.NewSession(k.tenant, k.session)
+					s.SetRenderBudget(w.budget)
+					w.sessions[k] = s
+				}
+				s.Observe(ev)
+			}
+			w.seq = m.seq
+		}
+		w.cond.Broadcast()
+		w.mu.Unlock()
+		batch = batch[n:]
+	}
+}
+
+// projQueue hands messages from the consumer's callback to the decoder:
+// push waits while max messages are queued; take returns everything
+// queued as one batch, so batches grow only when the decoder falls behind
+// and a lone message is passed on at once.
+type projQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	msgs   []projRaw
+	spare  []projRaw // a taken batch given back, reused by take
+	max    int
+	closed bool
+}
+
+func newProjQueue(max int) *projQueue {
+	q := &projQueue{max: max}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// push queues m; after close it drops it.
+func (q *projQueue) push(m projRaw) {
+	q.mu.Lock()
+	for len(q.msgs) >= q.max && !q.closed {
+		q.cond.Wait()
+	}
+	if !q.closed {
+		q.msgs = append(q.msgs, m)
+		if len(q.msgs) == 1 {
+			q.cond.Broadcast()
+		}
+	}
+	q.mu.Unlock()
+}
+
+// take waits for messages and returns all of them, or nil once the queue
+// is closed and empty.
+func (q *projQueue) take() []projRaw {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.msgs) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	batch := q.msgs
+	q.msgs, q.spare = q.spare[:0], nil
+	if len(batch) >= q.max {
+		q.cond.Broadcast()
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	return batch
+}
+
+// recycle gives back a batch returned by take once it is done with.
+func (q *projQueue) recycle(batch []projRaw) {
+	clear(batch)
+	q.mu.Lock()
+	if cap(batch) > cap(q.spare) {
+		q.spare = batch[:0]
+	}
+	q.mu.Unlock()
+}
+
+// close makes push drop and take return nil once the queue is empty.
+func (q *projQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // Seq returns the last stream sequence applied.

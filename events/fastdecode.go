@@ -1,0 +1,958 @@
+package events
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// decodeFast decodes b when it is in the form Encode writes: one compact
+// JSON object with the envelope keys v, id, type, tenant (optional),
+// session, time and data in that order, and payload keys in struct field
+// order (each optional). Strings may hold the escapes encoding/json writes.
+//
+// It reports false on anything else (white space outside a tool call's
+// input, another key order, an unknown or repeated key, a key in another
+// case or with escapes, null where the strict decoder would leave a field
+// alone, a surrogate escape, invalid UTF-8, a number that is not an
+// integer where one is wanted, ...) and on any validation failure; the
+// caller then decodes b with the strict decoder, which produces the
+// error. It reports true only for input the strict decoder accepts and
+// decodes to the same Event: it reads a subset of the JSON grammar,
+// matches keys exactly (the strict decoder also matches them
+// case-insensitively), converts numbers with the same strconv calls,
+// hands the time literal to time.Time.UnmarshalJSON unchanged and
+// validates the result with Event.Validate. FuzzFastDecode and
+// TestFastDecodeMutations check this against the strict decoder.
+func decodeFast(b []byte) (Event, bool) {
+	p := fastParser{b: b}
+	var e Event
+	var ok bool
+	if !p.lit(`{"v":`) {
+		return Event{}, false
+	}
+	if e.V, ok = p.int(); !ok {
+		return Event{}, false
+	}
+	if !p.lit(`,"id":`) {
+		return Event{}, false
+	}
+	if e.ID, ok = p.str(); !ok {
+		return Event{}, false
+	}
+	if !p.lit(`,"type":`) {
+		return Event{}, false
+	}
+	var typ string
+	if typ, ok = p.enum(knownTypes); !ok {
+		return Event{}, false
+	}
+	e.Type = Type(typ)
+	if p.lit(`,"tenant":`) {
+		if e.Tenant, ok = p.enum(knownTenants); !ok {
+			return Event{}, false
+		}
+	}
+	if !p.lit(`,"session":`) {
+		return Event{}, false
+	}
+	if e.Session, ok = p.str(); !ok {
+		return Event{}, false
+	}
+	if !p.lit(`,"time":`) {
+		return Event{}, false
+	}
+	lit, ok := p.plainStr()
+	if !ok {
+		return Event{}, false
+	}
+	var t time.Time
+	if err := t.UnmarshalJSON(lit); err != nil {
+		return Event{}, false
+	}
+	e.Time = t.UTC()
+	if !p.lit(`,"data":`) {
+		return Event{}, false
+	}
+	if e.Data, ok = p.payload(e.Type); !ok {
+		return Event{}, false
+	}
+	if !p.lit(`}`) || p.i != len(p.b) {
+		return Event{}, false
+	}
+	if e.Validate() != nil {
+		return Event{}, false
+	}
+	return e, true
+}
+
+// payload decodes the object of the payload of type t.
+func (p *fastParser) payload(t Type) (Payload, bool) {
+	switch t {
+	case TypeSessionStarted:
+		return fastPayload(p, sessionStartedFields)
+	case TypeMessage:
+		return fastPayload(p, messageFields)
+	case TypeToolCall:
+		return fastPayload(p, toolCallFields)
+	case TypeToolResult:
+		return fastPayload(p, toolResultFields)
+	case TypeSubtaskOpened:
+		return fastPayload(p, subtaskOpenedFields)
+	case TypeSubtaskClosed:
+		return fastPayload(p, subtaskClosedFields)
+	case TypePin:
+		return fastPayload(p, pinFields)
+	case TypeUnpin:
+		return fastPayload(p, unpinFields)
+	case TypeModelRequest:
+		return fastPayload(p, modelRequestFields)
+	case TypeMark:
+		return fastPayload(p, markFields)
+	case TypeApplication:
+		return fastPayload(p, applicationFields)
+	case TypeRestore:
+		return fastPayload(p, restoreFields)
+	case TypeHostCompaction:
+		return fastPayload(p, hostCompactionFields)
+	case TypePruneRequest:
+		return fastPayload(p, pruneRequestFields)
+	case TypeFlushRequest:
+		return fastPayload(p, flushRequestFields)
+	}
+	return nil, false
+}
+
+// fastPayload decodes one payload object into a fresh *T.
+func fastPayload[T any, PT interface {
+	*T
+	Payload
+}](p *fastParser, fields []fastField[T]) (Payload, bool) {
+	v := PT(new(T))
+	if !fastObject(p, (*T)(v), fields) {
+		return nil, false
+	}
+	return v, true
+}
+
+// fastParser reads the canonical subset of JSON from b at i.
+type fastParser struct {
+	b []byte
+	i int
+}
+
+// fastField decodes the value of one key of a T.
+type fastField[T any] struct {
+	key string
+	dec func(p *fastParser, v *T) bool
+}
+
+// fastObject decodes an object whose keys are a subsequence of fields, in
+// order, into v.
+func fastObject[T any](p *fastParser, v *T, fields []fastField[T]) bool {
+	if !p.lit(`{`) {
+		return false
+	}
+	if p.lit(`}`) {
+		return true
+	}
+	next := 0
+	for {
+		key, ok := p.key()
+		if !ok {
+			return false
+		}
+		j := next
+		for j < len(fields) && fields[j].key != string(key) {
+			j++
+		}
+		if j == len(fields) || !fields[j].dec(p, v) {
+			return false
+		}
+		next = j + 1
+		if p.lit(`,`) {
+			continue
+		}
+		return p.lit(`}`)
+	}
+}
+
+// lit consumes s if the input continues with it.
+func (p *fastParser) lit(s string) bool {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
+// key reads `"name":` where name is plain ASCII (no escapes).
+func (p *fastParser) key() ([]byte, bool) {
+	if !p.lit(`"`) {
+		return nil, false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		if c == '"' {
+			k := p.b[start:p.i]
+			p.i++
+			return k, p.lit(`:`)
+		}
+		if c < 0x20 || c >= utf8.RuneSelf || c == '\\' {
+			return nil, false
+		}
+		p.i++
+	}
+	return nil, false
+}
+
+// plainStr returns a whole string literal, quotes included, that holds
+// neither escapes nor control characters.
+func (p *fastParser) plainStr() ([]byte, bool) {
+	start := p.i
+	if !p.lit(`"`) {
+		return nil, false
+	}
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		p.i++
+		if c == '"' {
+			return p.b[start:p.i], true
+		}
+		if c < 0x20 || c == '\\' {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// str reads a string literal and returns its value, as encoding/json
+// would, or false (the strict decoder then decides).
+func (p *fastParser) str() (string, bool) {
+	start, end, ok := p.plainSpan()
+	if !ok {
+		return "", false
+	}
+	if end < 0 {
+		return p.strEscaped(start)
+	}
+	return string(p.b[start:end]), true
+}
+
+// plainSpan reads a string literal without escapes and returns the span
+// of its value, or end -1 with p at the first backslash. It reports false
+// for what the fast path leaves to encoding/json: control characters and
+// invalid UTF-8 (which encoding/json replaces).
+func (p *fastParser) plainSpan() (start, end int, ok bool) {
+	if !p.lit(`"`) {
+		return 0, 0, false
+	}
+	start = p.i
+	b := p.b
+	i := p.i
+	for i < len(b) {
+		c := b[i]
+		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			p.i = i + 1
+			return start, i, true
+		case c == '\\':
+			p.i = i
+			return start, -1, true
+		case c < 0x20:
+			return 0, 0, false
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, 0, false
+			}
+			i += size
+		}
+	}
+	return 0, 0, false
+}
+
+// enum reads a string literal and returns it as one of known when it is
+// one (no allocation), else as a new string.
+func (p *fastParser) enum(known []string) (string, bool) {
+	start, end, ok := p.plainSpan()
+	if !ok {
+		return "", false
+	}
+	if end < 0 {
+		return p.strEscaped(start)
+	}
+	return internOr(known, p.b[start:end]), true
+}
+
+// strEscaped continues str at the first backslash; the value starts at
+// start.
+func (p *fastParser) strEscaped(start int) (string, bool) {
+	// The value is at most as long as the rest of the literal.
+	end := p.i
+	for end < len(p.b) && p.b[end] != '"' {
+		if p.b[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	var buf strings.Builder
+	buf.Grow(end - start)
+	buf.Write(p.b[start:p.i])
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return buf.String(), true
+		case c == '\\':
+			if p.i+1 >= len(p.b) {
+				return "", false
+			}
+			switch p.b[p.i+1] {
+			case '"', '\\', '/':
+				buf.WriteByte(p.b[p.i+1])
+			case 'b':
+				buf.WriteByte('\b')
+			case 'f':
+				buf.WriteByte('\f')
+			case 'n':
+				buf.WriteByte('\n')
+			case 'r':
+				buf.WriteByte('\r')
+			case 't':
+				buf.WriteByte('\t')
+			case 'u':
+				r, ok := hex4(p.b[p.i+2:])
+				// Surrogates (pairs or lone) are left to encoding/json.
+				if !ok || r >= 0xD800 && r < 0xE000 {
+					return "", false
+				}
+				buf.WriteRune(r)
+				p.i += 4
+			default:
+				return "", false
+			}
+			p.i += 2
+		case c < 0x20:
+			return "", false
+		case c < utf8.RuneSelf:
+			buf.WriteByte(c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(p.b[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", false
+			}
+			buf.Write(p.b[p.i : p.i+size])
+			p.i += size
+		}
+	}
+	return "", false
+}
+
+// hex4 decodes four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	return r, true
+}
+
+// maxIntDigits is the most digits that cannot overflow an int.
+const maxIntDigits = 18*(strconv.IntSize/64) + 9*(1-strconv.IntSize/64)
+
+// int reads an integer literal (-?(0|[1-9][0-9]*)) that fits an int.
+// Longer literals may overflow v during the loop, but are then converted
+// again with strconv.
+// A fraction or exponent is not consumed, so the caller's next expected
+// byte fails.
+func (p *fastParser) int() (int, bool) {
+	neg := p.lit(`-`)
+	start := p.i
+	v := 0
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		v = v*10 + int(p.b[p.i]-'0')
+		p.i++
+	}
+	n := p.i - start
+	if n == 0 || n > 1 && p.b[start] == '0' {
+		return 0, false
+	}
+	if n > maxIntDigits {
+		// Possibly out of range: convert as encoding/json does.
+		if neg {
+			start--
+		}
+		v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, strconv.IntSize)
+		return int(v), err == nil
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// float reads a JSON number and converts it as encoding/json does.
+func (p *fastParser) float() (float64, bool) {
+	start := p.i
+	p.lit(`-`)
+	switch {
+	case p.lit(`0`):
+	case p.digits() == 0:
+		return 0, false
+	}
+	if p.lit(`.`) && p.digits() == 0 {
+		return 0, false
+	}
+	if p.lit(`e`) || p.lit(`E`) {
+		if !p.lit(`+`) {
+			p.lit(`-`)
+		}
+		if p.digits() == 0 {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(string(p.b[start:p.i]), 64)
+	return f, err == nil
+}
+
+// digits consumes decimal digits and returns how many.
+func (p *fastParser) digits() int {
+	start := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	return p.i - start
+}
+
+// boolean reads true or false.
+func (p *fastParser) boolean() (bool, bool) {
+	if p.lit(`true`) {
+		return true, true
+	}
+	return false, p.lit(`false`)
+}
+
+// raw reads any JSON value (null included: json.RawMessage keeps it) and
+// returns a copy of its bytes, as json.RawMessage.UnmarshalJSON does.
+func (p *fastParser) raw() (json.RawMessage, bool) {
+	start := p.i
+	if p.i >= len(p.b) {
+		return nil, false
+	}
+	switch p.b[p.i] {
+	case '{', '[':
+		depth := 0
+	scan:
+		for p.i < len(p.b) {
+			switch p.b[p.i] {
+			case '"':
+				if !p.skipStr() {
+					return nil, false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			p.i++
+			if depth == 0 {
+				break scan
+			}
+		}
+		if depth != 0 {
+			return nil, false
+		}
+	case '"':
+		if !p.skipStr() {
+			return nil, false
+		}
+	case ' ', '\t', '\r', '\n':
+		return nil, false
+	default:
+		for p.i < len(p.b) {
+			c := p.b[p.i]
+			if c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				break
+			}
+			p.i++
+		}
+	}
+	v := p.b[start:p.i]
+	if !json.Valid(v) {
+		return nil, false
+	}
+	return append(json.RawMessage(nil), v...), true
+}
+
+// skipStr moves past a string literal without decoding it (only its
+// extent matters; the caller validates the value).
+func (p *fastParser) skipStr() bool {
+	p.i++
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			p.i++
+			return true
+		case '\\':
+			p.i += 2
+		default:
+			p.i++
+		}
+	}
+	return false
+}
+
+// Field decoders.
+
+func fStr[T any](key string, get func(*T) *string) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		s, ok := p.str()
+		*get(v) = s
+		return ok
+	}}
+}
+
+func fEnum[T any](key string, get func(*T) *string, known []string) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		s, ok := p.enum(known)
+		*get(v) = s
+		return ok
+	}}
+}
+
+func fStrPtr[T any](key string, get func(*T) **string) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		s, ok := p.str()
+		*get(v) = &s
+		return ok
+	}}
+}
+
+func fInt[T any](key string, get func(*T) *int) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		n, ok := p.int()
+		*get(v) = n
+		return ok
+	}}
+}
+
+func fIntPtr[T any](key string, get func(*T) **int) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		n, ok := p.int()
+		*get(v) = &n
+		return ok
+	}}
+}
+
+func fFloat[T any](key string, get func(*T) *float64) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		f, ok := p.float()
+		*get(v) = f
+		return ok
+	}}
+}
+
+func fBool[T any](key string, get func(*T) *bool) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		b, ok := p.boolean()
+		*get(v) = b
+		return ok
+	}}
+}
+
+func fRaw[T any](key string, get func(*T) *json.RawMessage) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		r, ok := p.raw()
+		*get(v) = r
+		return ok
+	}}
+}
+
+// fStrs decodes an array of strings. The values without escapes share
+// one allocation (they live and die with the slice).
+func fStrs[T any, S ~string](key string, get func(*T) *[]S) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		out, ok := p.strs(nil)
+		*get(v) = asType[S](out)
+		return ok
+	}}
+}
+
+// fEnums is fStrs for arrays of enumerated values.
+func fEnums[T any, S ~string](key string, get func(*T) *[]S, known []string) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		out, ok := p.strs(known)
+		*get(v) = asType[S](out)
+		return ok
+	}}
+}
+
+func asType[S ~string](l []string) []S {
+	if same, ok := any(l).([]S); ok || l == nil {
+		return same
+	}
+	out := make([]S, len(l))
+	for i, s := range l {
+		out[i] = S(s)
+	}
+	return out
+}
+
+// strs reads an array of strings (a non-nil slice, as encoding/json
+// makes for []). With known, values are looked up there first; without,
+// when no value has escapes, the values share one allocation.
+func (p *fastParser) strs(known []string) ([]string, bool) {
+	if !p.lit(`[`) {
+		return nil, false
+	}
+	if p.lit(`]`) {
+		return []string{}, true
+	}
+	// First pass: count the values and their bytes, if all are plain.
+	first := p.i
+	n, total, plain := 0, 0, true
+	for {
+		start, end, ok := p.plainSpan()
+		if !ok {
+			return nil, false
+		}
+		if end < 0 {
+			plain = false
+			break
+		}
+		n++
+		total += end - start
+		if p.lit(`]`) {
+			break
+		}
+		if !p.lit(`,`) {
+			return nil, false
+		}
+	}
+	p.i = first
+	if !plain || known != nil {
+		out := make([]string, 0, n+1)
+		for {
+			s, ok := p.enum(known)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+			if p.lit(`]`) {
+				return out, true
+			}
+			if !p.lit(`,`) {
+				return nil, false
+			}
+		}
+	}
+	// Second pass over values known to be plain and well formed.
+	var buf strings.Builder
+	buf.Grow(total)
+	var small [128]int
+	lens := small[:0]
+	for range n {
+		start, end, _ := p.plainSpan()
+		buf.Write(p.b[start:end])
+		lens = append(lens, end-start)
+		p.i++ // ',' or ']'
+	}
+	all := buf.String()
+	out := make([]string, n)
+	off := 0
+	for i, l := range lens {
+		out[i] = all[off : off+l]
+		off += l
+	}
+	return out, true
+}
+
+// internOr returns b as one of known, or as a new string.
+func internOr(known []string, b []byte) string {
+	for _, k := range known {
+		if string(b) == k {
+			return k
+		}
+	}
+	return string(b)
+}
+
+func fObj[T, U any](key string, get func(*T) **U, fields *[]fastField[U]) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		u := new(U)
+		*get(v) = u
+		return fastObject(p, u, *fields)
+	}}
+}
+
+func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fastField[T] {
+	return fastField[T]{key, func(p *fastParser, v *T) bool {
+		if !p.lit(`[`) {
+			return false
+		}
+		out := []U{}
+		if !p.lit(`]`) {
+			for {
+				var u U
+				if !fastObject(p, &u, *fields) {
+					return false
+				}
+				out = append(out, u)
+				if p.lit(`]`) {
+					break
+				}
+				if !p.lit(`,`) {
+					return false
+				}
+			}
+		}
+		*get(v) = out
+		return true
+	}}
+}
+
+// Values of enumerated fields, returned without allocating a string.
+var (
+	knownTypes       = asStrings(Types)
+	knownTenants     = []string{DefaultTenant}
+	knownRoles       = []string{string(RoleSystem), string(RoleUser), string(RoleAssistant)}
+	knownKinds       = []string{string(KindText), string(KindThinking)}
+	knownDeterminism = []string{string(DeterminismPure), string(DeterminismVersioned), string(DeterminismState), string(DeterminismSideEffect)}
+	knownDecisions   = asStrings(Decisions)
+	knownRungs       = asStrings(Rungs)
+	knownReasons     = func() []string {
+		out := make([]string, len(ReasonTable))
+		for i, r := range ReasonTable {
+			out[i] = string(r.Code)
+		}
+		return out
+	}()
+	knownParts     = []string{"output", "input"}
+	knownTriggers  = asStrings(Triggers)
+	knownEvidence  = []string{"content_hash", "canonical_args", "source_version", "source_content_hash", "source_range", "subsumption", "verification", "consequence", "protection", "determinism", "error_horizon", "surviving_copy", "references", "candidate", "manual_request", "restore", "no_evidence"}
+	knownSources   = []string{"file", "url", "search", "command", "other"}
+	knownVerifiers = []string{"test_run", "check", "user", "agent"}
+	knownBy        = []string{"eligibility"}
+)
+
+func asStrings[S ~string](l []S) []string {
+	out := make([]string, len(l))
+	for i, v := range l {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// The field tables, in struct field order (the order json.Marshal writes).
+// TestFastFieldsCoverStructs checks them against the json tags.
+
+var sessionStartedFields = []fastField[SessionStarted]{
+	fStr("format", func(v *SessionStarted) *string { return &v.Format }),
+	fStr("source_path", func(v *SessionStarted) *string { return &v.SourcePath }),
+	fStr("source_id", func(v *SessionStarted) *string { return &v.SourceID }),
+	fStr("agent", func(v *SessionStarted) *string { return &v.Agent }),
+	fStr("cwd", func(v *SessionStarted) *string { return &v.CWD }),
+	fStr("provider", func(v *SessionStarted) *string { return &v.Provider }),
+	fStr("model", func(v *SessionStarted) *string { return &v.Model }),
+	fStr("title", func(v *SessionStarted) *string { return &v.Title }),
+}
+
+var messageFields = []fastField[Message]{
+	fStr("item", func(v *Message) *string { return &v.Item }),
+	fEnum("role", func(v *Message) *string { return (*string)(&v.Role) }, knownRoles),
+	fEnum("kind", func(v *Message) *string { return (*string)(&v.Kind) }, knownKinds),
+	fStr("text", func(v *Message) *string { return &v.Text }),
+	fStr("signature", func(v *Message) *string { return &v.Signature }),
+	fInt("tokens", func(v *Message) *int { return &v.Tokens }),
+	fBool("meta", func(v *Message) *bool { return &v.Meta }),
+}
+
+var toolCallFields = []fastField[ToolCall]{
+	fStr("item", func(v *ToolCall) *string { return &v.Item }),
+	fStr("call_id", func(v *ToolCall) *string { return &v.CallID }),
+	fStr("tool", func(v *ToolCall) *string { return &v.Tool }),
+	fRaw("input", func(v *ToolCall) *json.RawMessage { return &v.Input }),
+	fInt("input_tokens", func(v *ToolCall) *int { return &v.InputTokens }),
+}
+
+var toolErrorFields = []fastField[ToolError]{
+	fStr("type", func(v *ToolError) *string { return &v.Type }),
+	fStr("message", func(v *ToolError) *string { return &v.Message }),
+}
+
+var contentRefFields = []fastField[ContentRef]{
+	fStr("hash", func(v *ContentRef) *string { return &v.Hash }),
+	fInt("bytes", func(v *ContentRef) *int { return &v.Bytes }),
+	fInt("tokens", func(v *ContentRef) *int { return &v.Tokens }),
+}
+
+var sourceIdentityFields = []fastField[SourceIdentity]{
+	fEnum("kind", func(v *SourceIdentity) *string { return &v.Kind }, knownSources),
+	fStr("path", func(v *SourceIdentity) *string { return &v.Path }),
+	fStr("url", func(v *SourceIdentity) *string { return &v.URL }),
+	fStr("version", func(v *SourceIdentity) *string { return &v.Version }),
+	fStr("content_hash", func(v *SourceIdentity) *string { return &v.ContentHash }),
+	fInt("offset", func(v *SourceIdentity) *int { return &v.Offset }),
+	fInt("limit", func(v *SourceIdentity) *int { return &v.Limit }),
+}
+
+var toolResultFields = []fastField[ToolResult]{
+	fStr("item", func(v *ToolResult) *string { return &v.Item }),
+	fStr("call_id", func(v *ToolResult) *string { return &v.CallID }),
+	fStr("tool", func(v *ToolResult) *string { return &v.Tool }),
+	fBool("is_error", func(v *ToolResult) *bool { return &v.IsError }),
+	fObj("error", func(v *ToolResult) **ToolError { return &v.Error }, &toolErrorFields),
+	fStrPtr("output", func(v *ToolResult) **string { return &v.Output }),
+	fObj("output_ref", func(v *ToolResult) **ContentRef { return &v.OutputRef }, &contentRefFields),
+	fObj("source", func(v *ToolResult) **SourceIdentity { return &v.Source }, &sourceIdentityFields),
+	fEnum("determinism", func(v *ToolResult) *string { return (*string)(&v.Determinism) }, knownDeterminism),
+	fIntPtr("exit_code", func(v *ToolResult) **int { return &v.ExitCode }),
+	fBool("host_pruned", func(v *ToolResult) *bool { return &v.HostPruned }),
+}
+
+var verificationFields = []fastField[Verification]{
+	fEnum("kind", func(v *Verification) *string { return &v.Kind }, knownVerifiers),
+	fStr("item", func(v *Verification) *string { return &v.Item }),
+	fStr("detail", func(v *Verification) *string { return &v.Detail }),
+}
+
+var subtaskOpenedFields = []fastField[SubtaskOpened]{
+	fStr("subtask", func(v *SubtaskOpened) *string { return &v.Subtask }),
+	fStr("title", func(v *SubtaskOpened) *string { return &v.Title }),
+}
+
+var subtaskClosedFields = []fastField[SubtaskClosed]{
+	fStr("subtask", func(v *SubtaskClosed) *string { return &v.Subtask }),
+	fObj("verified_by", func(v *SubtaskClosed) **Verification { return &v.VerifiedBy }, &verificationFields),
+	fStrs("consequence", func(v *SubtaskClosed) *[]string { return &v.Consequence }),
+}
+
+var pinFields = []fastField[Pin]{
+	fStr("item", func(v *Pin) *string { return &v.Item }),
+	fStr("by", func(v *Pin) *string { return &v.By }),
+	fStr("reason", func(v *Pin) *string { return &v.Reason }),
+}
+
+var unpinFields = []fastField[Unpin]{
+	fStr("item", func(v *Unpin) *string { return &v.Item }),
+	fStr("by", func(v *Unpin) *string { return &v.By }),
+}
+
+var usageFields = []fastField[Usage]{
+	fInt("input_tokens", func(v *Usage) *int { return &v.InputTokens }),
+	fInt("cache_read_tokens", func(v *Usage) *int { return &v.CacheReadTokens }),
+	fInt("cache_write_tokens", func(v *Usage) *int { return &v.CacheWriteTokens }),
+	fInt("cache_write_1h_tokens", func(v *Usage) *int { return &v.CacheWrite1hTokens }),
+	fInt("output_tokens", func(v *Usage) *int { return &v.OutputTokens }),
+}
+
+var modelRequestFields = []fastField[ModelRequest]{
+	fStr("request", func(v *ModelRequest) *string { return &v.Request }),
+	fStr("provider", func(v *ModelRequest) *string { return &v.Provider }),
+	fStr("model", func(v *ModelRequest) *string { return &v.Model }),
+	fObj("usage", func(v *ModelRequest) **Usage { return &v.Usage }, &usageFields),
+	fStr("cache_ttl", func(v *ModelRequest) *string { return &v.CacheTTL }),
+	fStr("source_id", func(v *ModelRequest) *string { return &v.SourceID }),
+}
+
+var evidenceFields = []fastField[Evidence]{
+	fEnum("kind", func(v *Evidence) *string { return &v.Kind }, knownEvidence),
+	fStr("item", func(v *Evidence) *string { return &v.Item }),
+	fStr("hash", func(v *Evidence) *string { return &v.Hash }),
+	fStr("value", func(v *Evidence) *string { return &v.Value }),
+	fStr("detail", func(v *Evidence) *string { return &v.Detail }),
+}
+
+var recoverabilityFields = []fastField[Recoverability]{
+	fStr("log", func(v *Recoverability) *string { return &v.Log }),
+	fStr("blob", func(v *Recoverability) *string { return &v.Blob }),
+	fStr("source", func(v *Recoverability) *string { return &v.Source }),
+	fStr("survivor", func(v *Recoverability) *string { return &v.Survivor }),
+	fStr("command", func(v *Recoverability) *string { return &v.Command }),
+}
+
+var residueFields = []fastField[Residue]{
+	fStr("tool", func(v *Residue) *string { return &v.Tool }),
+	fStr("error_type", func(v *Residue) *string { return &v.ErrorType }),
+	fStr("error_message", func(v *Residue) *string { return &v.ErrorMessage }),
+	fStr("skeleton", func(v *Residue) *string { return &v.Skeleton }),
+}
+
+var markFields = []fastField[Mark]{
+	fStr("item", func(v *Mark) *string { return &v.Item }),
+	fEnum("decision", func(v *Mark) *string { return (*string)(&v.Decision) }, knownDecisions),
+	fEnum("rung", func(v *Mark) *string { return (*string)(&v.Rung) }, knownRungs),
+	fEnum("reason", func(v *Mark) *string { return (*string)(&v.Reason) }, knownReasons),
+	fEnum("part", func(v *Mark) *string { return &v.Part }, knownParts),
+	fObjs("evidence", func(v *Mark) *[]Evidence { return &v.Evidence }, &evidenceFields),
+	fObj("recoverability", func(v *Mark) **Recoverability { return &v.Recoverability }, &recoverabilityFields),
+	fEnums("protection", func(v *Mark) *[]Reason { return &v.Protection }, knownReasons),
+	fObj("residue", func(v *Mark) **Residue { return &v.Residue }, &residueFields),
+	fInt("tokens_estimated", func(v *Mark) *int { return &v.TokensEstimated }),
+	fStr("cause", func(v *Mark) *string { return &v.Cause }),
+	fInt("cause_index", func(v *Mark) *int { return &v.CauseIndex }),
+	fStr("policy_version", func(v *Mark) *string { return &v.PolicyVersion }),
+	fEnum("by", func(v *Mark) *string { return &v.By }, knownBy),
+}
+
+var applicationFields = []fastField[Application]{
+	fStr("request", func(v *Application) *string { return &v.Request }),
+	fStrs("marks", func(v *Application) *[]string { return &v.Marks }),
+	fStrs("items", func(v *Application) *[]string { return &v.Items }),
+	fEnum("trigger", func(v *Application) *string { return (*string)(&v.Trigger) }, knownTriggers),
+	fInt("first_divergence", func(v *Application) *int { return &v.FirstDivergence }),
+	fInt("mutation_radius", func(v *Application) *int { return &v.MutationRadius }),
+	fInt("tokens_removed", func(v *Application) *int { return &v.TokensRemoved }),
+	fInt("placeholder_tokens", func(v *Application) *int { return &v.PlaceholderTokens }),
+	fFloat("cache_cost", func(v *Application) *float64 { return &v.CacheCost }),
+	fFloat("expected_saving", func(v *Application) *float64 { return &v.ExpectedSaving }),
+	fInt("after_index", func(v *Application) *int { return &v.AfterIndex }),
+	fStr("policy_version", func(v *Application) *string { return &v.PolicyVersion }),
+}
+
+var restoreFields = []fastField[Restore]{
+	fStr("item", func(v *Restore) *string { return &v.Item }),
+	fStr("by", func(v *Restore) *string { return &v.By }),
+	fStr("reason", func(v *Restore) *string { return &v.Reason }),
+}
+
+var hostCompactionFields = []fastField[HostCompaction]{
+	fStr("host", func(v *HostCompaction) *string { return &v.Host }),
+	fStr("source_id", func(v *HostCompaction) *string { return &v.SourceID }),
+	fInt("pre_tokens", func(v *HostCompaction) *int { return &v.PreTokens }),
+}
+
+var pruneRequestFields = []fastField[PruneRequest]{
+	fStr("item", func(v *PruneRequest) *string { return &v.Item }),
+	fStr("by", func(v *PruneRequest) *string { return &v.By }),
+	fStr("reason", func(v *PruneRequest) *string { return &v.Reason }),
+}
+
+var flushRequestFields = []fastField[FlushRequest]{
+	fStr("by", func(v *FlushRequest) *string { return &v.By }),
+	fStr("reason", func(v *FlushRequest) *string { return &v.Reason }),
+}
