@@ -25,13 +25,17 @@ func (r readRange) String() string {
 	case r.full:
 		return "1-EOF"
 	case r.tail:
-		return fmt.Sprintf("last %d", r.lim)
+		return "last " + strconv.Itoa(r.lim)
 	case r.window:
-		return fmt.Sprintf("window at %d", r.off)
+		return "window at " + strconv.Itoa(r.off)
 	case r.lim == 0:
-		return fmt.Sprintf("%d-EOF", r.off)
+		return strconv.Itoa(r.off) + "-EOF"
 	}
-	return fmt.Sprintf("%d-%d", r.off, r.off+r.lim-1)
+	var b [48]byte
+	out := strconv.AppendInt(b[:0], int64(r.off), 10)
+	out = append(out, '-')
+	out = strconv.AppendInt(out, int64(r.off+r.lim-1), 10)
+	return string(out)
 }
 
 // covers reports whether r (a newer read) provably includes every line of o.

@@ -2,9 +2,11 @@ package eligibility
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
@@ -56,54 +58,100 @@ type verdict struct {
 	subtask  *subtask // L3: which subtask proposed it
 }
 
+// item is one item of the session. It is kept small (one is live per item
+// of the session): positions and counts are int32 (a session never has 2^31
+// facts), the small fields are packed at the end, what few items have is
+// out of line (rare).
 type item struct {
 	id      string
-	idx     int
-	kind    itemKind
 	eventID string
-	factIdx int
-	req     int // model requests dispatched before the item entered
-	tokens  int
 	hash    string
-	role    events.Role
-	msgKind events.MessageKind
+	tokens  int
 	call    *call
-	errored bool // an output of a failed call (the error message: always stays)
-	passing bool // an output of a call that succeeded with exit code 0 or none
-
-	gone     bool
-	pinned   bool
-	pinBy    string
-	manualAt int // fact index of the latest prune request, -1 none
-	manualBy string
-	manualRs string
-	restored int // fact index of the latest restore, -1 none
-	refAt    int // fact index of the first later reference (L4), -1 none
 
 	v [nSlots]*verdict
 
-	cur        *events.Mark // current decision (nil: none)
+	// curSurv is the survivor a current PRUNE relies on; curMark is the
+	// mark built for the current decision when it differs from last's
+	// (what emit publishes). curPrune (below) says whether the current
+	// decision is PRUNE: the rest of it is never needed after judging.
 	curSurv    *item
+	curMark    *events.Mark
 	last       *events.Mark // last emitted mark
-	survRefs   int
 	dependents []*item
-	conseqOf   []*subtask
+	rare       *itemRare
+
+	idx      int32 // position in Core.items
+	factIdx  int32
+	req      int32 // model requests dispatched before the item entered
+	manualAt int32 // fact index of the latest prune request, -1 none
+	restored int32 // fact index of the latest restore, -1 none
+	refAt    int32 // fact index of the first later reference (L4), -1 none
+	survRefs int32
+
+	kind    itemKind
+	msgProt protSet // a message's own protection (user or system)
+	errored bool    // an output of a failed call (the error message: always stays)
+	passing bool    // an output of a call that succeeded with exit code 0 or none
+	gone    bool
+	pinned  bool
 
 	queued, touched, recentWake bool
-	startKey                    decisionKey
+	curPrune                    bool
+}
+
+// itemRare holds what few items have, out of line to keep items small: who
+// pinned the item, who asked to prune it and why, and the subtasks that name
+// it as a consequence.
+type itemRare struct {
+	pinBy, manualBy, manualRs string
+	conseqOf                  []*subtask
+}
+
+// setRare returns the item's rare fields, allocating them on first use.
+func (it *item) setRare() *itemRare {
+	if it.rare == nil {
+		it.rare = &itemRare{}
+	}
+	return it.rare
+}
+
+func (it *item) pinBy() string {
+	if it.rare == nil {
+		return ""
+	}
+	return it.rare.pinBy
+}
+
+func (it *item) manualBy() string {
+	if it.rare == nil {
+		return ""
+	}
+	return it.rare.manualBy
+}
+
+func (it *item) manualRs() string {
+	if it.rare == nil {
+		return ""
+	}
+	return it.rare.manualRs
+}
+
+func (it *item) conseqOf() []*subtask {
+	if it.rare == nil {
+		return nil
+	}
+	return it.rare.conseqOf
 }
 
 // call is one tool call with everything the rungs need about it.
 type call struct {
 	id     string
 	tool   string
-	known  bool
 	class  events.Determinism
-	kind   toolKind
 	canon  string
 	key    string // tool + canonical args; "" when the call is unknown
 	parsed any
-	args   callArgs
 
 	// paths is every path the call reads or writes (protection matching);
 	// readPath is set for a content read of one file, with its range.
@@ -122,13 +170,21 @@ type call struct {
 	sideAtResult int
 	chgAtResult  int
 	scopedAtRes  int // last recorded (scoped) write of readPath at result
-	stable       bool
 	srcKey       string
 	srcVersion   string
 	srcHash      string
-	srcExplicit  bool
 
-	failed   bool
+	// fail is set when the call failed (out of line: few calls fail).
+	fail *callFailure
+
+	known  bool
+	kind   toolKind
+	stable bool
+}
+
+// callFailure is what the errored rung and its protections need about a
+// failed call.
+type callFailure struct {
 	failIdx  int
 	failReq  int
 	errType  string
@@ -162,15 +218,16 @@ type Core struct {
 	requests int
 	items    []*item
 	liveFrom int
-	byID     map[string]*item
-	calls    map[string]*call
+	byID     itemIndex        // item id -> item
+	calls    map[string]*call // calls waiting for their result
 
 	// State changes: the fact index of the last side effect of any kind,
-	// of the last unscoped write, and per path key of the last scoped write
-	// ("p:"+path and "b:"+base name) and inferred external change.
+	// of the last unscoped write, of the last scoped write per path and per
+	// base name, and of the last inferred external change per path.
 	sideAt     int
 	unscopedAt writeMark
-	writes     map[string]writeMark
+	writesPath map[string]writeMark
+	writesBase map[string]writeMark
 	inferred   map[string]int
 
 	latest      map[string]*item   // L0: tool+canonical args -> latest output
@@ -190,7 +247,7 @@ type Core struct {
 
 	// canon caches canonicalJSON by the raw argument bytes (the parsed
 	// value is never modified, so calls with the same bytes share it).
-	canon map[string]canonArgs
+	canon map[string]*canonArgs
 	// canonHashes caches events.HashBytes of canonical arguments (L0
 	// evidence), bounded like canon.
 	canonHashes map[string]string
@@ -198,13 +255,25 @@ type Core struct {
 	shells map[string]shellInfo
 	// pathMatch caches matchAny per path (matchProtectedPaths).
 	pathMatch map[string]pathMatch
-	// slab is where items are allocated from, 16 at a time.
+	// slab is where items are allocated from, 32 at a time.
 	slab []item
 
-	queue    []*item
-	touched  []*item
-	cause    events.Event
-	causeIdx int
+	queue   []*item
+	touched []*item
+	// causeID, causeTime and causeIdx are the id, time and fact index of
+	// the fact being observed.
+	causeID   string
+	causeTime time.Time
+	causeIdx  int
+
+	// candValues caches candidateValue.
+	candValues []candValue
+	// keepCopyDetail is the L0 determinism evidence detail
+	// ("keep_copy " + policy keep_copy).
+	keepCopyDetail string
+	// alwaysBuild makes judge build the mark on every judgement and check
+	// it against decide (tests only).
+	alwaysBuild bool
 }
 
 // New returns a core for one session under policy p. Defaults are applied to
@@ -216,11 +285,11 @@ func New(p policy.Policy, tenant, session string) *Core {
 		version:     p.Version(),
 		tenant:      tenant,
 		session:     session,
-		byID:        map[string]*item{},
 		calls:       map[string]*call{},
 		sideAt:      -1,
 		unscopedAt:  writeMark{idx: -1},
-		writes:      map[string]writeMark{},
+		writesPath:  map[string]writeMark{},
+		writesBase:  map[string]writeMark{},
 		inferred:    map[string]int{},
 		subtasks:    map[string]*subtask{},
 		awaitItem:   map[string][]*subtask{},
@@ -229,7 +298,9 @@ func New(p policy.Policy, tenant, session string) *Core {
 		l4wake:      map[int][]*item{},
 	}
 	c.el = &c.pol.Eligibility
+	c.byID.seed = maphash.MakeSeed()
 	c.cls = newClassifier(c.el)
+	c.keepCopyDetail = "keep_copy " + c.el.KeepCopy
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
 		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
@@ -261,7 +332,7 @@ func (c *Core) Observe(ev events.Event) []events.Event {
 	if !ev.IsFact() || ev.Data == nil {
 		return nil
 	}
-	c.cause = ev
+	c.causeID, c.causeTime = ev.ID, ev.Time
 	c.causeIdx = c.facts
 	c.facts++
 	switch p := ev.Data.(type) {
@@ -311,34 +382,38 @@ func (c *Core) Decisions() []events.Mark {
 
 // Decision returns the latest mark of one item.
 func (c *Core) Decision(itemID string) (events.Mark, bool) {
-	it := c.byID[itemID]
+	it := c.lookup(itemID)
 	if it == nil || it.last == nil {
 		return events.Mark{}, false
 	}
 	return *it.last, true
 }
 
+// lookup returns the item with id, or nil.
+func (c *Core) lookup(id string) *item { return c.byID.get(c.items, id) }
+
 func estimate(n int) int { return (n + 3) / 4 }
 
 func (c *Core) newItem(id string, kind itemKind, tokens int) *item {
-	if _, dup := c.byID[id]; dup {
+	h := c.byID.hash(id)
+	if c.byID.getHash(c.items, id, h) != nil {
 		return nil
 	}
 	if len(c.slab) == 0 {
-		c.slab = make([]item, 16)
+		c.slab = make([]item, 32)
 	}
+	// Slab items are fresh (zero): set only the non-zero fields.
 	it := &c.slab[0]
 	c.slab = c.slab[1:]
-	*it = item{
-		id: id, idx: len(c.items), kind: kind, eventID: c.cause.ID, factIdx: c.causeIdx,
-		req: c.requests, tokens: tokens, manualAt: -1, restored: -1, refAt: -1,
-	}
+	it.id, it.idx, it.kind, it.eventID, it.factIdx = id, int32(len(c.items)), kind, c.causeID, int32(c.causeIdx)
+	it.req, it.tokens, it.manualAt, it.restored, it.refAt = int32(c.requests), tokens, -1, -1, -1
 	if by, ok := c.pendingPins[id]; ok {
-		it.pinned, it.pinBy = true, by
+		it.pinned = true
+		it.setRare().pinBy = by
 		delete(c.pendingPins, id)
 	}
 	c.items = append(c.items, it)
-	c.byID[id] = it
+	c.byID.add(h, int(it.idx))
 	if subs := c.awaitItem[id]; len(subs) > 0 {
 		delete(c.awaitItem, id)
 		for _, st := range subs {
@@ -357,7 +432,12 @@ func (c *Core) onMessage(ev events.Event, p *events.Message) {
 	if it == nil {
 		return
 	}
-	it.role, it.msgKind = p.Role, p.Kind
+	switch p.Role {
+	case events.RoleUser:
+		it.msgProt = pUserMessage
+	case events.RoleSystem:
+		it.msgProt = pSystemPrompt
+	}
 	c.reference(p.Text)
 }
 
@@ -389,24 +469,25 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 			c.dirty(prevOut)
 		}
 	}
-	c.reference(string(p.Input))
+	if len(c.refs) > 0 { // reference does nothing without them: spare the copy
+		c.reference(string(p.Input))
+	}
 }
 
 // newCall classifies a call and reads its arguments. It returns the paths
 // the call may write and whether it may write anything.
 func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string, bool) {
 	cl := &call{id: id, tool: tool}
-	cl.canon, cl.parsed = c.canonical(input)
-	cl.key = tool + "\x00" + cl.canon
 	spec, known := lookupSpec(tool)
+	var args callArgs
+	cl.canon, cl.parsed, cl.key, args = c.canonical(input, tool, spec)
 	cl.known = known
-	cl.args = extractArgs(spec, cl.parsed)
 	cl.class, cl.kind = spec.class, spec.kind
 	var writes []string
 	unscoped := spec.unscoped
 	switch spec.kind {
 	case kindShell:
-		sh := c.classifyShell(cl.args.command)
+		sh := c.classifyShell(args.command)
 		cl.class, cl.kind = sh.class, sh.kind
 		if sh.readPath != "" {
 			cl.readPath, cl.rng = sh.readPath, sh.rng
@@ -417,20 +498,20 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 			cl.target = tool + "\x00" + cleanPath(sh.readPath, c.cwd)
 		}
 	case kindSWEStrReplace:
-		if cl.args.sub == "view" {
+		if args.sub == "view" {
 			cl.class, cl.kind = events.DeterminismVersioned, kindRead
-			cl.readPath, cl.rng = cl.args.path, cl.args.rng
+			cl.readPath, cl.rng = args.path, args.rng
 		} else {
 			cl.class, cl.kind = events.DeterminismSideEffect, kindWrite
 		}
 	case kindRead:
-		cl.readPath, cl.rng = cl.args.path, cl.args.rng
+		cl.readPath, cl.rng = args.path, args.rng
 	}
 	if cl.kind == kindWrite && spec.kind != kindShell {
-		if cl.args.path != "" {
-			writes = append(writes, cl.args.path)
+		if args.path != "" {
+			writes = append(writes, args.path)
 		}
-		writes = append(writes, cl.args.patchPaths...)
+		writes = append(writes, args.patchPaths...)
 		if len(writes) == 0 {
 			unscoped = true
 		}
@@ -441,8 +522,8 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		switch ov {
 		case events.DeterminismSideEffect:
 			if len(writes) == 0 && !unscoped {
-				if cl.args.path != "" {
-					writes = []string{cl.args.path}
+				if args.path != "" {
+					writes = []string{args.path}
 				} else {
 					unscoped = true
 				}
@@ -450,8 +531,8 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 			cl.readPath = ""
 		case events.DeterminismVersioned:
 			writes, unscoped = nil, false
-			if cl.readPath == "" && cl.args.path != "" {
-				cl.readPath, cl.rng = cl.args.path, cl.args.rng
+			if cl.readPath == "" && args.path != "" {
+				cl.readPath, cl.rng = args.path, args.rng
 			}
 		default:
 			writes, unscoped = nil, false
@@ -470,15 +551,19 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	if cl.readPath != "" {
 		cl.readPath = cleanPath(cl.readPath, c.cwd)
 	}
-	cl.url = cl.args.url
+	cl.url = args.url
 	for i, w := range writes {
 		writes[i] = cleanPath(w, c.cwd)
 	}
-	cl.paths = append(cl.paths, writes...)
+	// writes is this call's own slice (built here or cloned from the shell
+	// cache) and is only read after: paths may share it.
+	if len(writes) > 0 {
+		cl.paths = writes
+	}
 	if cl.readPath != "" {
 		cl.paths = append(cl.paths, cl.readPath)
-	} else if cl.args.path != "" && cl.class != events.DeterminismSideEffect {
-		cl.paths = append(cl.paths, cleanPath(cl.args.path, c.cwd))
+	} else if args.path != "" && cl.class != events.DeterminismSideEffect {
+		cl.paths = append(cl.paths, cleanPath(args.path, c.cwd))
 	}
 	if cl.target == "" {
 		if len(cl.paths) > 0 {
@@ -491,27 +576,39 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	return cl, writes, unscoped && cl.class == events.DeterminismSideEffect || !cl.known
 }
 
-// canonArgs is one cached canonicalJSON result.
+// canonArgs is one cached canonicalJSON result, with the call key and the
+// arguments (extractArgs) of the last tool called with those bytes.
 type canonArgs struct {
 	canon  string
 	parsed any
+	tool   string
+	key    string // tool + "\x00" + canon
+	args   callArgs
 }
 
 // maxCanonCache bounds the canonical-arguments cache; it is emptied when
 // full (only speed depends on it).
 const maxCanonCache = 4096
 
-// canonical is canonicalJSON through the core's cache.
-func (c *Core) canonical(input []byte) (string, any) {
-	if e, ok := c.canon[string(input)]; ok {
-		return e.canon, e.parsed
+// canonical is canonicalJSON through the core's cache, with the call key
+// (tool + "\x00" + canonical arguments) and extractArgs(spec, parsed), spec
+// being lookupSpec(tool). The arguments are shared between calls with the
+// same bytes and tool: they are never modified.
+func (c *Core) canonical(input []byte, tool string, spec toolSpec) (string, any, string, callArgs) {
+	e := c.canon[string(input)]
+	if e != nil && e.tool == tool {
+		return e.canon, e.parsed, e.key, e.args
 	}
-	canon, parsed := canonicalJSON(input)
-	if c.canon == nil || len(c.canon) >= maxCanonCache {
-		c.canon = map[string]canonArgs{}
+	if e == nil {
+		if c.canon == nil || len(c.canon) >= maxCanonCache {
+			c.canon = map[string]*canonArgs{}
+		}
+		e = new(canonArgs)
+		e.canon, e.parsed = canonicalJSON(input)
+		c.canon[string(input)] = e
 	}
-	c.canon[string(input)] = canonArgs{canon: canon, parsed: parsed}
-	return canon, parsed
+	e.tool, e.key, e.args = tool, tool+"\x00"+e.canon, extractArgs(spec, e.parsed)
+	return e.canon, e.parsed, e.key, e.args
 }
 
 // classifyShell is classifyShell through the core's cache. The writes
@@ -551,7 +648,7 @@ func (c *Core) applySideEffects(cl *call, writes []string, unscoped bool) {
 		return
 	}
 	c.sideAt = c.causeIdx
-	wm := writeMark{idx: c.causeIdx, ev: c.cause.ID}
+	wm := writeMark{idx: c.causeIdx, ev: c.causeID}
 	if unscoped {
 		c.unscopedAt = wm
 	}
@@ -559,8 +656,8 @@ func (c *Core) applySideEffects(cl *call, writes []string, unscoped bool) {
 		if w == "" {
 			continue
 		}
-		c.writes["p:"+w] = wm
-		c.writes["b:"+path.Base(w)] = wm
+		c.writesPath[w] = wm
+		c.writesBase[path.Base(w)] = wm
 	}
 	for _, st := range c.open {
 		st.lastChange = c.causeIdx
@@ -577,29 +674,33 @@ func (c *Core) lastChange(p string) int {
 	if w := c.scopedWrite(p); w.idx > best {
 		best = w.idx
 	}
-	for q := p; ; q = path.Dir(q) {
-		if i, ok := c.inferred["p:"+q]; ok && i > best {
+	for q := p; ; {
+		if i, ok := c.inferred[q]; ok && i > best {
 			best = i
 		}
-		if q == "." || q == "/" || path.Dir(q) == q {
+		d := path.Dir(q)
+		if q == "." || q == "/" || d == q {
 			break
 		}
+		q = d
 	}
 	return best
 }
 
 func (c *Core) scopedWrite(p string) writeMark {
 	best := writeMark{idx: -1}
-	for q := p; ; q = path.Dir(q) {
-		if w, ok := c.writes["p:"+q]; ok && w.idx > best.idx {
+	for q := p; ; {
+		if w, ok := c.writesPath[q]; ok && w.idx > best.idx {
 			best = w
 		}
-		if w, ok := c.writes["b:"+path.Base(q)]; ok && w.idx > best.idx {
+		if w, ok := c.writesBase[path.Base(q)]; ok && w.idx > best.idx {
 			best = w
 		}
-		if q == "." || q == "/" || path.Dir(q) == q {
+		d := path.Dir(q)
+		if q == "." || q == "/" || d == q {
 			break
 		}
+		q = d
 	}
 	return best
 }
@@ -618,6 +719,11 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 	}
 	out.hash = hash
 	cl := c.calls[p.CallID]
+	if cl != nil && cl.out == nil {
+		// Matched: the call leaves the pending set (a second result for
+		// it would be an orphan either way), which keeps the map small.
+		delete(c.calls, p.CallID)
+	}
 	if cl == nil || cl.out != nil {
 		// An orphan result: no arguments to compare, so no rung applies.
 		tool := p.Tool
@@ -673,7 +779,6 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 					cl.chgAtCall = c.lastChange(sp)
 				}
 				cl.readPath = sp
-				cl.srcExplicit = true
 				if s.Offset != 0 || s.Limit != 0 {
 					cl.rng = readRange{off: s.Offset, lim: s.Limit}
 				} else if !cl.rng.window && !cl.rng.tail && cl.rng.off == 0 && cl.rng.lim == 0 {
@@ -754,35 +859,71 @@ func (c *Core) onCompaction() {
 }
 
 func (c *Core) onPin(p *events.Pin) {
-	it := c.byID[p.Item]
+	it := c.lookup(p.Item)
 	if it == nil {
 		c.pendingPins[p.Item] = p.By
 		return
 	}
-	it.pinned, it.pinBy = true, p.By
+	it.pinned = true
+	it.setRare().pinBy = p.By
 	c.dirty(it)
 }
 
 func (c *Core) onUnpin(p *events.Unpin) {
 	delete(c.pendingPins, p.Item)
-	if it := c.byID[p.Item]; it != nil && it.pinned {
+	if it := c.lookup(p.Item); it != nil && it.pinned {
 		it.pinned = false
 		c.dirty(it)
 	}
 }
 
 func (c *Core) onRestore(p *events.Restore) {
-	if it := c.byID[p.Item]; it != nil {
-		it.restored = c.causeIdx
+	if it := c.lookup(p.Item); it != nil {
+		it.restored = int32(c.causeIdx)
 		c.dirty(it)
 	}
 }
 
 func (c *Core) onPruneRequest(p *events.PruneRequest) {
-	if it := c.byID[p.Item]; it != nil {
-		it.manualAt, it.manualBy, it.manualRs = c.causeIdx, p.By, p.Reason
+	if it := c.lookup(p.Item); it != nil {
+		it.manualAt = int32(c.causeIdx)
+		r := it.setRare()
+		r.manualBy, r.manualRs = p.By, p.Reason
 		c.dirty(it)
 	}
+}
+
+// withEvidence returns a copy of v with evidence ev, allocated together with
+// the evidence's backing array (one allocation instead of two; verdicts and
+// their evidence are never modified, so they live and die together).
+func withEvidence(v verdict, ev ...events.Evidence) *verdict {
+	switch len(ev) {
+	case 1:
+		x := &struct {
+			v  verdict
+			ev [1]events.Evidence
+		}{v: v, ev: [1]events.Evidence(ev)}
+		x.v.evidence = x.ev[:]
+		return &x.v
+	case 2:
+		x := &struct {
+			v  verdict
+			ev [2]events.Evidence
+		}{v: v, ev: [2]events.Evidence(ev)}
+		x.v.evidence = x.ev[:]
+		return &x.v
+	case 3:
+		x := &struct {
+			v  verdict
+			ev [3]events.Evidence
+		}{v: v, ev: [3]events.Evidence(ev)}
+		x.v.evidence = x.ev[:]
+		return &x.v
+	}
+	x := new(verdict)
+	*x = v
+	x.evidence = slices.Clone(ev)
+	return x
 }
 
 // setVerdict records a rung's proposal for an item and queues it.
@@ -801,7 +942,6 @@ func (c *Core) dirty(it *item) {
 	}
 	if !it.touched {
 		it.touched = true
-		it.startKey = markKey(it.last)
 		c.touched = append(c.touched, it)
 	}
 	if !it.queued {
@@ -811,8 +951,8 @@ func (c *Core) dirty(it *item) {
 }
 
 // decisionKey is what makes a decision change: decision, rung and reason.
+// The zero key is "no decision" (every decision has a non-empty Decision).
 type decisionKey struct {
-	set      bool
 	decision events.Decision
 	rung     events.Rung
 	reason   events.Reason
@@ -822,10 +962,13 @@ func markKey(m *events.Mark) decisionKey {
 	if m == nil {
 		return decisionKey{}
 	}
-	return decisionKey{set: true, decision: m.Decision, rung: m.Rung, reason: m.Reason}
+	return decisionKey{decision: m.Decision, rung: m.Rung, reason: m.Reason}
 }
 
-func isPrune(m *events.Mark) bool { return m != nil && m.Decision == events.Prune }
+func (k decisionKey) isPrune() bool { return k.decision == events.Prune }
+
+// set reports whether k is a decision.
+func (k decisionKey) set() bool { return k.decision != "" }
 
 // settle re-judges queued items until nothing changes.
 func (c *Core) settle() {
@@ -839,9 +982,9 @@ func (c *Core) settle() {
 		if it.gone {
 			continue
 		}
-		old, oldSurv := it.cur, it.curSurv
-		m, surv := c.judge(it)
-		it.cur, it.curSurv = m, surv
+		old, oldSurv := it.curPrune, it.curSurv
+		k, surv, m := c.judge(it)
+		it.curPrune, it.curSurv, it.curMark = k.isPrune(), surv, m
 		if oldSurv != surv {
 			if oldSurv != nil {
 				oldSurv.survRefs--
@@ -852,11 +995,11 @@ func (c *Core) settle() {
 				c.dirty(surv)
 			}
 		}
-		if isPrune(old) != isPrune(m) {
+		if old != it.curPrune {
 			for _, d := range it.dependents {
 				c.dirty(d)
 			}
-			for _, st := range it.conseqOf {
+			for _, st := range it.conseqOf() {
 				c.evalSubtask(st)
 			}
 		}
@@ -869,10 +1012,10 @@ func (c *Core) emit() []events.Event {
 	if len(c.touched) == 0 {
 		return nil
 	}
-	slices.SortFunc(c.touched, func(a, b *item) int { return a.idx - b.idx })
+	slices.SortFunc(c.touched, func(a, b *item) int { return int(a.idx) - int(b.idx) })
 	n := 0
 	for _, it := range c.touched {
-		if it.cur != nil && markKey(it.cur) != it.startKey {
+		if it.curMark != nil {
 			n++
 		}
 	}
@@ -882,20 +1025,24 @@ func (c *Core) emit() []events.Event {
 	}
 	for _, it := range c.touched {
 		it.touched = false
-		if it.cur == nil || markKey(it.cur) == it.startKey {
+		m := it.curMark
+		if m == nil {
 			continue
 		}
-		// it.cur is the judge's fresh mark, never modified or shared
-		// after: it becomes the emitted mark itself (no copy).
-		m := it.cur
-		m.Cause = c.cause.ID
+		// it.curMark is the mark built at the item's last judgement, for a
+		// decision that differs from the last emitted one (the key set
+		// only changes here, so "differs" held at that judgement and
+		// still does); it is never modified or shared after: it becomes
+		// the emitted mark itself (no copy).
+		it.curMark = nil
+		m.Cause = c.causeID
 		m.CauseIndex = c.causeIdx
 		m.PolicyVersion = c.version
 		if m.By == "" {
 			m.By = By
 		}
-		id := events.DerivedID("mark", c.tenant, c.session, m.Item, string(m.Decision), string(m.Rung), string(m.Reason), c.cause.ID)
-		e := events.New(id, c.tenant, c.session, c.cause.Time, m)
+		id := events.DerivedID("mark", c.tenant, c.session, m.Item, string(m.Decision), string(m.Rung), string(m.Reason), c.causeID)
+		e := events.New(id, c.tenant, c.session, c.causeTime, m)
 		it.last = m
 		out = append(out, e)
 	}

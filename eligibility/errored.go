@@ -3,6 +3,7 @@ package eligibility
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -57,22 +58,26 @@ func (c *Core) onFailure(cl *call, p *events.ToolResult) {
 	if in == nil {
 		return
 	}
-	cl.failed = true
-	cl.failIdx = c.causeIdx
-	cl.failReq = c.requests
-	if p.Error != nil {
-		cl.errType, cl.errMsg = p.Error.Type, p.Error.Message
+	f := cl.fail
+	if f == nil {
+		f = new(callFailure)
+		cl.fail = f
 	}
-	msg := cl.errMsg
+	f.failIdx = c.causeIdx
+	f.failReq = c.requests
+	if p.Error != nil {
+		f.errType, f.errMsg = p.Error.Type, p.Error.Message
+	}
+	msg := f.errMsg
 	if p.Output != nil {
 		msg += "\n" + *p.Output
 	}
-	cl.explains = explainsFailure(cl.parsed, msg)
-	if cl.errMsg == "" && p.Output != nil {
-		cl.errMsg = trunc(*p.Output, 2000)
+	f.explains = explainsFailure(cl.parsed, msg)
+	if f.errMsg == "" && p.Output != nil {
+		f.errMsg = trunc(*p.Output, 2000)
 	}
 	if in.tokens >= c.el.ErroredMinTokens() {
-		c.wakeAt(cl.failReq+c.el.ErrorHorizon(), in)
+		c.wakeAt(f.failReq+c.el.ErrorHorizon(), in)
 		c.dirty(in)
 	}
 }
@@ -96,8 +101,12 @@ func explainsFailure(input any, msg string) string {
 	if strings.TrimSpace(msg) == "" {
 		return ""
 	}
-	if m := pointsIntoRe.FindString(msg); m != "" {
-		return fmt.Sprintf("the error message points into the input (%q)", m)
+	// The pattern ends in \d+ (ASCII digits only): without a digit in the
+	// message it cannot match.
+	if strings.ContainsAny(msg, "0123456789") {
+		if m := pointsIntoRe.FindString(msg); m != "" {
+			return fmt.Sprintf("the error message points into the input (%q)", m)
+		}
 	}
 	found := ""
 	checked := 0
@@ -120,41 +129,60 @@ func explainsFailure(input any, msg string) string {
 	return ""
 }
 
+// erroredDecision is erroredVerdict without evidence or residue: it sets
+// the decision, rung, reason and fact index of v (a zero verdict or one it
+// filled before) and returns it, or returns nil when the item has no
+// errored proposal.
+func (c *Core) erroredDecision(it *item, v *verdict) *verdict {
+	cl := it.call
+	if it.kind != kInput || cl == nil || cl.fail == nil || it.tokens < c.el.ErroredMinTokens() {
+		return nil
+	}
+	if c.requests-cl.fail.failReq < c.el.ErrorHorizon() {
+		v.decision, v.rung, v.reason = events.Defer, "", events.ReasonHorizon
+	} else {
+		v.decision, v.rung, v.reason = events.Prune, events.L3, events.ReasonErroredInput
+	}
+	v.at = cl.fail.failIdx
+	return v
+}
+
 // erroredVerdict is the errored-call proposal for an input item, computed
 // from the horizon at judge time.
 func (c *Core) erroredVerdict(it *item) *verdict {
-	cl := it.call
-	if it.kind != kInput || cl == nil || !cl.failed || it.tokens < c.el.ErroredMinTokens() {
+	var d verdict
+	if c.erroredDecision(it, &d) == nil {
 		return nil
 	}
-	since := c.requests - cl.failReq
+	v := new(verdict)
+	*v = d
+	cl := it.call
+	f := cl.fail
+	since := c.requests - f.failReq
 	h := c.el.ErrorHorizon()
-	if since < h {
-		return &verdict{
-			decision: events.Defer, reason: events.ReasonHorizon, at: cl.failIdx,
-			evidence: []events.Evidence{{Kind: "error_horizon", Item: cl.out.id,
-				Value: fmt.Sprintf("%d/%d", since, h), Detail: fmt.Sprintf("%d of %d model requests since the failure", since, h)}},
-		}
+	if v.decision == events.Defer {
+		v.evidence = []events.Evidence{{Kind: "error_horizon", Item: cl.out.id,
+			Value: strconv.Itoa(since) + "/" + strconv.Itoa(h), Detail: strconv.Itoa(since) + " of " + strconv.Itoa(h) + " model requests since the failure"}}
+		return v
 	}
-	msg := cl.errMsg
+	msg := f.errMsg
 	if msg == "" {
 		msg = "(see output item " + cl.out.id + ")"
 	}
-	return &verdict{
-		decision: events.Prune, rung: events.L3, reason: events.ReasonErroredInput, at: cl.failIdx,
-		evidence: []events.Evidence{
-			{Kind: "error_horizon", Item: cl.out.id, Value: fmt.Sprintf("%d/%d", since, h),
-				Detail: fmt.Sprintf("%d model requests since the failure; the error message stays in %s", since, cl.out.id)},
-		},
-		residue: &events.Residue{Tool: cl.tool, ErrorType: cl.errType, ErrorMessage: trunc(msg, 2000), Skeleton: cl.skeleton()},
+	v.evidence = []events.Evidence{
+		{Kind: "error_horizon", Item: cl.out.id, Value: strconv.Itoa(since) + "/" + strconv.Itoa(h),
+			Detail: strconv.Itoa(since) + " model requests since the failure; the error message stays in " + cl.out.id},
 	}
+	v.residue = &events.Residue{Tool: cl.tool, ErrorType: f.errType, ErrorMessage: trunc(msg, 2000), Skeleton: cl.skeleton()}
+	return v
 }
 
-// skeleton is the residue skeleton of the call's input, computed once (it
+// skeleton is the residue skeleton of a failed call's input, computed once (it
 // depends only on the arguments, which never change).
 func (cl *call) skeleton() string {
-	if !cl.skelDone {
-		cl.skel, cl.skelDone = skeleton(cl.parsed, []byte(cl.canon)), true
+	f := cl.fail
+	if !f.skelDone {
+		f.skel, f.skelDone = skeleton(cl.parsed, []byte(cl.canon)), true
 	}
-	return cl.skel
+	return f.skel
 }

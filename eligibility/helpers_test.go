@@ -13,8 +13,12 @@ import (
 
 // sess builds a session fact by fact and feeds a core as it goes.
 type sess struct {
-	t     *testing.T
-	core  *Core
+	t    *testing.T
+	core *Core
+	// ref is a second core on the same facts that builds every mark at
+	// every judgement (the slow path); feed checks that both emit the same
+	// marks, byte for byte.
+	ref   *Core
 	n     int
 	calls int
 	marks []events.Event
@@ -27,7 +31,9 @@ func newSess(t *testing.T, yaml string) *sess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sess{t: t, core: New(p, "", "s1"), at: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	ref := New(p, "", "s1")
+	ref.alwaysBuild = true
+	return &sess{t: t, core: New(p, "", "s1"), ref: ref, at: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 }
 
 func (s *sess) feed(p events.Payload) []events.Event {
@@ -39,6 +45,9 @@ func (s *sess) feed(p events.Payload) []events.Event {
 		s.t.Fatalf("fixture event %s invalid: %v", ev.ID, err)
 	}
 	out := s.core.Observe(ev)
+	if s.ref != nil {
+		sameMarks(s.t, ev.ID, out, s.ref.Observe(ev))
+	}
 	for _, m := range out {
 		if err := m.Validate(); err != nil {
 			s.t.Fatalf("mark invalid: %v (%+v)", err, m.Data)
@@ -138,4 +147,20 @@ func read(p string) map[string]any   { return map[string]any{"file_path": p} }
 func bash(cmd string) map[string]any { return map[string]any{"command": cmd} }
 func edit(p string) map[string]any {
 	return map[string]any{"file_path": p, "old_string": "a", "new_string": "b"}
+}
+
+// sameMarks fails unless two cores emitted the same marks, byte for byte.
+func sameMarks(t testing.TB, cause string, got, want []events.Event) {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(g) != string(w) {
+		t.Fatalf("after %s the fast path emitted\n%s\nthe reference\n%s", cause, g, w)
+	}
 }

@@ -55,30 +55,24 @@ func (c *Core) l0(n *item) {
 		c.runStart[k] = n
 		sameDeclared := pc.srcVersion != "" && pc.srcVersion == cl.srcVersion || pc.srcHash != "" && pc.srcHash == cl.srcHash
 		if !sameDeclared && cl.readPath != "" && pc.readPath == cl.readPath && pc.stable && cl.stable && pc.chgAtResult == cl.chgAtResult {
-			c.inferred["p:"+cl.readPath] = c.causeIdx
+			c.inferred[cl.readPath] = c.causeIdx
 			cl.chgAtResult = c.causeIdx
 		}
 		if prev.v[sL0] == nil {
-			c.setVerdict(prev, sL0, &verdict{
-				decision: events.Abstain, reason: events.ReasonDifferentOutput,
-				evidence: []events.Evidence{
-					{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
-					{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
-				},
-			})
+			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
+				events.Evidence{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
+				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
+			))
 		}
 		return
 	}
 	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
 		c.runStart[k] = n
 		if prev.v[sL0] == nil {
-			c.setVerdict(prev, sL0, &verdict{
-				decision: events.Abstain, reason: reason,
-				evidence: []events.Evidence{
-					{Kind: "content_hash", Item: n.id, Hash: n.hash},
-					{Kind: "determinism", Value: string(cl.class), Detail: detail},
-				},
-			})
+			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: reason},
+				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash},
+				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: detail},
+			))
 		}
 		return
 	}
@@ -89,15 +83,14 @@ func (c *Core) l0(n *item) {
 			survivor = prev
 		}
 	}
-	c.setVerdict(victim, sL0, &verdict{
+	c.setVerdict(victim, sL0, withEvidence(verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
 		survivor: survivor,
-		evidence: []events.Evidence{
-			{Kind: "canonical_args", Item: survivor.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
-			{Kind: "content_hash", Item: survivor.id, Hash: n.hash},
-			{Kind: "determinism", Value: string(cl.class), Detail: "keep_copy " + c.el.KeepCopy},
-		},
-	})
+	},
+		events.Evidence{Kind: "canonical_args", Item: survivor.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
+		events.Evidence{Kind: "content_hash", Item: survivor.id, Hash: n.hash},
+		events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: c.keepCopyDetail},
+	))
 }
 
 // l0Allowed applies the determinism rule of L0 to two identical outputs of

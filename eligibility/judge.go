@@ -1,10 +1,91 @@
 package eligibility
 
 import (
+	"math/bits"
+
 	"github.com/prunesched/prunesched/events"
 )
 
-// judge combines an item's rung proposals, manual requests and protections
+// judge decides an item (decide) and, when the decision key differs from
+// the item's last emitted mark, builds the mark that emit will publish
+// (buildMark), at the same point and so from the same state as the
+// decision. Re-judging an item whose decision did not change, the common
+// case, builds no evidence, strings or mark. It returns the decision key,
+// the survivor a PRUNE relies on, and the mark (nil when the key is unset or
+// equals the last emitted one).
+func (c *Core) judge(it *item) (decisionKey, *item, *events.Mark) {
+	k, surv := c.decide(it)
+	if !c.alwaysBuild && (!k.set() || k == markKey(it.last)) {
+		return k, surv, nil
+	}
+	m, msurv := c.buildMark(it)
+	if mk := markKey(m); mk != k || msurv != surv {
+		// decide and buildMark walk one ladder; a difference is a bug,
+		// which the tests (alwaysBuild) turn into a failure. buildMark is
+		// the reference: its outcome stands.
+		if c.alwaysBuild {
+			panic("eligibility: decide and buildMark disagree on " + it.id + ": " +
+				string(k.decision) + " " + string(k.rung) + " " + string(k.reason) + " vs " +
+				string(mk.decision) + " " + string(mk.rung) + " " + string(mk.reason))
+		}
+		k, surv = mk, msurv
+	}
+	if !k.set() || k == markKey(it.last) {
+		return k, surv, nil
+	}
+	return k, surv, m
+}
+
+// decide is buildMark's ladder reduced to the decision key and the survivor:
+// no evidence, no protection list, no mark. Its side effects (the
+// RECENT_TURN wake-up) are those of buildMark and idempotent, so building
+// the mark after it changes nothing.
+func (c *Core) decide(it *item) (decisionKey, *item) {
+	var scratch verdict
+	cand := c.candidate(it, false, &scratch)
+	manual := it.manualAt >= 0 && it.manualAt > it.restored
+	if cand == nil && !manual && it.last == nil && it.survRefs == 0 && it.restored < 0 {
+		return decisionKey{}, nil
+	}
+	if it.pinned {
+		if cand == nil && !manual && it.last == nil && it.survRefs == 0 {
+			return decisionKey{}, nil
+		}
+		return keyOf(events.Keep, "", events.ReasonPinned), nil
+	}
+	if manual {
+		return keyOf(events.Prune, "", events.ReasonManualPrune), nil
+	}
+	if cand != nil && cand.decision != events.Abstain {
+		if mask := c.protMask(it, cand, true); mask != 0 {
+			return keyOf(events.Keep, "", firstProtection(mask)), nil
+		}
+		k := keyOf(cand.decision, cand.rung, cand.reason)
+		if cand.decision == events.Prune {
+			return k, cand.survivor
+		}
+		return k, nil
+	}
+	if it.restored >= 0 {
+		return keyOf(events.Keep, "", events.ReasonRestored), nil
+	}
+	if it.survRefs > 0 {
+		return keyOf(events.Keep, "", events.ReasonSurvivingCopy), nil
+	}
+	if cand != nil {
+		return keyOf(cand.decision, cand.rung, cand.reason), nil
+	}
+	if it.last != nil {
+		return keyOf(events.Keep, "", events.ReasonUnique), nil
+	}
+	return decisionKey{}, nil
+}
+
+func keyOf(d events.Decision, r events.Rung, why events.Reason) decisionKey {
+	return decisionKey{decision: d, rung: r, reason: why}
+}
+
+// buildMark combines an item's rung proposals, manual requests and protections
 // into its current decision, following the spec's policy ladder:
 //
 //	pinned                      -> KEEP PINNED (also refuses a manual prune)
@@ -22,79 +103,185 @@ import (
 // below min_prune_tokens) is not proposed. After a restore only proposals
 // whose evidence arrived after it count. It returns the mark (without cause
 // fields) and, for a PRUNE, the survivor it relies on.
-func (c *Core) judge(it *item) (*events.Mark, *item) {
-	cand := c.candidate(it)
+//
+// decide is the same ladder without the mark: judge calls it first and
+// builds the mark only when the decision changed.
+func (c *Core) buildMark(it *item) (*events.Mark, *item) {
+	m, surv := c.buildMark1(it)
+	if m != nil && len(m.Evidence) == 0 {
+		m.Evidence = nil // as a slice built by appending nothing to nil
+	}
+	return m, surv
+}
+
+// newMark returns an empty mark for it with room for n evidence entries
+// and, for a PRUNE, the recoverability (returned too, else nil), allocated
+// together: one allocation where there were up to three. The parts live
+// exactly as long as the mark. Evidence beyond n spills to the heap as
+// appending does.
+func newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability) {
+	var m *events.Mark
+	var rec *events.Recoverability
+	switch {
+	case n == 1 && !prune:
+		b := new(struct {
+			m  events.Mark
+			ev [1]events.Evidence
+		})
+		m = &b.m
+		m.Evidence = b.ev[:0]
+	case n == 2 && !prune:
+		b := new(struct {
+			m  events.Mark
+			ev [2]events.Evidence
+		})
+		m = &b.m
+		m.Evidence = b.ev[:0]
+	case n == 3 && !prune:
+		b := new(struct {
+			m  events.Mark
+			ev [3]events.Evidence
+		})
+		m = &b.m
+		m.Evidence = b.ev[:0]
+	case n == 4 && !prune:
+		b := new(struct {
+			m  events.Mark
+			ev [4]events.Evidence
+		})
+		m = &b.m
+		m.Evidence = b.ev[:0]
+	case n == 5 && !prune:
+		b := new(struct {
+			m  events.Mark
+			ev [5]events.Evidence
+		})
+		m = &b.m
+		m.Evidence = b.ev[:0]
+	case n == 1:
+		b := new(struct {
+			m   events.Mark
+			rec events.Recoverability
+			ev  [1]events.Evidence
+		})
+		m, rec = &b.m, &b.rec
+		m.Evidence = b.ev[:0]
+	case n == 2:
+		b := new(struct {
+			m   events.Mark
+			rec events.Recoverability
+			ev  [2]events.Evidence
+		})
+		m, rec = &b.m, &b.rec
+		m.Evidence = b.ev[:0]
+	case n == 3:
+		b := new(struct {
+			m   events.Mark
+			rec events.Recoverability
+			ev  [3]events.Evidence
+		})
+		m, rec = &b.m, &b.rec
+		m.Evidence = b.ev[:0]
+	default:
+		m = &events.Mark{Evidence: make([]events.Evidence, 0, n)}
+		if prune {
+			rec = new(events.Recoverability)
+		}
+	}
+	m.Item, m.Part = it.id, partOf(it)
+	return m, rec
+}
+
+func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
+	var scratch verdict
+	cand := c.candidate(it, true, &scratch)
 	manual := it.manualAt >= 0 && it.manualAt > it.restored
 	if cand == nil && !manual && it.last == nil && it.survRefs == 0 && it.restored < 0 {
 		return nil, nil // no decision (every branch below would say so)
 	}
-	m := &events.Mark{Item: it.id, Part: partOf(it)}
 	if it.pinned {
 		if cand == nil && !manual && it.last == nil && it.survRefs == 0 {
 			return nil, nil
 		}
-		m.Decision, m.Reason = events.Keep, events.ReasonPinned
-		m.Protection = []events.Reason{events.ReasonPinned}
-		m.Evidence = []events.Evidence{{Kind: "protection", Value: string(events.ReasonPinned), Detail: "pinned" + byWhom(it.pinBy)}}
+		n := 1
 		if manual {
-			m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: "prune requested" + byWhom(it.manualBy) + " refused: the item is pinned"})
+			n++
 		}
 		if cand != nil {
-			m.Evidence = append(m.Evidence, candidateEvidence(cand)...)
+			n += 1 + len(cand.evidence)
+		}
+		m, _ := newMark(it, n, false)
+		m.Decision, m.Reason = events.Keep, events.ReasonPinned
+		m.Protection = []events.Reason{events.ReasonPinned}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "protection", Value: string(events.ReasonPinned), Detail: "pinned" + byWhom(it.pinBy())})
+		if manual {
+			m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: "prune requested" + byWhom(it.manualBy()) + " refused: the item is pinned"})
+		}
+		if cand != nil {
+			m.Evidence = c.appendCandidateEvidence(m.Evidence, cand)
 		}
 		return m, nil
 	}
 	if manual {
+		m, rec := newMark(it, 1, true)
 		m.Decision, m.Reason = events.Prune, events.ReasonManualPrune
-		detail := "prune requested" + byWhom(it.manualBy)
-		if it.manualRs != "" {
-			detail += ": " + it.manualRs
+		detail := "prune requested" + byWhom(it.manualBy())
+		if rs := it.manualRs(); rs != "" {
+			detail += ": " + rs
 		}
-		m.Evidence = []events.Evidence{{Kind: "manual_request", Detail: detail}}
-		m.Recoverability = c.recoverability(it, nil, "")
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: detail})
+		m.Recoverability = c.recoverability(rec, it, nil, "")
 		m.TokensEstimated = net(it.tokens)
-		if it.manualBy != "" {
-			m.By = it.manualBy
+		if by := it.manualBy(); by != "" {
+			m.By = by
 		}
 		return m, nil
 	}
 	if cand != nil && cand.decision != events.Abstain {
-		prot, pev := c.protections(it, cand, true)
-		if len(prot) > 0 {
+		if mask := c.protMask(it, cand, true); mask != 0 {
+			m, _ := newMark(it, bits.OnesCount16(uint16(mask))+1+len(cand.evidence), false)
+			prot, pev := c.protections(it, cand, mask, m.Evidence)
 			m.Decision, m.Reason, m.Protection = events.Keep, prot[0], prot
-			m.Evidence = append(pev, candidateEvidence(cand)...)
+			m.Evidence = c.appendCandidateEvidence(pev, cand)
 			return m, nil
 		}
+		m, rec := newMark(it, len(cand.evidence), cand.decision == events.Prune)
+		if rec != nil {
+			m.Recoverability = c.recoverability(rec, it, cand.survivor, cand.source)
+		}
 		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
-		m.Evidence = append([]events.Evidence(nil), cand.evidence...)
+		m.Evidence = append(m.Evidence, cand.evidence...)
 		m.Residue = cand.residue
 		m.TokensEstimated = net(it.tokens)
 		if cand.decision == events.Prune {
-			m.Recoverability = c.recoverability(it, cand.survivor, cand.source)
 			return m, cand.survivor
 		}
 		return m, nil
 	}
 	if it.restored >= 0 {
+		m, _ := newMark(it, 1, false)
 		m.Decision, m.Reason = events.Keep, events.ReasonRestored
-		m.Evidence = []events.Evidence{{Kind: "restore", Detail: "restored by a person; no automatic prune until new evidence"}}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "restore", Detail: "restored by a person; no automatic prune until new evidence"})
 		return m, nil
 	}
 	if it.survRefs > 0 {
+		m, _ := newMark(it, 1, false)
 		m.Decision, m.Reason = events.Keep, events.ReasonSurvivingCopy
-		m.Evidence = []events.Evidence{{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"}}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"})
 		return m, nil
 	}
 	if cand != nil {
-		prot, _ := c.protections(it, nil, false)
+		m, _ := newMark(it, len(cand.evidence), false)
+		prot := reasonsOf(c.protMask(it, nil, false))
 		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
-		m.Evidence = append([]events.Evidence(nil), cand.evidence...)
+		m.Evidence = append(m.Evidence, cand.evidence...)
 		m.Protection = prot
 		return m, nil
 	}
 	if it.last != nil {
+		m, _ := newMark(it, 1, false)
 		m.Decision, m.Reason = events.Keep, events.ReasonUnique
-		m.Evidence = []events.Evidence{{Kind: "no_evidence", Detail: "no rung proposes removing it any more"}}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "no_evidence", Detail: "no rung proposes removing it any more"})
 		return m, nil
 	}
 	return nil, nil
@@ -103,8 +290,12 @@ func (c *Core) judge(it *item) (*events.Mark, *item) {
 // candidate returns the item's best proposal: the first PRUNE in rung order,
 // else the first DEFER, else the first ABSTAIN. Rungs the policy disables
 // (eligibility.rungs, eligibility.errored_inputs) propose nothing; their
-// evidence is still gathered, so other rungs see the same facts.
-func (c *Core) candidate(it *item) *verdict {
+// evidence is still gathered, so other rungs see the same facts. The errored
+// proposal is compared without its evidence and residue (in *scratch: the
+// same decision, rung, reason and fact index, so the same proposal wins);
+// with full, when it wins it is built whole (erroredVerdict). Without full
+// the result may be scratch.
+func (c *Core) candidate(it *item, full bool, scratch *verdict) *verdict {
 	var best *verdict
 	for s := 0; s < nSlots; s++ {
 		if !c.slotOn[s] {
@@ -112,9 +303,9 @@ func (c *Core) candidate(it *item) *verdict {
 		}
 		v := it.v[s]
 		if s == sErr {
-			v = c.erroredVerdict(it)
+			v = c.erroredDecision(it, scratch)
 		}
-		if v == nil || (it.restored >= 0 && v.at <= it.restored) {
+		if v == nil || (it.restored >= 0 && v.at <= int(it.restored)) {
 			continue
 		}
 		if v.decision == events.Prune && !c.worth(it) {
@@ -123,6 +314,9 @@ func (c *Core) candidate(it *item) *verdict {
 		if best == nil || rank(v.decision) < rank(best.decision) {
 			best = v
 		}
+	}
+	if full && best == scratch {
+		best = c.erroredVerdict(it)
 	}
 	return best
 }
@@ -166,15 +360,42 @@ func byWhom(by string) string {
 	return " by " + by
 }
 
-// candidateEvidence describes a blocked or overridden proposal.
-func candidateEvidence(v *verdict) []events.Evidence {
-	out := []events.Evidence{{Kind: "candidate", Value: string(v.decision) + " " + string(v.rung) + " " + string(v.reason)}}
-	return append(out, v.evidence...)
+// appendCandidateEvidence appends the description of a blocked or
+// overridden proposal to dst.
+func (c *Core) appendCandidateEvidence(dst []events.Evidence, v *verdict) []events.Evidence {
+	dst = append(dst, events.Evidence{Kind: "candidate", Value: c.candidateValue(v)})
+	return append(dst, v.evidence...)
 }
 
-// recoverability says how to bring a pruned item back.
-func (c *Core) recoverability(it *item, survivor *item, source string) *events.Recoverability {
-	r := &events.Recoverability{Log: it.eventID, Source: source, Command: "prunesched item " + c.session + " " + it.id}
+// candidateValue is decision + " " + rung + " " + reason of a proposal,
+// from a small cache: proposals take few distinct values.
+func (c *Core) candidateValue(v *verdict) string {
+	k := decisionKey{decision: v.decision, rung: v.rung, reason: v.reason}
+	for i := range c.candValues {
+		if c.candValues[i].key == k {
+			return c.candValues[i].value
+		}
+	}
+	s := string(v.decision) + " " + string(v.rung) + " " + string(v.reason)
+	if len(c.candValues) < maxCandValues {
+		c.candValues = append(c.candValues, candValue{key: k, value: s})
+	}
+	return s
+}
+
+// candValue is one cached candidateValue.
+type candValue struct {
+	key   decisionKey
+	value string
+}
+
+// maxCandValues bounds Core.candValues (searched linearly).
+const maxCandValues = 32
+
+// recoverability fills r with how to bring a pruned item back and returns
+// it.
+func (c *Core) recoverability(r *events.Recoverability, it *item, survivor *item, source string) *events.Recoverability {
+	*r = events.Recoverability{Log: it.eventID, Source: source, Command: "prunesched item " + c.session + " " + it.id}
 	if it.kind == kOutput {
 		r.Blob = it.hash
 	}

@@ -1,8 +1,8 @@
 package eligibility
 
 import (
-	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -30,7 +30,8 @@ func (c *Core) l4Register(n *item) {
 		return
 	}
 	cl := n.call
-	var keys []string
+	var kb [3]string
+	keys := kb[:0]
 	if cl.readPath != "" {
 		keys = append(keys, cl.readPath, path.Base(cl.readPath))
 	} else if len(cl.paths) > 0 {
@@ -45,7 +46,7 @@ func (c *Core) l4Register(n *item) {
 	for _, k := range keys {
 		c.refs[k] = append(c.refs[k], n)
 	}
-	at := n.req + c.el.L4MinAgeRequests
+	at := int(n.req) + c.el.L4MinAgeRequests
 	c.l4wake[at] = append(c.l4wake[at], n)
 }
 
@@ -56,7 +57,7 @@ func (c *Core) l4Due(it *item) {
 	}
 	cl := it.call
 	source := ""
-	_, volatile := c.inferred["p:"+cl.readPath]
+	_, volatile := c.inferred[cl.readPath]
 	if cl.readPath != "" && !volatile && cl.class == events.DeterminismVersioned && cl.stable && c.lastChange(cl.readPath) == cl.chgAtResult {
 		v := cl.srcVersion
 		if v == "" {
@@ -67,13 +68,13 @@ func (c *Core) l4Due(it *item) {
 		}
 		source = cl.readPath + "@" + v
 	}
-	c.setVerdict(it, sL4, &verdict{
+	age := strconv.Itoa(c.requests - int(it.req))
+	c.setVerdict(it, sL4, withEvidence(verdict{
 		decision: events.Prune, rung: events.L4, reason: events.ReasonPredicted, source: source,
-		evidence: []events.Evidence{
-			{Kind: "age", Value: fmt.Sprintf("%d", c.requests-it.req), Detail: fmt.Sprintf("%d model requests since it entered (l4_min_age_requests %d)", c.requests-it.req, c.el.L4MinAgeRequests)},
-			{Kind: "references", Value: sourceName(cl), Detail: "no later message or tool input mentions it"},
-		},
-	})
+	},
+		events.Evidence{Kind: "age", Value: age, Detail: age + " model requests since it entered (l4_min_age_requests " + strconv.Itoa(c.el.L4MinAgeRequests) + ")"},
+		events.Evidence{Kind: "references", Value: sourceName(cl), Detail: "no later message or tool input mentions it"},
+	))
 }
 
 // reference records that text mentions paths, base names or URLs: outputs
@@ -124,7 +125,7 @@ func (c *Core) referenced(key string) {
 		if it.refAt >= 0 {
 			continue
 		}
-		it.refAt = c.causeIdx
+		it.refAt = int32(c.causeIdx)
 		if it.v[sL4] != nil {
 			it.v[sL4] = nil
 			c.dirty(it)

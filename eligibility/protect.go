@@ -1,8 +1,9 @@
 package eligibility
 
 import (
-	"fmt"
+	"math/bits"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -40,56 +41,143 @@ import (
 //     2), where a turn is one model request: an item is protected while fewer
 //     than N model requests were dispatched after it entered the log. Only
 //     PRUNE candidates wait for it (a DEFER already waits).
-func (c *Core) protections(it *item, cand *verdict, wantRecent bool) ([]events.Reason, []events.Evidence) {
-	var rs []events.Reason
-	var ev []events.Evidence
-	add := func(r events.Reason, detail string) {
-		rs = append(rs, r)
-		ev = append(ev, events.Evidence{Kind: "protection", Value: string(r), Detail: detail})
-	}
+//
+// protMask evaluates them (and schedules the RECENT_TURN wake-up) and returns
+// the set in force as a bit set; protections turns that set into the reasons
+// and their evidence, in the order above.
+func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
+	var m protSet
 	if it.kind == kMessage {
-		switch it.role {
-		case events.RoleUser:
-			add(events.ReasonUserMessage, "user message")
-		case events.RoleSystem:
-			add(events.ReasonSystemPrompt, "system prompt")
-		}
+		m |= it.msgProt
 	}
 	if cl := it.call; cl != nil {
 		if cl.rule != "" {
-			add(events.ReasonProjectRule, "project-rule file matching "+cl.rule)
+			m |= pProjectRule
 		}
 		if it == c.planIn || it == c.planOut {
-			add(events.ReasonActivePlan, "latest plan/todo state ("+cl.tool+")")
+			m |= pActivePlan
 		}
 		if c.protectedTool(cl.tool) {
-			add(events.ReasonProtectedTool, "tool "+cl.tool+" is in protected_tools")
+			m |= pProtectedTool
 		}
 		if cl.protFile != "" {
-			add(events.ReasonProtectedFile, "path matches protected_files pattern "+cl.protFile)
+			m |= pProtectedFile
 		}
-		if it.kind == kInput && cl.failed {
+		if it.kind == kInput && cl.fail != nil {
 			if c.unresolved(cl) {
-				add(events.ReasonUnresolved, "latest failure on its target with no later success")
+				m |= pUnresolved
 			}
-			if cl.explains != "" {
-				add(events.ReasonExplainsFailure, cl.explains)
+			if cl.fail.explains != "" {
+				m |= pExplains
 			}
 		}
 	}
 	if cand != nil && cand.decision == events.Prune {
 		if cand.survivor != nil && !c.chainOK(it, cand.survivor) {
-			add(events.ReasonUniqueEvidence, "no surviving copy in context: "+cand.survivor.id+" left it or was pruned")
+			m |= pNoSurvivor
 		}
 		if cand.rung == events.L4 && cand.source == "" {
-			add(events.ReasonUniqueEvidence, "not recoverable from its source: no unchanged versioned source")
+			m |= pNoSource
 		}
-		if n := c.el.RecentTurns(); wantRecent && c.requests-it.req < n {
-			add(events.ReasonRecentTurn, fmt.Sprintf("%d of %d protected model requests since it entered", c.requests-it.req, n))
+		if n := c.el.RecentTurns(); wantRecent && c.requests-int(it.req) < n {
+			m |= pRecentTurn
 			if !it.recentWake {
 				it.recentWake = true
-				c.wakeAt(it.req+n, it)
+				c.wakeAt(int(it.req)+n, it)
 			}
+		}
+	}
+	return m
+}
+
+// protSet is a set of protections in force, one bit each in check order.
+type protSet uint16
+
+const (
+	pUserMessage protSet = 1 << iota
+	pSystemPrompt
+	pProjectRule
+	pActivePlan
+	pProtectedTool
+	pProtectedFile
+	pUnresolved
+	pExplains
+	pNoSurvivor // UNIQUE_EVIDENCE: the survivor chain is broken
+	pNoSource   // UNIQUE_EVIDENCE: an L4 prune without a recoverable source
+	pRecentTurn
+)
+
+// protReasons is the reason of each protSet bit, in bit order.
+var protReasons = [...]events.Reason{
+	events.ReasonUserMessage, events.ReasonSystemPrompt, events.ReasonProjectRule,
+	events.ReasonActivePlan, events.ReasonProtectedTool, events.ReasonProtectedFile,
+	events.ReasonUnresolved, events.ReasonExplainsFailure,
+	events.ReasonUniqueEvidence, events.ReasonUniqueEvidence, events.ReasonRecentTurn,
+}
+
+// firstProtection returns the reason of the first protection in m (m != 0).
+func firstProtection(m protSet) events.Reason {
+	return protReasons[bits.TrailingZeros16(uint16(m))]
+}
+
+// reasonsOf lists the reasons of the protections in m (protections
+// without the evidence).
+func reasonsOf(m protSet) []events.Reason {
+	if m == 0 {
+		return nil
+	}
+	rs := make([]events.Reason, 0, bits.OnesCount16(uint16(m)))
+	for b := protSet(1); b <= m; b <<= 1 {
+		if m&b != 0 {
+			rs = append(rs, protReasons[bits.TrailingZeros16(uint16(b))])
+		}
+	}
+	return rs
+}
+
+// protections lists the protections in m (from protMask on the same state)
+// as reasons, with one evidence each appended to ev (nil: a new slice).
+func (c *Core) protections(it *item, cand *verdict, m protSet, ev []events.Evidence) ([]events.Reason, []events.Evidence) {
+	if m == 0 {
+		return nil, ev
+	}
+	n := bits.OnesCount16(uint16(m))
+	rs := make([]events.Reason, 0, n)
+	if ev == nil {
+		ev = make([]events.Evidence, 0, n)
+	}
+	add := func(bit protSet, detail string) {
+		rs = append(rs, protReasons[bits.TrailingZeros16(uint16(bit))])
+		ev = append(ev, events.Evidence{Kind: "protection", Value: string(rs[len(rs)-1]), Detail: detail})
+	}
+	cl := it.call
+	for b := protSet(1); b <= m; b <<= 1 {
+		if m&b == 0 {
+			continue
+		}
+		switch b {
+		case pUserMessage:
+			add(b, "user message")
+		case pSystemPrompt:
+			add(b, "system prompt")
+		case pProjectRule:
+			add(b, "project-rule file matching "+cl.rule)
+		case pActivePlan:
+			add(b, "latest plan/todo state ("+cl.tool+")")
+		case pProtectedTool:
+			add(b, "tool "+cl.tool+" is in protected_tools")
+		case pProtectedFile:
+			add(b, "path matches protected_files pattern "+cl.protFile)
+		case pUnresolved:
+			add(b, "latest failure on its target with no later success")
+		case pExplains:
+			add(b, cl.fail.explains)
+		case pNoSurvivor:
+			add(b, "no surviving copy in context: "+cand.survivor.id+" left it or was pruned")
+		case pNoSource:
+			add(b, "not recoverable from its source: no unchanged versioned source")
+		case pRecentTurn:
+			add(b, strconv.Itoa(c.requests-int(it.req))+" of "+strconv.Itoa(c.el.RecentTurns())+" protected model requests since it entered")
 		}
 	}
 	return rs, ev
@@ -102,7 +190,7 @@ func (c *Core) chainOK(it, s *item) bool {
 		if s == nil || s == it || s.gone {
 			return false
 		}
-		if !isPrune(s.cur) {
+		if !s.curPrune {
 			return true
 		}
 		s = s.curSurv

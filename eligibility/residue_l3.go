@@ -100,7 +100,7 @@ func (c *Core) l3Verdict(st *subtask) *verdict {
 		v.evidence = []events.Evidence{{Kind: "verification", Value: kind, Detail: "subtask " + st.id + " closed without an outside check recorded in the log"}}
 		return v
 	}
-	vi := c.byID[vb.Item]
+	vi := c.lookup(vb.Item)
 	switch {
 	case vi == nil || vi.kind != kOutput:
 		v.decision, v.reason = events.Abstain, events.ReasonUnverifiedClosure
@@ -110,7 +110,7 @@ func (c *Core) l3Verdict(st *subtask) *verdict {
 		v.decision, v.reason = events.Abstain, events.ReasonUnverifiedClosure
 		v.evidence = []events.Evidence{{Kind: "verification", Item: vb.Item, Value: vb.Kind, Detail: "verification item did not pass"}}
 		return v
-	case vi.factIdx < st.lastChange:
+	case int(vi.factIdx) < st.lastChange:
 		v.decision, v.reason = events.Abstain, events.ReasonUnverifiedClosure
 		v.evidence = []events.Evidence{{Kind: "verification", Item: vb.Item, Value: vb.Kind, Detail: fmt.Sprintf("verification (fact %d) ran before the last change (fact %d)", vi.factIdx, st.lastChange)}}
 		return v
@@ -125,7 +125,7 @@ func (c *Core) l3Verdict(st *subtask) *verdict {
 	evs := []events.Evidence{verEv}
 	pending, missing := false, ""
 	for _, id := range st.consequence {
-		ci := c.byID[id]
+		ci := c.lookup(id)
 		switch {
 		case ci == nil:
 			pending = true
@@ -136,10 +136,11 @@ func (c *Core) l3Verdict(st *subtask) *verdict {
 		case ci.gone:
 			missing = id
 		default:
-			if len(ci.conseqOf) == 0 || ci.conseqOf[len(ci.conseqOf)-1] != st {
-				ci.conseqOf = append(ci.conseqOf, st)
+			if cs := ci.conseqOf(); len(cs) == 0 || cs[len(cs)-1] != st {
+				r := ci.setRare()
+				r.conseqOf = append(r.conseqOf, st)
 			}
-			if isPrune(ci.cur) {
+			if ci.curPrune {
 				missing = id
 			}
 		}

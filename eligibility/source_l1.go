@@ -54,11 +54,10 @@ func (c *Core) l1(n *item) {
 	default:
 		return
 	}
-	c.setVerdict(prev, sL1, &verdict{
+	c.setVerdict(prev, sL1, withEvidence(verdict{
 		decision: events.Prune, rung: events.L1, reason: events.ReasonSameSource,
 		survivor: n, source: source,
-		evidence: []events.Evidence{ev, {Kind: "source_range", Value: cl.rng.String()}},
-	})
+	}, ev, events.Evidence{Kind: "source_range", Value: cl.rng.String()}))
 }
 
 // sameVersion reports whether two content reads of one path provably saw

@@ -1,8 +1,6 @@
 package eligibility
 
 import (
-	"fmt"
-
 	"github.com/prunesched/prunesched/events"
 )
 
@@ -37,17 +35,18 @@ func (c *Core) l2(n *item) {
 	list := c.readsByPath[cl.readPath]
 	var kept []*item
 	if cl.stable {
-		kept = list[:0:0]
+		// Filtered in place: each kept read is written at or before the
+		// index it is read from.
+		kept = list[:0]
 		for _, o := range list {
 			if o.gone {
 				continue
 			}
 			if detail, ok := c.supersedes(n, o); ok {
-				c.setVerdict(o, sL2, &verdict{
+				c.setVerdict(o, sL2, withEvidence(verdict{
 					decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
 					survivor: n,
-					evidence: []events.Evidence{{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}},
-				})
+				}, events.Evidence{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}))
 				continue
 			}
 			kept = append(kept, o)
@@ -57,7 +56,9 @@ func (c *Core) l2(n *item) {
 	}
 	kept = append(kept, n)
 	if len(kept) > maxReadsPerPath {
-		kept = append(kept[:0:0], kept[len(kept)-maxReadsPerPath:]...)
+		n := copy(kept, kept[len(kept)-maxReadsPerPath:])
+		clear(kept[n:])
+		kept = kept[:n]
 	}
 	c.readsByPath[cl.readPath] = kept
 }
@@ -69,14 +70,14 @@ func (c *Core) supersedes(n, o *item) (string, bool) {
 	if nc.key == oc.key && n.hash == o.hash {
 		return "", false // identical: L0's business
 	}
-	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > o.factIdx {
+	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > int(o.factIdx) {
 		w := c.scopedWrite(nc.readPath)
-		return fmt.Sprintf("read %s lines %s (%s) after the recorded edit %s covers read %s lines %s (%s) from before it",
-			nc.readPath, nc.rng, n.eventID, w.ev, oc.readPath, oc.rng, o.eventID), true
+		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") after the recorded edit " + w.ev +
+			" covers read " + oc.readPath + " lines " + oc.rng.String() + " (" + o.eventID + ") from before it", true
 	}
 	if c.sameVersion(oc, nc) && !(nc.rng.full && oc.rng.full) && nc.rng != oc.rng && nc.rng.covers(oc.rng, nc.tool == oc.tool) {
-		return fmt.Sprintf("read %s lines %s (%s) covers read %s lines %s (%s) at the same version: no write of the path recorded or possible between",
-			nc.readPath, nc.rng, n.eventID, oc.readPath, oc.rng, o.eventID), true
+		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") covers read " +
+			oc.readPath + " lines " + oc.rng.String() + " (" + o.eventID + ") at the same version: no write of the path recorded or possible between", true
 	}
 	return "", false
 }
