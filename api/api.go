@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,8 @@ type Config struct {
 // Server serves the API.
 type Server struct {
 	cfg Config
+	// bufs holds render buffers (*[]byte) for reuse across requests.
+	bufs sync.Pool
 }
 
 // New returns a Server.

@@ -227,7 +227,10 @@ func (s *Server) writeBundle(w http.ResponseWriter, r *http.Request, tenant, ses
 	)
 	switch format {
 	case "", "anthropic":
-		out, err = b.RenderAnthropic(r.Context(), s.cfg.Store, s.cfg.Tokens)
+		buf := s.buffer()
+		defer s.release(buf)
+		out, err = b.AppendAnthropic(r.Context(), (*buf)[:0], s.cfg.Store)
+		*buf = out
 	case "openai":
 		out, err = b.RenderOpenAI(r.Context(), s.cfg.Store, s.cfg.Tokens)
 	case "text":
@@ -243,6 +246,26 @@ func (s *Server) writeBundle(w http.ResponseWriter, r *http.Request, tenant, ses
 	}
 	w.Header().Set("Content-Type", ct)
 	_, _ = w.Write(out)
+}
+
+// maxPooledBuffer bounds the render buffers kept for reuse.
+const maxPooledBuffer = 64 << 20
+
+// buffer returns a render buffer from the pool (a 1.4 MB rendering per
+// request at 2,000 items would otherwise be allocated and collected each
+// time).
+func (s *Server) buffer() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+// release returns a render buffer to the pool once its bytes are written.
+func (s *Server) release(b *[]byte) {
+	if cap(*b) <= maxPooledBuffer {
+		s.bufs.Put(b)
+	}
 }
 
 // RenderRequest is the body of POST /v1/sessions/{session}/render: an

@@ -48,6 +48,7 @@ func (b *runner) render(ctx context.Context) error {
 		at := evs[len(evs)-1].Time
 		seq := 0
 		var ds []time.Duration
+		var buf []byte // reused across requests, as the API's pool does
 		for i := range requests {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -63,7 +64,7 @@ func (b *runner) render(ctx context.Context) error {
 			}
 			req := "req-" + strconv.Itoa(i)
 			t := time.Now()
-			out, err := renderAtRequest(ctx, r.st, p.Scheduler, p.Projection, session, at, req)
+			out, err := renderAtRequest(ctx, buf[:0], r.st, p.Scheduler, p.Projection, session, at, req)
 			d := time.Since(t)
 			if err != nil {
 				return fmt.Errorf("render %d items: %w", size, err)
@@ -71,6 +72,7 @@ func (b *runner) render(ctx context.Context) error {
 			if len(out) == 0 {
 				return fmt.Errorf("render %d items: empty body", size)
 			}
+			buf = out
 			ds = append(ds, d)
 			seq++
 			mr := events.New(fmt.Sprintf("%s-x%06d", session, seq), "", session, at, &events.ModelRequest{Request: req, Provider: "anthropic", Model: "claude-sonnet-4-5"})
@@ -96,8 +98,9 @@ type projector interface {
 	View(tenant, session string, fn func(*projections.Session)) bool
 }
 
-// renderAtRequest is the API's render path without HTTP.
-func renderAtRequest(ctx context.Context, st *store.Store, sched liveDecider, proj projector, session string, at time.Time, req string) ([]byte, error) {
+// renderAtRequest is the API's render path without HTTP, rendering into
+// buf (reused across requests, as the API does).
+func renderAtRequest(ctx context.Context, buf []byte, st *store.Store, sched liveDecider, proj projector, session string, at time.Time, req string) ([]byte, error) {
 	app, err := sched.DecideLive(ctx, events.DefaultTenant, session, at, req)
 	if err != nil {
 		return nil, err
@@ -111,7 +114,7 @@ func renderAtRequest(ctx context.Context, st *store.Store, sched liveDecider, pr
 	if !proj.View(events.DefaultTenant, session, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return nil, fmt.Errorf("session %s not projected", session)
 	}
-	return snap.RenderAnthropic(ctx, st, nil)
+	return snap.AppendAnthropic(ctx, buf, st)
 }
 
 // durability compares store appends on a server fsyncing every write

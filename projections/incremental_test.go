@@ -415,3 +415,15 @@ func TestRenderCacheBudget(t *testing.T) {
 	}
 	require_True(t, kept > 0 && kept < 400, "%d of 400 fragments kept", kept)
 }
+
+// TestAppendAnthropic: appending to a buffer gives the buffer's bytes
+// followed by RenderAnthropic's, and a reused buffer the same again.
+func TestAppendAnthropic(t *testing.T) {
+	s, blobs := benchSession(t, 200)
+	sn := s.Snapshot()
+	want := snapshotOrErr(Snapshot.RenderAnthropic, sn, blobs, nil)
+	buf, err := sn.AppendAnthropic(context.Background(), []byte("prefix"), blobs)
+	require_True(t, err == nil && string(buf) == "prefix"+want, "appended rendering differs (err %v)", err)
+	again, err := sn.AppendAnthropic(context.Background(), buf[:0], blobs)
+	require_True(t, err == nil && string(again) == want, "rendering into a reused buffer differs (err %v)", err)
+}

@@ -60,34 +60,44 @@ type anthropicToolResult struct {
 // the bundle's (DefaultMaxTokens by default); no cache_control is written.
 // The output is deterministic. tc is not needed and may be nil.
 func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
-	return renderAnthropic(ctx, &b, itemList{vals: b.Items}, blobs)
+	return renderAnthropic(ctx, nil, &b, itemList{vals: b.Items}, blobs)
 }
 
-func renderAnthropic(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter) ([]byte, error) {
+// renderAnthropic appends the rendering to dst (nil: a new buffer).
+func renderAnthropic(ctx context.Context, dst []byte, b *Bundle, items itemList, blobs BlobGetter) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	// Each item is one block (a system item one "system" text block),
-	// cached per item (render_cache.go); the framing is written here.
-	frags := make([][]byte, items.len())
-	size := 64 + len(b.Model)
-	for i := range frags {
-		f, err := items.at(i).anthropicBlock(ctx, blobs, b.rc)
-		if err != nil {
-			return nil, err
+	// cached per item (render_cache.go); the framing is written here, in
+	// two passes over the items (system blocks first), straight into dst.
+	out := dst
+	if out == nil {
+		// No buffer to reuse: size one exactly (the fragments are cached,
+		// so this pass is cheap next to growing a megabyte by doubling).
+		size := 64 + len(b.Model)
+		for i := range items.len() {
+			f, err := items.at(i).anthropicBlock(ctx, blobs, b.rc)
+			if err != nil {
+				return nil, err
+			}
+			size += len(f) + 32
 		}
-		frags[i] = f
-		size += len(f) + 1
+		out = make([]byte, 0, size)
 	}
-	out := make([]byte, 0, size+len(frags)*32)
 	out = append(out, `{"model":`...)
 	out = appendJSONStringSafe(out, b.Model)
 	out = append(out, `,"max_tokens":`...)
 	out = strconv.AppendInt(out, int64(b.maxTokens()), 10)
 	first := true
-	for i := range frags {
-		if items.at(i).Role != events.RoleSystem {
+	for i := range items.len() {
+		bi := items.at(i)
+		if bi.Role != events.RoleSystem {
 			continue
+		}
+		f, err := bi.anthropicBlock(ctx, blobs, b.rc)
+		if err != nil {
+			return nil, err
 		}
 		if first {
 			out = append(out, `,"system":[`...)
@@ -95,7 +105,7 @@ func renderAnthropic(ctx context.Context, b *Bundle, items itemList, blobs BlobG
 		} else {
 			out = append(out, ',')
 		}
-		out = append(out, frags[i]...)
+		out = append(out, f...)
 	}
 	if !first {
 		out = append(out, ']')
@@ -103,10 +113,14 @@ func renderAnthropic(ctx context.Context, b *Bundle, items itemList, blobs BlobG
 	out = append(out, `,"messages":[`...)
 	var role events.Role
 	open := false
-	for i := range frags {
+	for i := range items.len() {
 		bi := items.at(i)
 		if bi.Role == events.RoleSystem {
 			continue
+		}
+		f, err := bi.anthropicBlock(ctx, blobs, b.rc)
+		if err != nil {
+			return nil, err
 		}
 		switch {
 		case open && bi.Role == role:
@@ -120,7 +134,7 @@ func renderAnthropic(ctx context.Context, b *Bundle, items itemList, blobs BlobG
 			out = append(out, `,"content":[`...)
 			open, role = true, bi.Role
 		}
-		out = append(out, frags[i]...)
+		out = append(out, f...)
 	}
 	if open {
 		out = append(out, "]}"...)
