@@ -168,7 +168,18 @@ func (s *eligSession) addTail(m events.Event) {
 		return
 	}
 	s.tail = slices.Insert(s.tail, i, m)
+	if len(s.tail) > maxTail {
+		// No scheduler of this process takes them (it runs elsewhere, or
+		// is far behind): keep the newest half; a reader asking for older
+		// marks reads the log.
+		drop := len(s.tail) - maxTail/2
+		s.from = s.tail[drop-1].Seq
+		s.tail = slices.Delete(s.tail, 0, drop)
+	}
 }
+
+// maxTail bounds the marks a session keeps for this process's scheduler.
+const maxTail = 4096
 
 // session returns the cached core for ev's session, building it from the
 // log (facts before ev) when the worker has not seen the session, and the

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -206,3 +207,34 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkTailBounded: the marks a session keeps for this process's
+// scheduler stay bounded when nobody takes them, and a reader asking for
+// marks older than those kept is sent to the log.
+func TestMarkTailBounded(t *testing.T) {
+	s := &eligSession{}
+	for i := 1; i <= maxTail+10; i++ {
+		s.addTail(events.Event{ID: fmt.Sprintf("m%d", i), Seq: uint64(i)})
+	}
+	if len(s.tail) > maxTail {
+		t.Fatalf("tail holds %d marks, bound %d", len(s.tail), maxTail)
+	}
+	if s.from == 0 || s.tail[0].Seq != s.from+1 || s.tail[len(s.tail)-1].Seq != maxTail+10 {
+		t.Fatalf("tail covers (%d, %d..%d]", s.from, s.tail[0].Seq, s.tail[len(s.tail)-1].Seq)
+	}
+	w := &EligibilityWorker{log: fakePartitioner{}}
+	w.partition(0).sessions[sessionKey{"t", "s"}] = s
+	s.stored = maxTail + 10
+	if _, ok := w.takeMarks(sessionKey{"t", "s"}, s.stored, s.from-1); ok {
+		t.Fatal("marks older than the tail were served from memory")
+	}
+	marks, ok := w.takeMarks(sessionKey{"t", "s"}, s.stored, maxTail)
+	if !ok || len(marks) != 10 || marks[0].Seq != maxTail+1 {
+		t.Fatalf("takeMarks after %d: ok %v, %d marks", maxTail, ok, len(marks))
+	}
+}
+
+// fakePartitioner puts every session in partition 0.
+type fakePartitioner struct{ eligibilityLog }
+
+func (fakePartitioner) PartitionOf(string, string) int { return 0 }
