@@ -58,6 +58,7 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 	}
 	q := newProjQueue(projQueueMax)
 	decoded := make(chan []projMsg, 4)
+	var batches sync.Pool // decoded batches, recycled once applied
 	var stages sync.WaitGroup
 	stages.Go(func() {
 		defer close(decoded)
@@ -66,7 +67,7 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 			if raw == nil {
 				return
 			}
-			batch := decodeBatch(raw)
+			batch := decodeBatch(raw, &batches)
 			q.recycle(raw)
 			decoded <- batch
 		}
@@ -75,7 +76,7 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 		for batch := range decoded {
 			w.apply(batch)
 			clear(batch)
-			projMsgPool.Put(&batch)
+			batches.Put(&batch)
 		}
 	})
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
@@ -132,14 +133,12 @@ type projMsg struct {
 	err     error
 }
 
-// projMsgPool recycles decoded batches once applied.
-var projMsgPool sync.Pool
-
 // decodeBatch decodes every message of raw, splitting a large batch
-// across up to GOMAXPROCS goroutines.
-func decodeBatch(raw []projRaw) []projMsg {
+// across up to GOMAXPROCS goroutines. pool recycles decoded batches once
+// applied.
+func decodeBatch(raw []projRaw, pool *sync.Pool) []projMsg {
 	var out []projMsg
-	if p, ok := projMsgPool.Get().(*[]projMsg); ok && cap(*p) >= len(raw) {
+	if p, ok := pool.Get().(*[]projMsg); ok && cap(*p) >= len(raw) {
 		out = (*p)[:len(raw)]
 	} else {
 		out = make([]projMsg, len(raw), max(len(raw), 64))
