@@ -70,7 +70,7 @@ func Encode(e Event) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
-	return json.Marshal(e)
+	return EncodeValidated(e)
 }
 
 // DecodeJSONL reads the native session format: one event per line, blank
