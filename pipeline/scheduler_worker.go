@@ -129,20 +129,13 @@ func (w *SchedulerWorker) Run(ctx context.Context) error {
 	})
 }
 
-// pendingApp is an application decided in a batch, to publish at its end.
-type pendingApp struct {
-	k  sessionKey
-	s  *schedSession
-	ev events.Event
-}
-
 func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) error {
 	done := w.met.observeLatency("scheduler")
 	defer done()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	var apps []pendingApp
-	var requests []sessionKey
+	var apps []events.Event // decided here, published at the batch's end
+	requests := map[sessionKey]bool{}
 	for _, ev := range evs {
 		k := keyOf(ev)
 		s, repair, err := w.session(ctx, part, st, k, ev.Seq, ev.Seq)
@@ -163,36 +156,42 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 			}
 			if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
 				w.observeApplication(s, *app, false)
-				apps = append(apps, pendingApp{k, s, *app})
+				apps = append(apps, *app)
 			}
-			requests = append(requests, k)
+			requests[k] = true
 		}
 		s.core.Observe(ev)
 		s.facts++
 		s.lastSeq = ev.Seq
 	}
-	if len(apps) > 0 {
-		out := make([]events.Event, len(apps))
-		for i, a := range apps {
-			out[i] = a.ev
-		}
-		if _, err := w.log.Append(ctx, out); err != nil {
-			// The cores recorded the applications when they decided:
-			// rebuild them from the log when the facts come back.
-			clear(st.sessions)
-			w.met.validationErrorOf("scheduler", err)
-			return fmt.Errorf("publish %d applications: %w", len(out), err)
-		}
-		for _, a := range apps {
-			w.met.application(a.ev)
-		}
+	if err := w.publishApps(ctx, apps); err != nil {
+		// The cores recorded the applications when they decided: rebuild
+		// them from the log when the facts come back.
+		clear(st.sessions)
+		return err
 	}
-	for _, k := range requests {
+	for k := range requests {
 		if s, ok := st.sessions[k]; ok {
 			w.updatePending(k, s)
 		}
 	}
 	w.parts.prog.notify()
+	return nil
+}
+
+// publishApps stores applications the cores decided (in order) and counts
+// them.
+func (w *SchedulerWorker) publishApps(ctx context.Context, apps []events.Event) error {
+	if len(apps) == 0 {
+		return nil
+	}
+	if _, err := w.log.Append(ctx, apps); err != nil {
+		w.met.validationErrorOf("scheduler", err)
+		return fmt.Errorf("publish %d applications: %w", len(apps), err)
+	}
+	for _, a := range apps {
+		w.met.application(a)
+	}
 	return nil
 }
 
@@ -300,12 +299,12 @@ func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedS
 // gets its application, returned to be published). It first waits for the
 // eligibility of the session through through, so the marks those decisions
 // need are in the log. The caller holds st.mu.
-func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []pendingApp, error) {
+func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []events.Event, error) {
 	if s, ok := st.sessions[k]; ok {
 		return s, nil, nil
 	}
 	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
-	var repair []pendingApp
+	var repair []events.Event
 	if seq > 0 {
 		if through > 0 {
 			if err := w.waitEligibility(ctx, part, k, through); err != nil {
@@ -341,7 +340,7 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 			if mr, ok := e.Data.(*events.ModelRequest); ok {
 				if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
 					w.observeApplication(s, *app, false)
-					repair = append(repair, pendingApp{k, s, *app})
+					repair = append(repair, *app)
 				}
 			}
 			s.core.Observe(e)
@@ -410,17 +409,11 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	if err != nil {
 		return nil, false, err
 	}
-	if len(repair) > 0 {
-		// Never here in practice (the scheduler consumer handled the
-		// facts through last); publish them anyway, in order.
-		out := make([]events.Event, len(repair))
-		for i, a := range repair {
-			out[i] = a.ev
-		}
-		if _, err := w.log.Append(ctx, out); err != nil {
-			delete(st.sessions, k)
-			return nil, false, fmt.Errorf("publish %d applications for %s/%s: %w", len(out), k.tenant, k.session, err)
-		}
+	// Never any in practice (the scheduler consumer handled the facts
+	// through last); published anyway, in order.
+	if err := w.publishApps(ctx, repair); err != nil {
+		delete(st.sessions, k)
+		return nil, false, fmt.Errorf("%s/%s: %w", k.tenant, k.session, err)
 	}
 	if s.lastSeq != last {
 		return nil, true, nil
