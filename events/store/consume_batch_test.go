@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -76,23 +75,7 @@ func TestConsumeBatch(t *testing.T) {
 	more, err := s.Append(ctx, facts[20:])
 	require_NoError(t, err)
 	last := more[len(more)-1].Seq
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		floor, err := s.AckFloor(ctx, durable)
-		if err != nil {
-			return err
-		}
-		if floor < last {
-			return fmt.Errorf("ack floor %d < %d", floor, last)
-		}
-		return nil
-	})
-	cancel()
-	select {
-	case err := <-res:
-		require_NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("ConsumeBatch did not return after cancel")
-	}
+	drainConsumer(t, ctx, s, durable, last, cancel, res)
 	mu.Lock()
 	defer mu.Unlock()
 	require_Equal(t, attempts["e05"], 2)

@@ -194,3 +194,26 @@ func ids(evs []events.Event) string {
 	}
 	return b.String()
 }
+
+// drainConsumer waits until durable's ack floor reaches last, then cancels
+// the consumer and checks that it returns cleanly.
+func drainConsumer(t *testing.T, ctx context.Context, s *Store, durable string, last uint64, cancel context.CancelFunc, res <-chan error) {
+	t.Helper()
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		floor, err := s.AckFloor(ctx, durable)
+		if err != nil {
+			return err
+		}
+		if floor < last {
+			return fmt.Errorf("ack floor %d < %d", floor, last)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-res:
+		require_NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the consumer did not return after cancel")
+	}
+}

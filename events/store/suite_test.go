@@ -367,23 +367,7 @@ func testConsumeRedelivers(t *testing.T, nc *nats.Conn) {
 		res <- s.Consume(cctx, durable, events.Subject("", sess, events.KindFact), handler)
 	}()
 	last := stored[len(stored)-1].Seq
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		floor, err := s.AckFloor(ctx, durable)
-		if err != nil {
-			return err
-		}
-		if floor < last {
-			return fmt.Errorf("ack floor %d < %d", floor, last)
-		}
-		return nil
-	})
-	cancel()
-	select {
-	case err := <-res:
-		require_NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Consume did not return after cancel")
-	}
+	drainConsumer(t, ctx, s, durable, last, cancel, res)
 	mu.Lock()
 	defer mu.Unlock()
 	require_Equal(t, attempts["e3"], 2)
