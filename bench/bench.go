@@ -26,9 +26,14 @@ import (
 // Config says what to run. The zero value runs the full bench with the
 // default policy.
 type Config struct {
-	// Quick runs smaller workloads (seconds instead of minutes), for tests
-	// and smoke checks. Numbers are noisier.
+	// Quick runs smaller workloads (seconds instead of minutes), for smoke
+	// checks. Numbers are noisier.
 	Quick bool
+	// Smoke runs every section once on sessions a tenth of the usual
+	// sizes, with the fewest repetitions that still go through each code
+	// path. It is for tests, which check that the bench runs and what it
+	// reports, never its numbers. It implies Quick.
+	Smoke bool
 	// Policy drives the cores. Zero value: policy.Default().
 	Policy *policy.Policy
 	// Progress receives one line per step; nil is silent.
@@ -48,6 +53,9 @@ var Sections = []string{"core", "memory", "log", "render", "durability", "proxy"
 type Result struct {
 	Machine Machine `json:"machine"`
 	Quick   bool    `json:"quick"`
+	// Smoke says the run used Config.Smoke: its numbers are not
+	// measurements.
+	Smoke bool `json:"smoke,omitempty"`
 
 	// RawPublishPerS is JetStream async publish of the pipeline's encoded
 	// events (same sizes) to a plain stream: the baseline.
@@ -146,8 +154,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TempDir == "" {
 		cfg.TempDir = os.TempDir()
 	}
+	if cfg.Smoke {
+		cfg.Quick = true
+	}
 	r := &Result{
-		Machine: machine(), Quick: cfg.Quick,
+		Machine: machine(), Quick: cfg.Quick, Smoke: cfg.Smoke,
 		RenderP50Ms: map[string]float64{}, RenderP99Ms: map[string]float64{},
 		MemoryPerSessionBytes: map[string]float64{},
 		ProxyP50Ms:            map[string]float64{}, ProxyP99Ms: map[string]float64{},
@@ -210,12 +221,25 @@ func (b *runner) progress(format string, args ...any) {
 	}
 }
 
-// pick returns quick in quick mode, full otherwise.
+// pick returns quick in quick mode (a quarter of it, at least 1, in smoke
+// mode), full otherwise.
 func (b *runner) pick(full, quick int) int {
-	if b.cfg.Quick {
+	switch {
+	case b.cfg.Smoke:
+		return max(1, quick/4)
+	case b.cfg.Quick:
 		return quick
 	}
 	return full
+}
+
+// size returns a session size in items: n, or a tenth of it in smoke mode.
+// Results are keyed by the size actually run.
+func (b *runner) size(n int) int {
+	if b.cfg.Smoke {
+		return max(1, n/10)
+	}
+	return n
 }
 
 func targets(r *Result) []Target {

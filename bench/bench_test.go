@@ -4,22 +4,35 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestQuickShape runs the quick bench and checks the JSON shape and that
-// every measured value is positive. It asserts no timing.
-func TestQuickShape(t *testing.T) {
+// TestSmokeShape runs every section of the bench in smoke mode (the same
+// code paths as a full run, on sessions a tenth of the size) and checks the
+// JSON shape: every rate is positive and every by-size map has the sizes
+// the run used. It asserts no timing: latencies only have to be present.
+func TestSmokeShape(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts servers and runs the whole quick bench")
+		t.Skip("starts servers and runs every bench section")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Quick: true, TempDir: t.TempDir()})
+	var progress bytes.Buffer
+	res, err := Run(ctx, Config{Smoke: true, TempDir: t.TempDir(), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, s := range Sections {
+		if !strings.Contains(progress.String(), "bench: "+s+" done") {
+			t.Errorf("section %s did not run:\n%s", s, progress.String())
+		}
 	}
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -29,34 +42,109 @@ func TestQuickShape(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
+	if m["smoke"] != true || m["quick"] != true {
+		t.Errorf("smoke %v quick %v, want both true", m["smoke"], m["quick"])
+	}
 	for _, k := range []string{"raw_publish_per_s", "pipeline_per_s", "pipeline_ratio", "raw_replay_per_s", "rebuild_per_s", "rebuild_ratio", "core_events_per_s"} {
 		if v, ok := m[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v, want a positive number", k, m[k])
 		}
 	}
-	for _, k := range []string{"render_p99_ms", "render_p50_ms"} {
-		sizes, _ := m[k].(map[string]any)
-		for _, n := range []string{"200", "2000", "20000"} {
-			if v, ok := sizes[n].(float64); !ok || v <= 0 {
-				t.Errorf("%s[%s] = %v, want a positive number", k, n, sizes[n])
+	sizes := func(k string, want ...string) {
+		t.Helper()
+		got, _ := m[k].(map[string]any)
+		if len(got) != len(want) {
+			t.Errorf("%s has sizes %v, want %v", k, got, want)
+		}
+		for _, n := range want {
+			if v, ok := got[n].(float64); !ok || v < 0 {
+				t.Errorf("%s[%s] = %v, want a number >= 0", k, n, got[n])
 			}
 		}
 	}
-	for _, k := range []string{"proxy_p99_ms", "memory_per_session_bytes"} {
-		sizes, _ := m[k].(map[string]any)
-		for _, n := range []string{"200", "2000"} {
-			if v, ok := sizes[n].(float64); !ok || v <= 0 {
-				t.Errorf("%s[%s] = %v, want a positive number", k, n, sizes[n])
-			}
-		}
-	}
+	sizes("render_p50_ms", "20", "200", "2000")
+	sizes("render_p99_ms", "20", "200", "2000")
+	sizes("proxy_p50_ms", "20", "200")
+	sizes("proxy_p99_ms", "20", "200")
+	sizes("memory_per_session_bytes", "20", "200")
 	if len(res.SyncAlways) != 2 || res.SyncAlways[0].SyncAlwaysPerS <= 0 || res.SyncAlways[1].DefaultPerS <= 0 {
 		t.Errorf("sync_always = %+v", res.SyncAlways)
 	}
 	var buf bytes.Buffer
 	WriteTable(&buf, res)
-	if !strings.Contains(buf.String(), "render at request, 2000 items") || !strings.Contains(buf.String(), "machine:") {
-		t.Errorf("table misses rows:\n%s", buf.String())
+	for _, want := range []string{"render at request, 20 items", "render at request, 2000 items", "proxy added latency, 200 items", "machine:", "smoke run"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table misses %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// stallingPublisher refuses the first stalls publishes with
+// ErrTooManyStalledMsgs, as a server that cannot keep up does, and counts
+// how often the caller waited for pending acknowledgements.
+type stallingPublisher struct {
+	stalls, published, waits int
+}
+
+func (s *stallingPublisher) PublishMsgAsync(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if s.stalls > 0 {
+		s.stalls--
+		return nil, fmt.Errorf("publish: %w", jetstream.ErrTooManyStalledMsgs)
+	}
+	s.published++
+	return nil, nil
+}
+
+func (s *stallingPublisher) PublishAsyncComplete() <-chan struct{} {
+	s.waits++
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// TestPublishAsyncRidesOutStalls: a stalled publish waits for the pending
+// acknowledgements and goes again instead of failing the bench; other
+// errors and a cancelled run still end it.
+func TestPublishAsyncRidesOutStalls(t *testing.T) {
+	p := &stallingPublisher{stalls: 3}
+	if _, err := publishAsync(context.Background(), p, &nats.Msg{Subject: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if p.published != 1 || p.waits != 3 {
+		t.Fatalf("published %d after %d waits, want 1 after 3", p.published, p.waits)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	blocked := &blockingPublisher{}
+	if _, err := publishAsync(ctx, blocked, &nats.Msg{Subject: "x"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: got %v", err)
+	}
+}
+
+// blockingPublisher is always stalled and its acknowledgements never come.
+type blockingPublisher struct{}
+
+func (blockingPublisher) PublishMsgAsync(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	return nil, jetstream.ErrTooManyStalledMsgs
+}
+
+func (blockingPublisher) PublishAsyncComplete() <-chan struct{} { return make(chan struct{}) }
+
+func TestBackPressure(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("append: %w", jetstream.ErrTooManyStalledMsgs), true},
+		{fmt.Errorf("append: %w", jetstream.ErrAsyncPublishTimeout), true},
+		{fmt.Errorf("append: %w", jetstream.ErrNoStreamResponse), true},
+		{fmt.Errorf("append: %w", nats.ErrTimeout), true},
+		{fmt.Errorf("append: %w", context.Canceled), false},
+		{errors.New("event 3: field tool_call: missing"), false},
+	} {
+		if got := backPressure(tc.err); got != tc.want {
+			t.Errorf("backPressure(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // 20,000-item session, best of a few passes (the machine is shared), and
 // the scheduler core's Decide at 2,000 items.
 func (b *runner) core(ctx context.Context) error {
-	evs := b.w.session("", "core", 20000)
+	evs := b.w.session("", "core", b.size(20000))
 	passes := b.pick(5, 2)
 	var rates []float64
 	for range passes {
@@ -37,7 +37,7 @@ func (b *runner) core(ctx context.Context) error {
 
 	// The scheduler core at 2,000 items, with the marks the eligibility
 	// core emits on the same session.
-	evs = b.w.session("", "sched", 2000)
+	evs = b.w.session("", "sched", b.size(2000))
 	ec := eligibility.New(b.pol, "", "sched")
 	sc := scheduler.New(b.pol, "", "sched")
 	facts := 0
@@ -66,9 +66,9 @@ func (b *runner) core(ctx context.Context) error {
 // form (as the workers do) and fed to all three; the heap in use after a
 // GC, minus the heap before, divided by the sessions.
 func (b *runner) memory(ctx context.Context) error {
-	for _, size := range []int{200, 2000} {
+	for _, size := range []int{b.size(200), b.size(2000)} {
 		k := b.pick(50, 10)
-		if size == 2000 {
+		if size == b.size(2000) {
 			k = b.pick(10, 3)
 		}
 		wire := make([][][]byte, k)

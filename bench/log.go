@@ -130,7 +130,7 @@ func (b *runner) logRates(ctx context.Context) error {
 			defer wg.Done()
 			for len(evs) > 0 {
 				n := min(100, len(evs))
-				if _, err := r.st.Append(ctx, evs[:n]); err != nil {
+				if err := appendEvents(ctx, r.st, evs[:n]); err != nil {
 					errc <- err
 					return
 				}
@@ -201,7 +201,7 @@ func rawPublish(ctx context.Context, r *logRig, wire [][]byte) (float64, error) 
 	t := time.Now()
 	futs := make([]jetstream.PubAckFuture, 0, len(wire))
 	for i, data := range wire {
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: fmt.Sprintf("benchraw.s%d", i%16), Data: data})
+		f, err := publishAsync(ctx, js, &nats.Msg{Subject: fmt.Sprintf("benchraw.s%d", i%16), Data: data})
 		if err != nil {
 			return 0, fmt.Errorf("raw publish: %w", err)
 		}
@@ -217,6 +217,68 @@ func rawPublish(ctx context.Context, r *logRig, wire [][]byte) (float64, error) 
 		}
 	}
 	return float64(len(wire)) / time.Since(t).Seconds(), nil
+}
+
+// asyncPublisher is the part of jetstream.JetStream publishAsync uses.
+type asyncPublisher interface {
+	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	PublishAsyncComplete() <-chan struct{}
+}
+
+// publishAsync publishes m asynchronously, riding out back-pressure: when
+// the bound on pending acknowledgements is reached and the stall wait ends
+// (jetstream.ErrTooManyStalledMsgs, which a busy machine causes), it waits
+// until every pending acknowledgement has arrived, then publishes again. A
+// busy machine makes the baseline slower; it does not fail it.
+func publishAsync(ctx context.Context, js asyncPublisher, m *nats.Msg) (jetstream.PubAckFuture, error) {
+	for {
+		f, err := js.PublishMsgAsync(m)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return f, err
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// appendEvents is store.Append for the bench's workloads, riding out
+// back-pressure the same way: a publish that stalled or timed out on a busy
+// machine is retried after a pause (doubling, at most backoffMax), up to
+// appendAttempts times. Retrying a batch is safe: events already stored
+// come back as duplicates (the bench's appends are all within the
+// duplicate window).
+func appendEvents(ctx context.Context, st *store.Store, evs []events.Event) error {
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := st.Append(ctx, evs)
+		if err == nil || !backPressure(err) || attempt == appendAttempts {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pause = min(2*pause, backoffMax)
+	}
+}
+
+const (
+	appendAttempts = 8
+	backoffMax     = 5 * time.Second
+)
+
+// backPressure reports whether an append failed because the server could
+// not keep up (a stalled or unacknowledged publish), not because of the
+// events or a cancelled run.
+func backPressure(err error) bool {
+	return errors.Is(err, jetstream.ErrTooManyStalledMsgs) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout)
 }
 
 func rawReplay(ctx context.Context, r *logRig, last uint64) (float64, error) {

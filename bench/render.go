@@ -29,12 +29,12 @@ func (b *runner) render(ctx context.Context) error {
 	defer stop()
 	requests := b.pick(200, 20)
 	b.res.RenderRequests = requests
-	for _, size := range []int{200, 2000, 20000} {
+	for _, size := range []int{b.size(200), b.size(2000), b.size(20000)} {
 		session := fmt.Sprintf("render%d", size)
 		evs := b.w.session("", session, size)
 		for rest := evs; len(rest) > 0; {
 			n := min(500, len(rest))
-			if _, err := r.st.Append(ctx, rest[:n]); err != nil {
+			if err := appendEvents(ctx, r.st, rest[:n]); err != nil {
 				return fmt.Errorf("render: append: %w", err)
 			}
 			rest = rest[n:]
@@ -56,7 +56,7 @@ func (b *runner) render(ctx context.Context) error {
 			round := b.w.round("", session, i, seq, at)
 			seq += len(round)
 			at = round[len(round)-1].Time.Add(30 * time.Second)
-			if _, err := r.st.Append(ctx, round); err != nil {
+			if err := appendEvents(ctx, r.st, round); err != nil {
 				return fmt.Errorf("render: append: %w", err)
 			}
 			if err := p.WaitSession(ctx, "", session); err != nil {
@@ -76,7 +76,7 @@ func (b *runner) render(ctx context.Context) error {
 			ds = append(ds, d)
 			seq++
 			mr := events.New(fmt.Sprintf("%s-x%06d", session, seq), "", session, at, &events.ModelRequest{Request: req, Provider: "anthropic", Model: "claude-sonnet-4-5"})
-			if _, err := r.st.Append(ctx, []events.Event{mr}); err != nil {
+			if err := appendEvents(ctx, r.st, []events.Event{mr}); err != nil {
 				return fmt.Errorf("render: append request: %w", err)
 			}
 		}
@@ -139,7 +139,7 @@ func (b *runner) durability(ctx context.Context) error {
 			t := time.Now()
 			for rest := part; len(rest) > 0; {
 				k := min(batch, len(rest))
-				if _, err := r.st.Append(ctx, rest[:k]); err != nil {
+				if err := appendEvents(ctx, r.st, rest[:k]); err != nil {
 					r.close()
 					return fmt.Errorf("durability append: %w", err)
 				}
@@ -162,7 +162,7 @@ func (b *runner) durability(ctx context.Context) error {
 // items (proxy.MeasureOverheadDetail: its own log, pipeline and an instant
 // upstream).
 func (b *runner) proxy(ctx context.Context) error {
-	for _, items := range []int{200, 2000} {
+	for _, items := range []int{b.size(200), b.size(2000)} {
 		o, err := proxy.MeasureOverheadDetail(ctx, items, b.pick(200, 20))
 		if err != nil {
 			return err

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -22,7 +25,7 @@ func WriteTable(w io.Writer, r *Result) {
 		row(fmt.Sprintf("raw JetStream ordered replay (%d msgs)", r.StreamMessages), rate(r.RawReplayPerS)+" msg/s", "baseline")
 		row("projection rebuild", rate(r.RebuildPerS)+" msg/s", fmt.Sprintf("ratio %.2f (goal >= 0.8)%s", r.RebuildRatio, mark(r.RebuildRatio >= 0.8)))
 	}
-	for _, k := range []string{"200", "2000", "20000"} {
+	for _, k := range sizeKeys(r.RenderP99Ms) {
 		if p99, ok := r.RenderP99Ms[k]; ok {
 			goal := ""
 			if k == "2000" {
@@ -35,12 +38,12 @@ func WriteTable(w io.Writer, r *Result) {
 		row("eligibility core, one goroutine, no NATS", rate(r.CoreEventsPerS)+" events/s", "goal >= 1M"+mark(r.CoreEventsPerS >= 1e6))
 		row("scheduler core Decide, 2,000 items (p50)", fmt.Sprintf("%.0f µs", r.SchedulerDecideUs), "")
 	}
-	for _, k := range []string{"200", "2000"} {
+	for _, k := range sizeKeys(r.MemoryPerSessionBytes) {
 		if v, ok := r.MemoryPerSessionBytes[k]; ok {
 			row(fmt.Sprintf("memory per session, %s items (projection + cores)", k), fmt.Sprintf("%.0f KiB", v/1024), "")
 		}
 	}
-	for _, k := range []string{"200", "2000"} {
+	for _, k := range sizeKeys(r.ProxyP99Ms) {
 		if p99, ok := r.ProxyP99Ms[k]; ok {
 			goal := ""
 			if k == "2000" {
@@ -60,10 +63,28 @@ func WriteTable(w io.Writer, r *Result) {
 	tw.Flush()
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
-	if r.Quick {
+	switch {
+	case r.Smoke:
+		fmt.Fprint(w, "; smoke run (sizes / 10, numbers not comparable)")
+	case r.Quick:
 		fmt.Fprint(w, "; --quick")
 	}
 	fmt.Fprintf(w, "; %.0fs\n", r.Seconds)
+}
+
+// sizeKeys returns a by-size map's keys (session sizes in items) in
+// increasing size.
+func sizeKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return cmp.Compare(x, y)
+	})
+	return keys
 }
 
 func mark(ok bool) string {

@@ -109,6 +109,7 @@ func TestFastJudgeEqualsReference(t *testing.T) {
 		}
 		for sn, evs := range sessions {
 			t.Run(pn+"/"+sn, func(t *testing.T) {
+				t.Parallel()
 				fast, ref := New(p, "t", "s1"), New(p, "t", "s1")
 				ref.alwaysBuild = true
 				marks := 0

@@ -152,6 +152,7 @@ func TestIncrementalRandom(t *testing.T) {
 		blobs := newMemBlobs()
 		evs := randomSession(t, uint64(seed), n, blobs)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			var tc TokenCounter
 			if seed%2 == 0 {
 				tc = &wordCounter{}

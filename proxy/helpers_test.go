@@ -82,7 +82,7 @@ func setup(t testing.TB, pol policy.Policy, upstream http.Handler, mod func(*Con
 	t.Cleanup(svc.Close)
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
-	cfg := Config{Upstream: up.URL, Backend: ServiceBackend(svc.Store, svc.Pipeline), Logger: logger, Registry: svc.Registry, Budget: 2 * time.Second}
+	cfg := Config{Upstream: up.URL, Backend: ServiceBackend(svc.Store, svc.Pipeline), Logger: logger, Registry: svc.Registry, Budget: time.Hour}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -47,6 +47,8 @@ func TestMeasureOverhead(t *testing.T) {
 	t.Parallel()
 	o, err := MeasureOverheadDetail(context.Background(), 200, 20)
 	require_NoError(t, err)
-	require_True(t, o.AddedP50 > 0 && o.AddedP99 >= o.AddedP50 && o.Requests == 20, "overhead %+v", o)
+	// Only the shape: how much the proxy adds depends on the machine.
+	require_True(t, o.Requests == 20 && o.ProxyP50 > 0 && o.DirectP50 > 0 &&
+		o.AddedP50 >= 0 && o.AddedP99 >= o.AddedP50 && o.ProxyP99 >= o.ProxyP50, "overhead %+v", o)
 	t.Logf("200 items: added p50 %s p99 %s (direct p50 %s)", o.AddedP50, o.AddedP99, o.DirectP50)
 }

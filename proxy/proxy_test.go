@@ -296,11 +296,13 @@ func TestUpstreamErrorVerbatim(t *testing.T) {
 	require_True(t, string(out) == `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "body %s", out)
 }
 
-// failingBackend fails at one stage.
+// failingBackend fails at one stage. With block set, DecideLive blocks
+// until its context ends (the budget runs out), so the timeout stage is
+// reached on any machine, however slow, without timing anything.
 type failingBackend struct {
 	Backend
 	stage string
-	delay time.Duration
+	block bool
 }
 
 func (f *failingBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
@@ -314,12 +316,9 @@ func (f *failingBackend) DecideLive(ctx context.Context, tenant, session string,
 	if f.stage == StageDecide {
 		return nil, fmt.Errorf("injected decide failure")
 	}
-	if f.delay > 0 {
-		select {
-		case <-time.After(f.delay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if f.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return f.Backend.DecideLive(ctx, tenant, session, lastFact, at, req)
 }
@@ -339,7 +338,7 @@ func TestFailOpen(t *testing.T) {
 		{stage: StageDecode, body: "\x28\xb5\x2f\xfd not really zstd", enc: "zstd"},
 		{stage: StageAppend, fb: &failingBackend{stage: StageAppend}},
 		{stage: StageDecide, fb: &failingBackend{stage: StageDecide}},
-		{stage: StageTimeout, fb: &failingBackend{delay: time.Second}},
+		{stage: StageTimeout, fb: &failingBackend{block: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stage, func(t *testing.T) {
@@ -351,7 +350,13 @@ func TestFailOpen(t *testing.T) {
 				fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":1,"output_tokens":1}}`)
 			})
 			b := setup(t, testPolicy(t), up, func(c *Config) {
-				c.Budget = 150 * time.Millisecond
+				// A budget no machine runs out of, so each stage fails
+				// as injected; the timeout case blocks in DecideLive
+				// until a short budget ends.
+				c.Budget = time.Hour
+				if tc.stage == StageTimeout {
+					c.Budget = 20 * time.Millisecond
+				}
 				if tc.fb != nil {
 					tc.fb.Backend = c.Backend
 					c.Backend = tc.fb

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -81,46 +80,58 @@ func TestPinnedGroupFailover(t *testing.T) {
 	p := a.PartitionOf("", "pin")
 	filter := events.PartitionFilter(events.KindFact, p)
 	opts := []ConsumeOption{WithPinnedGroup("ps", 2*time.Second), WithMaxAckPending(1)}
-	actx, stopA := context.WithCancel(ctx)
-	aDone := make(chan error, 1)
-	go func() { aDone <- a.Consume(actx, "pinned", filter, handler("a"), opts...) }()
-	// Let a take the pin before b starts pulling.
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := a.AckFloor(ctx, "pinned")
-		return err
-	})
-	time.Sleep(200 * time.Millisecond)
-	bctx, stopB := context.WithCancel(ctx)
-	defer stopB()
-	bDone := make(chan error, 1)
-	go func() { bDone <- b.Consume(bctx, "pinned", filter, handler("b"), opts...) }()
-
 	var evs []events.Event
 	for i := 0; i < 10; i++ {
 		evs = append(evs, msgEvent("", "pin", fmt.Sprintf("e%d", i), "x"))
 	}
-	_, err := a.Append(ctx, evs[:5])
-	require_NoError(t, err)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(got) < 5 {
-			return errors.New("not yet")
+	handled := func(n int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) < n {
+				return fmt.Errorf("%d of %d handled", len(got), n)
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	waiting := func(n int) func() error {
+		return func() error {
+			c, err := a.js.Consumer(ctx, events.StreamName, "pinned")
+			if err != nil {
+				return err
+			}
+			ci, err := c.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if ci.NumWaiting < n {
+				return fmt.Errorf("%d pull requests waiting, want %d", ci.NumWaiting, n)
+			}
+			return nil
+		}
+	}
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Consume(actx, "pinned", filter, handler("a"), opts...) }()
+	// a alone: the server pins it with the first delivery.
+	_, err := a.Append(ctx, evs[:2])
+	require_NoError(t, err)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, handled(2))
+	// b pulls too (its pull request is waiting on the server); the pin
+	// still sends everything to a.
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	bDone := make(chan error, 1)
+	go func() { bDone <- b.Consume(bctx, "pinned", filter, handler("b"), opts...) }()
+	checkFor(t, 10*time.Second, 20*time.Millisecond, waiting(2))
+	_, err = a.Append(ctx, evs[2:5])
+	require_NoError(t, err)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, handled(5))
 	stopA()
 	require_NoError(t, <-aDone)
 	_, err = a.Append(ctx, evs[5:])
 	require_NoError(t, err)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(got) < 10 {
-			return fmt.Errorf("%d of 10 handled", len(got))
-		}
-		return nil
-	})
+	checkFor(t, 20*time.Second, 50*time.Millisecond, handled(10))
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 0; i < 5; i++ {
