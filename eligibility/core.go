@@ -233,6 +233,7 @@ type Core struct {
 	latest      map[string]*item   // L0: tool+canonical args -> latest output
 	runStart    map[string]*item   // L0: first copy of the current identical run
 	latestSrc   map[string]*item   // L1: source identity -> latest observation
+	firstSrc    map[string]*item   // L1: first observation of the current version's run
 	readsByPath map[string][]*item // L2: recent content reads of a path
 	targets     map[string]*target // errored: failures per target
 	planIn      *item
@@ -268,9 +269,6 @@ type Core struct {
 
 	// candValues caches candidateValue.
 	candValues []candValue
-	// keepCopyDetail is the L0 determinism evidence detail
-	// ("keep_copy " + policy keep_copy).
-	keepCopyDetail string
 	// alwaysBuild makes judge build the mark on every judgement and check
 	// it against decide (tests only).
 	alwaysBuild bool
@@ -300,7 +298,6 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.el = &c.pol.Eligibility
 	c.byID.seed = maphash.MakeSeed()
 	c.cls = newClassifier(c.el)
-	c.keepCopyDetail = "keep_copy " + c.el.KeepCopy
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
 		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
@@ -313,6 +310,7 @@ func (c *Core) resetIndexes() {
 	c.latest = map[string]*item{}
 	c.runStart = map[string]*item{}
 	c.latestSrc = map[string]*item{}
+	c.firstSrc = map[string]*item{}
 	c.readsByPath = map[string][]*item{}
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}

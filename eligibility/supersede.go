@@ -70,6 +70,9 @@ func (c *Core) supersedes(n, o *item) (string, bool) {
 	if nc.key == oc.key && n.hash == o.hash {
 		return "", false // identical: L0's business
 	}
+	if nc.srcHash != "" && nc.srcHash == oc.srcHash {
+		return "", false // one source content: L1's business
+	}
 	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > int(o.factIdx) {
 		w := c.scopedWrite(nc.readPath)
 		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") after the recorded edit " + w.ev +
