@@ -180,6 +180,9 @@ type call struct {
 	known  bool
 	kind   toolKind
 	stable bool
+	// fullPlan is set for a plan call that replaces the whole plan (its
+	// tool's plan list is present and not empty).
+	fullPlan bool
 }
 
 // callFailure is what the errored rung and its protections need about a
@@ -238,6 +241,7 @@ type Core struct {
 	targets     map[string]*target // errored: failures per target
 	planIn      *item
 	planOut     *item
+	lastPlan    map[string]*call // L2: tool -> latest successful full plan call
 	subtasks    map[string]*subtask
 	open        []*subtask
 	awaitItem   map[string][]*subtask
@@ -315,6 +319,7 @@ func (c *Core) resetIndexes() {
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}
 	c.planIn, c.planOut = nil, nil
+	c.lastPlan = map[string]*call{}
 }
 
 // PolicyVersion is the policy version written on every mark.
@@ -571,7 +576,19 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		}
 	}
 	c.matchProtectedPaths(cl)
+	cl.fullPlan = cl.kind == kindPlan && spec.planList != "" && nonEmptyList(cl.parsed, spec.planList)
 	return cl, writes, unscoped && cl.class == events.DeterminismSideEffect || !cl.known
+}
+
+// nonEmptyList reports whether the arguments v hold a non-empty JSON array
+// under key.
+func nonEmptyList(v any, key string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	l, ok := m[key].([]any)
+	return ok && len(l) > 0
 }
 
 // canonArgs is one cached canonicalJSON result, with the call key and the
@@ -757,6 +774,9 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 	c.onSuccess(cl)
 	if cl.kind == kindPlan && c.planIn == cl.in && cl.in != nil {
 		c.planOut = out
+	}
+	if cl.fullPlan {
+		c.l2Plan(cl)
 	}
 	c.observe(cl, out, p)
 	for _, st := range c.open {

@@ -42,6 +42,9 @@ func Oracle(s *fixtures.Session) []events.Event {
 			reason = events.ReasonSameSource
 		case fixtures.RungL2:
 			reason = events.ReasonSuperseded
+			if l.Input {
+				part = "input"
+			}
 		case fixtures.RungL3:
 			reason = events.ReasonCompletedResidue
 		case fixtures.RungErrored:
