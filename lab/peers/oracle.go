@@ -48,7 +48,7 @@ func Oracle(s *fixtures.Session) []events.Event {
 		case fixtures.RungL3:
 			reason = events.ReasonCompletedResidue
 		case fixtures.RungErrored:
-			rung, reason, part = events.L3, events.ReasonErroredInput, "input"
+			rung, reason, part = events.RungNone, events.ReasonErroredInput, "input"
 			if c := inputOf[id]; c != nil {
 				res = &events.Residue{Tool: c.tool, ErrorType: c.errType, ErrorMessage: c.errMsg}
 			}
