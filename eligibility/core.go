@@ -937,6 +937,13 @@ func withEvidence(v verdict, ev ...events.Evidence) *verdict {
 		}{v: v, ev: [3]events.Evidence(ev)}
 		x.v.evidence = x.ev[:]
 		return &x.v
+	case 4:
+		x := &struct {
+			v  verdict
+			ev [4]events.Evidence
+		}{v: v, ev: [4]events.Evidence(ev)}
+		x.v.evidence = x.ev[:]
+		return &x.v
 	}
 	x := new(verdict)
 	*x = v
