@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -66,5 +67,42 @@ func TestNewcomerPrunedAtItsFirstRequest(t *testing.T) {
 		if x := a.Data.(*events.Application); x.Request == "r3" {
 			t.Fatalf("keep_copy last applied at r3: %+v", x)
 		}
+	}
+}
+
+// TestCopyRoles: a run of interchangeable copies is scored by what was
+// pruned, whichever copy the policy kept.
+func TestCopyRoles(t *testing.T) {
+	safe := func(id, surv string, from int) fixtures.Label {
+		return fixtures.Label{Item: id, Class: fixtures.Safe, Rung: fixtures.RungL0, Survivor: surv, SafeFrom: from, Tokens: 100}
+	}
+	needed := fixtures.Label{Item: "c3", Class: fixtures.Needed, Probes: []string{"p1"}, Tokens: 100}
+	labels := map[string]fixtures.Label{"c1": safe("c1", "c2", 2), "c2": safe("c2", "c3", 3), "c3": needed}
+	cases := []struct {
+		name   string
+		pruned []string
+		want   map[string]fixtures.Class // items whose class is checked
+	}{
+		{"newest kept: as labelled", []string{"c1", "c2"}, map[string]fixtures.Class{"c1": fixtures.Safe, "c2": fixtures.Safe, "c3": fixtures.Needed}},
+		{"earliest kept: it carries the run's label", []string{"c2", "c3"}, map[string]fixtures.Class{"c1": fixtures.Needed, "c2": fixtures.Safe, "c3": fixtures.Safe}},
+		{"middle kept", []string{"c1", "c3"}, map[string]fixtures.Class{"c1": fixtures.Safe, "c2": fixtures.Needed, "c3": fixtures.Safe}},
+		{"all pruned: the last is a false prune", []string{"c1", "c2", "c3"}, map[string]fixtures.Class{"c3": fixtures.Needed}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pruned := map[string]bool{}
+			for _, id := range tc.pruned {
+				pruned[id] = true
+			}
+			got := copyRoles(labels, pruned)
+			for id, c := range tc.want {
+				if got[id].Class != c || got[id].Item != id {
+					t.Errorf("%s: %+v, want class %s", id, got[id], c)
+				}
+			}
+			if labels["c3"].Class != fixtures.Needed {
+				t.Fatal("copyRoles changed its input")
+			}
+		})
 	}
 }
