@@ -84,8 +84,9 @@ type SessionReport struct {
 	Requests  int    `json:"requests"`
 	Tokens    Tokens `json:"tokens"`
 	// DecisionCounts is the latest decision per item, by decision;
-	// PrunesByRung the latest PRUNE decisions by rung ("errored" for
-	// errored inputs, "manual" for a person's prune), and TokensByRung
+	// PrunesByRung the latest PRUNE decisions by rule (events.PruneRule:
+	// the rung, "errored" for errored inputs, "manual" for a person's
+	// prune), and TokensByRung
 	// the tokens those prunes free (estimated, net of placeholders).
 	DecisionCounts map[events.Decision]int `json:"decision_counts"`
 	PrunesByRung   map[string]int          `json:"prunes_by_rung"`
@@ -256,15 +257,7 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 		sr.DecisionCounts[d.Decision]++
 		decided++
 		if d.Decision == events.Prune {
-			r := string(d.Rung)
-			switch {
-			case d.Reason == events.ReasonErroredInput:
-				// Errored inputs stand on L3 evidence (the failed attempt
-				// is finished work) but are their own rule: report apart.
-				r = "errored"
-			case r == "":
-				r = "manual"
-			}
+			r := events.PruneRule(d.Rung, d.Reason)
 			sr.PrunesByRung[r]++
 			sr.TokensByRung[r] += d.TokensEstimated
 		}

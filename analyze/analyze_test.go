@@ -83,7 +83,7 @@ func TestAnalyzeRealTraces(t *testing.T) {
 		for _, d := range s.Decisions {
 			if d.Decision == events.Prune {
 				prunes++
-				if d.Rung == "" && d.Reason != events.ReasonManualPrune {
+				if d.Rung == "" && d.Reason != events.ReasonManualPrune && d.Reason != events.ReasonErroredInput {
 					t.Errorf("%s: PRUNE of %s without a rung", s.Source, d.Item)
 				}
 			}

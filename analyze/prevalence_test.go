@@ -171,13 +171,14 @@ func TestPrevalenceTotalsAndJSON(t *testing.T) {
 	if q.Prune+q.Defer+q.Abstain+q.Keep+q.None != countAll(back.Total.Shapes) {
 		t.Errorf("policy counts %+v for %d shaped items", q, countAll(back.Total.Shapes))
 	}
-	// Host agreement: the host pruned d1; replayed without the host's
-	// pruning, our policy prunes the older identical read too.
+	// Host agreement: the host pruned d1, the older identical read;
+	// replayed without the host's pruning, our policy keeps that copy
+	// (already cached) and prunes the newer one (keep_copy first).
 	if len(back.Host) != 1 || back.Host[0].HostPruned != 1 || back.Host[0].Both+back.Host[0].OnlyHost != 1 || back.HostTotal.HostPruned != 1 {
 		t.Fatalf("host agreement %+v", back.Host)
 	}
-	if back.Host[0].Both != 1 {
-		t.Errorf("host agreement %+v: want both removed", back.Host[0])
+	if back.Host[0].OnlyHost != 1 || back.Host[0].OnlyOurs != 1 {
+		t.Errorf("host agreement %+v: want the host's copy and ours to differ", back.Host[0])
 	}
 	var sb strings.Builder
 	WritePrevalence(&sb, p)

@@ -180,6 +180,9 @@ type call struct {
 	known  bool
 	kind   toolKind
 	stable bool
+	// fullPlan is set for a plan call that replaces the whole plan (its
+	// tool's plan list is present and not empty).
+	fullPlan bool
 }
 
 // callFailure is what the errored rung and its protections need about a
@@ -233,10 +236,12 @@ type Core struct {
 	latest      map[string]*item   // L0: tool+canonical args -> latest output
 	runStart    map[string]*item   // L0: first copy of the current identical run
 	latestSrc   map[string]*item   // L1: source identity -> latest observation
+	firstSrc    map[string]*item   // L1: first observation of the current version's run
 	readsByPath map[string][]*item // L2: recent content reads of a path
 	targets     map[string]*target // errored: failures per target
 	planIn      *item
 	planOut     *item
+	lastPlan    map[string]*call // L2: tool -> latest successful full plan call
 	subtasks    map[string]*subtask
 	open        []*subtask
 	awaitItem   map[string][]*subtask
@@ -268,9 +273,6 @@ type Core struct {
 
 	// candValues caches candidateValue.
 	candValues []candValue
-	// keepCopyDetail is the L0 determinism evidence detail
-	// ("keep_copy " + policy keep_copy).
-	keepCopyDetail string
 	// alwaysBuild makes judge build the mark on every judgement and check
 	// it against decide (tests only).
 	alwaysBuild bool
@@ -300,7 +302,6 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.el = &c.pol.Eligibility
 	c.byID.seed = maphash.MakeSeed()
 	c.cls = newClassifier(c.el)
-	c.keepCopyDetail = "keep_copy " + c.el.KeepCopy
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
 		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
@@ -313,10 +314,12 @@ func (c *Core) resetIndexes() {
 	c.latest = map[string]*item{}
 	c.runStart = map[string]*item{}
 	c.latestSrc = map[string]*item{}
+	c.firstSrc = map[string]*item{}
 	c.readsByPath = map[string][]*item{}
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}
 	c.planIn, c.planOut = nil, nil
+	c.lastPlan = map[string]*call{}
 }
 
 // PolicyVersion is the policy version written on every mark.
@@ -573,7 +576,19 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		}
 	}
 	c.matchProtectedPaths(cl)
+	cl.fullPlan = cl.kind == kindPlan && spec.planList != "" && nonEmptyList(cl.parsed, spec.planList)
 	return cl, writes, unscoped && cl.class == events.DeterminismSideEffect || !cl.known
+}
+
+// nonEmptyList reports whether the arguments v hold a non-empty JSON array
+// under key.
+func nonEmptyList(v any, key string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	l, ok := m[key].([]any)
+	return ok && len(l) > 0
 }
 
 // canonArgs is one cached canonicalJSON result, with the call key and the
@@ -760,6 +775,9 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 	if cl.kind == kindPlan && c.planIn == cl.in && cl.in != nil {
 		c.planOut = out
 	}
+	if cl.fullPlan {
+		c.l2Plan(cl)
+	}
 	c.observe(cl, out, p)
 	for _, st := range c.open {
 		st.items = append(st.items, out)
@@ -917,6 +935,13 @@ func withEvidence(v verdict, ev ...events.Evidence) *verdict {
 			v  verdict
 			ev [3]events.Evidence
 		}{v: v, ev: [3]events.Evidence(ev)}
+		x.v.evidence = x.ev[:]
+		return &x.v
+	case 4:
+		x := &struct {
+			v  verdict
+			ev [4]events.Evidence
+		}{v: v, ev: [4]events.Evidence(ev)}
 		x.v.evidence = x.ev[:]
 		return &x.v
 	}

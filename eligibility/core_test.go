@@ -10,7 +10,7 @@ import (
 )
 
 func TestManualControl(t *testing.T) {
-	s := newSess(t, noRecent)
+	s := newSess(t, lastCopy)
 	s.tool("Read", read("a.go"), "A")
 	s.tool("Read", read("a.go"), "A")
 	s.want("c1", events.Prune, events.ReasonDuplicateOutput)
@@ -47,7 +47,7 @@ func TestManualControl(t *testing.T) {
 }
 
 func TestRestoreThenNewEvidence(t *testing.T) {
-	s := newSess(t, noRecent)
+	s := newSess(t, lastCopy)
 	s.tool("Read", read("a.go"), "A")
 	s.tool("Read", read("a.go"), "A")
 	s.feed(&events.Restore{Item: "c2"}) // the survivor, for the test

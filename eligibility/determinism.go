@@ -54,6 +54,11 @@ type toolSpec struct {
 	// unscoped is true for side effects that may touch any path (subagents,
 	// submit).
 	unscoped bool
+	// planList names the argument holding the whole plan of a plan tool
+	// whose every call replaces the plan (TodoWrite, todowrite:
+	// "todos"; update_plan: "plan"); "" for plan tools that change one
+	// task (TaskCreate, TaskUpdate).
+	planList string
 }
 
 var (
@@ -65,6 +70,8 @@ var (
 	specWrite  = toolSpec{class: events.DeterminismSideEffect, kind: kindWrite}
 	specAny    = toolSpec{class: events.DeterminismSideEffect, unscoped: true}
 	specPlan   = toolSpec{class: events.DeterminismSideEffect, kind: kindPlan}
+	specTodos  = toolSpec{class: events.DeterminismSideEffect, kind: kindPlan, planList: "todos"}
+	specSteps  = toolSpec{class: events.DeterminismSideEffect, kind: kindPlan, planList: "plan"}
 	specShell  = toolSpec{class: events.DeterminismSideEffect, kind: kindShell}
 	specSRE    = toolSpec{class: events.DeterminismSideEffect, kind: kindSWEStrReplace}
 	specPure   = toolSpec{class: events.DeterminismPure}
@@ -80,7 +87,7 @@ var defaultTools = map[string]toolSpec{
 	"Bash": specShell, "BashOutput": specState, "KillShell": specAny, "KillBash": specAny,
 	"Edit": specWrite, "MultiEdit": specWrite, "Write": specWrite, "NotebookEdit": specWrite,
 	"WebFetch": specWeb, "WebSearch": specWeb,
-	"TodoWrite": specPlan, "TodoRead": specState, "TaskCreate": specPlan, "TaskUpdate": specPlan,
+	"TodoWrite": specTodos, "TodoRead": specState, "TaskCreate": specPlan, "TaskUpdate": specPlan,
 	"TaskList": specState, "TaskGet": specState,
 	"Task": specAny, "Agent": specAny, "ExitPlanMode": specPure, "Skill": specState,
 	"SlashCommand": specState, "LSP": specState,
@@ -88,7 +95,7 @@ var defaultTools = map[string]toolSpec{
 	"read": specRead, "grep": specSearch, "glob": specSearch, "list": specSearch,
 	"bash": specShell, "edit": specWrite, "write": specWrite, "patch": specWrite,
 	"multiedit": specWrite, "apply_patch": specWrite, "webfetch": specWeb,
-	"websearch": specWeb, "codesearch": specWeb, "todowrite": specPlan,
+	"websearch": specWeb, "codesearch": specWeb, "todowrite": specTodos,
 	"todoread": specState, "task": specAny, "lsp_diagnostics": specState,
 	"lsp_hover": specState, "skill": specState,
 	// SWE-agent.
@@ -99,7 +106,7 @@ var defaultTools = map[string]toolSpec{
 	"str_replace_editor": specSRE, "str_replace_based_edit_tool": specSRE,
 	// OpenHands and Codex CLI.
 	"execute_bash": specShell, "shell": specShell, "shell_command": specShell,
-	"exec_command": specShell, "local_shell": specShell, "update_plan": specPlan,
+	"exec_command": specShell, "local_shell": specShell, "update_plan": specSteps,
 	"think": specPure, "finish": specPure, "view_image": specRead, "web_search": specWeb,
 }
 

@@ -6,7 +6,8 @@
 // residue, estimated tokens net of the placeholder, policy version).
 //
 // It owns the evidence ladder (identical_l0.go, source_l1.go, supersede.go,
-// residue_l3.go, predicted_l4.go), the tool determinism classes
+// residue_l3.go, predicted_l4.go; keep_copy.go says which of two copies
+// stays), the tool determinism classes
 // (determinism.go) and the shell-command classifier (shell.go), errored-call
 // residue (errored.go) and property-derived protection (protect.go); judge.go
 // combines them. REASONS.md lists every reason code.

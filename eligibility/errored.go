@@ -17,7 +17,9 @@ import (
 //     after the failure, default 4): DEFER WAITING_HORIZON;
 //   - after it: PRUNE ERRORED_INPUT with a residue: tool, error type, error
 //     message, and the argument skeleton (keys, sizes in bytes, paths and
-//     short path-like values verbatim, never the bulk). The rung is L3: the
+//     short path-like values verbatim, never the bulk). It carries no rung:
+//     it is its own rule, not a step of the evidence ladder, labelled
+//     "errored" wherever prunes are counted by rule (events.PruneRule). The
 //     failed attempt is finished work whose residue is kept, and the two
 //     protections below establish that nothing still depends on its bulk.
 //
@@ -141,7 +143,7 @@ func (c *Core) erroredDecision(it *item, v *verdict) *verdict {
 	if c.requests-cl.fail.failReq < c.el.ErrorHorizon() {
 		v.decision, v.rung, v.reason = events.Defer, "", events.ReasonHorizon
 	} else {
-		v.decision, v.rung, v.reason = events.Prune, events.L3, events.ReasonErroredInput
+		v.decision, v.rung, v.reason = events.Prune, events.RungNone, events.ReasonErroredInput
 	}
 	v.at = cl.fail.failIdx
 	return v

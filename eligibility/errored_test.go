@@ -74,7 +74,7 @@ func TestErroredResidue(t *testing.T) {
 	s.tool("Write", bigWrite("src/a.go", "Y"), "ok")
 	s.reqs(4)
 	m := s.want("c1/input", events.Prune, events.ReasonErroredInput)
-	if m.Part != "input" || m.Rung != events.L3 {
+	if m.Part != "input" || m.Rung != events.RungNone {
 		t.Fatalf("part %q rung %q", m.Part, m.Rung)
 	}
 	r := m.Residue

@@ -29,10 +29,10 @@ import (
 //  6. Side-effecting tools: never, every call is itself a change: ABSTAIN
 //     STATE_MAY_HAVE_CHANGED.
 //
-// Which copy stays follows eligibility.keep_copy: "last" (default) prunes O
-// with N as survivor, so a run of copies forms a chain ending at the newest;
-// "first" prunes N with the first copy of the run as survivor. The survivor
-// gets KEEP SURVIVING_COPY.
+// Which copy stays follows eligibility.keep_copy (see keepCopy): "first"
+// (default) prunes N with the earliest copy of the run still in context as
+// survivor, "last" prunes O with N as survivor. The survivor gets KEEP
+// SURVIVING_COPY.
 //
 // Same call, different output is never L0: the older gets ABSTAIN
 // SAME_CALL_DIFFERENT_OUTPUT (unless another rung proves it redundant). When
@@ -76,12 +76,9 @@ func (c *Core) l0(n *item) {
 		}
 		return
 	}
-	victim, survivor := prev, n
-	if c.el.KeepCopy == "first" {
-		victim, survivor = n, c.runStart[k]
-		if survivor == nil || survivor.gone {
-			survivor = prev
-		}
+	victim, survivor, kc := c.keepCopy(prev, n, c.runStart[k], events.L0)
+	if survivor == n && c.el.KeepCopy == "first" {
+		c.runStart[k] = n // the fallback: the newest copy starts the run
 	}
 	c.setVerdict(victim, sL0, withEvidence(verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
@@ -89,7 +86,8 @@ func (c *Core) l0(n *item) {
 	},
 		events.Evidence{Kind: "canonical_args", Item: survivor.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 		events.Evidence{Kind: "content_hash", Item: survivor.id, Hash: n.hash},
-		events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: c.keepCopyDetail},
+		events.Evidence{Kind: "determinism", Value: string(cl.class)},
+		kc,
 	))
 }
 

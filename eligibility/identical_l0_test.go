@@ -35,7 +35,7 @@ func TestL0(t *testing.T) {
 		run    func(s *sess)
 		wants  []want
 	}{
-		{"identical read, newest stays", noRecent, func(s *sess) {
+		{"identical read, newest stays", lastCopy, func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}, {"c2", events.Keep, events.ReasonSurvivingCopy}}},
@@ -43,78 +43,78 @@ func TestL0(t *testing.T) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Keep, events.ReasonSurvivingCopy}, {"c2", events.Prune, events.ReasonDuplicateOutput}}},
-		{"same call different output", noRecent, func(s *sess) {
+		{"same call different output", lastCopy, func(s *sess) {
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 			s.tool("Grep", map[string]any{"pattern": "x"}, "B")
 		}, []want{{"c1", events.Abstain, events.ReasonDifferentOutput}, {"c2", "", ""}}},
-		{"canonical args ignore key order and spacing", noRecent, func(s *sess) {
+		{"canonical args ignore key order and spacing", lastCopy, func(s *sess) {
 			s.tool("Grep", map[string]any{"pattern": "x", "path": "src"}, "A")
 			s.feed(&events.ToolCall{Item: "z/input", CallID: "z", Tool: "Grep", Input: []byte(`{ "path" : "src",  "pattern":"x" }`)})
 			s.feed(&events.ToolResult{Item: "z", CallID: "z", Output: strPtr(body("A", 400))})
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}, {"z", events.Keep, events.ReasonSurvivingCopy}}},
-		{"state tool, nothing between", noRecent, func(s *sess) {
+		{"state tool, nothing between", lastCopy, func(s *sess) {
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 			s.tool("Read", read("b.go"), "B")
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}}},
-		{"state tool across an edit", noRecent, func(s *sess) {
+		{"state tool across an edit", lastCopy, func(s *sess) {
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 			s.tool("Edit", edit("b.go"), "ok")
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 		}, []want{{"c1", events.Abstain, events.ReasonStateChanged}, {"c3", "", ""}}},
-		{"git status across a shell write", noRecent, func(s *sess) {
+		{"git status across a shell write", lastCopy, func(s *sess) {
 			s.tool("Bash", bash("git status"), "clean")
 			s.tool("Bash", bash("echo hi > notes.txt"), "")
 			s.tool("Bash", bash("git status"), "clean")
 		}, []want{{"c1", events.Abstain, events.ReasonStateChanged}}},
-		{"side-effecting tool never", noRecent, func(s *sess) {
+		{"side-effecting tool never", lastCopy, func(s *sess) {
 			s.tool("Write", map[string]any{"file_path": "a.go", "content": "x"}, "written")
 			s.tool("Write", map[string]any{"file_path": "a.go", "content": "x"}, "written")
 		}, []want{{"c1", events.Abstain, events.ReasonStateChanged}}},
-		{"versioned read across an edit, identical bytes", noRecent, func(s *sess) {
+		{"versioned read across an edit, identical bytes", lastCopy, func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Edit", edit("a.go"), "ok")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}}},
-		{"unknown tool", noRecent, func(s *sess) {
+		{"unknown tool", lastCopy, func(s *sess) {
 			s.tool("mcp__db__query", map[string]any{"q": "select 1"}, "1")
 			s.tool("mcp__db__query", map[string]any{"q": "select 1"}, "1")
 		}, []want{{"c1", events.Abstain, events.ReasonUnknownTool}}},
-		{"policy override makes a tool pure", noRecent + "  tools:\n    mcp__db__query: pure\n", func(s *sess) {
+		{"policy override makes a tool pure", lastCopy + "  tools:\n    mcp__db__query: pure\n", func(s *sess) {
 			s.tool("mcp__db__query", map[string]any{"q": "select 1"}, "1")
 			s.tool("Edit", edit("a.go"), "ok")
 			s.tool("mcp__db__query", map[string]any{"q": "select 1"}, "1")
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}}},
-		{"importer determinism wins over default", noRecent, func(s *sess) {
+		{"importer determinism wins over default", lastCopy, func(s *sess) {
 			for i := 0; i < 2; i++ {
 				s.toolR("mcp__calc__add", map[string]any{"a": 1}, &events.ToolResult{Output: strPtr(body("2", 400)), Determinism: events.DeterminismPure})
 			}
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}}},
-		{"chain of three copies", noRecent, func(s *sess) {
+		{"chain of three copies", lastCopy, func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}, {"c2", events.Prune, events.ReasonDuplicateOutput}, {"c3", events.Keep, events.ReasonSurvivingCopy}}},
-		{"too small to net a saving", noRecent, func(s *sess) {
+		{"too small to net a saving", lastCopy, func(s *sess) {
 			for i := 0; i < 2; i++ {
 				s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr("tiny")})
 			}
 		}, []want{{"c1", "", ""}, {"c2", "", ""}}},
-		{"min_prune_tokens", noRecent + "  min_prune_tokens: 1000\n", func(s *sess) {
+		{"min_prune_tokens", lastCopy + "  min_prune_tokens: 1000\n", func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", "", ""}}},
-		{"a different output breaks the run", noRecent, func(s *sess) {
+		{"a different output breaks the run", lastCopy, func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "B")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Abstain, events.ReasonDifferentOutput}, {"c2", events.Abstain, events.ReasonDifferentOutput}, {"c3", "", ""}}},
-		{"stored form compares content addresses", noRecent, func(s *sess) {
+		{"stored form compares content addresses", lastCopy, func(s *sess) {
 			ref := &events.ContentRef{Hash: events.HashBytes([]byte("x")), Bytes: 4000, Tokens: 1000}
 			s.toolR("Read", read("a.go"), &events.ToolResult{OutputRef: ref})
 			s.toolR("Read", read("a.go"), &events.ToolResult{OutputRef: ref})
 		}, []want{{"c1", events.Prune, events.ReasonDuplicateOutput}}},
-		{"host-pruned output is not judged", noRecent, func(s *sess) {
+		{"host-pruned output is not judged", lastCopy, func(s *sess) {
 			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(body("A", 400)), HostPruned: true})
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", "", ""}, {"c2", "", ""}}},
@@ -129,7 +129,7 @@ func TestL0(t *testing.T) {
 }
 
 func TestL0Certificate(t *testing.T) {
-	s := newSess(t, noRecent)
+	s := newSess(t, lastCopy)
 	s.tool("Read", read("a.go"), "A")
 	s.tool("Read", read("a.go"), "A")
 	m := s.want("c1", events.Prune, events.ReasonDuplicateOutput)

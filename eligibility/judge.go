@@ -182,6 +182,14 @@ func newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability)
 		})
 		m, rec = &b.m, &b.rec
 		m.Evidence = b.ev[:0]
+	case n == 4:
+		b := new(struct {
+			m   events.Mark
+			rec events.Recoverability
+			ev  [4]events.Evidence
+		})
+		m, rec = &b.m, &b.rec
+		m.Evidence = b.ev[:0]
 	default:
 		m = &events.Mark{Evidence: make([]events.Evidence, 0, n)}
 		if prune {

@@ -40,7 +40,9 @@ import (
 //   - RECENT_TURN: the last eligibility.protect_recent_turns turns (default
 //     2), where a turn is one model request: an item is protected while fewer
 //     than N model requests were dispatched after it entered the log. Only
-//     PRUNE candidates wait for it (a DEFER already waits).
+//     PRUNE candidates wait for it (a DEFER already waits), and not a
+//     newcomer pruned as a copy of an earlier item still in context
+//     (keep_copy first: its content is still in front of the model).
 //
 // protMask evaluates them (and schedules the RECENT_TURN wake-up) and returns
 // the set in force as a bit set; protections turns that set into the reasons
@@ -79,7 +81,7 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 		if cand.rung == events.L4 && cand.source == "" {
 			m |= pNoSource
 		}
-		if n := c.el.RecentTurns(); wantRecent && c.requests-int(it.req) < n {
+		if n := c.el.RecentTurns(); wantRecent && c.requests-int(it.req) < n && !copyInFront(it, cand) {
 			m |= pRecentTurn
 			if !it.recentWake {
 				it.recentWake = true
@@ -88,6 +90,14 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 		}
 	}
 	return m
+}
+
+// copyInFront reports whether a PRUNE candidate removes a newcomer whose
+// copy (L0) or source version (L1) is an earlier item, still in context
+// (chainOK checks that): the content stays in front of the model, so
+// recent-turn protection does not hold it back (keep_copy first).
+func copyInFront(it *item, cand *verdict) bool {
+	return (cand.rung == events.L0 || cand.rung == events.L1) && cand.survivor != nil && cand.survivor.idx < it.idx
 }
 
 // protSet is a set of protections in force, one bit each in check order.

@@ -13,11 +13,11 @@ func TestProtection(t *testing.T) {
 		run    func(s *sess)
 		wants  []want
 	}{
-		{"recent turns block, then release", "", func(s *sess) {
+		{"recent turns block, then release", "eligibility:\n  keep_copy: last\n", func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 		}, []want{{"c1", events.Keep, events.ReasonRecentTurn}}},
-		{"recent turns released after N requests", "", func(s *sess) {
+		{"recent turns released after N requests", "eligibility:\n  keep_copy: last\n", func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
 			s.reqs(2)
@@ -25,23 +25,23 @@ func TestProtection(t *testing.T) {
 		{"project rule file", noRecent, func(s *sess) {
 			s.tool("Read", read("/repo/AGENTS.md"), "rules")
 			s.tool("Read", read("/repo/AGENTS.md"), "rules")
-		}, []want{{"c1", events.Keep, events.ReasonProjectRule}}},
+		}, []want{{"c2", events.Keep, events.ReasonProjectRule}}},
 		{"project rule read through the shell", noRecent, func(s *sess) {
 			s.tool("Bash", bash("cat .github/copilot-instructions.md"), "rules")
 			s.tool("Bash", bash("cat .github/copilot-instructions.md"), "rules")
-		}, []want{{"c1", events.Keep, events.ReasonProjectRule}}},
+		}, []want{{"c2", events.Keep, events.ReasonProjectRule}}},
 		{"protected tool", noRecent + "  protected_tools: [grep]\n", func(s *sess) {
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
 			s.tool("Grep", map[string]any{"pattern": "x"}, "A")
-		}, []want{{"c1", events.Keep, events.ReasonProtectedTool}}},
+		}, []want{{"c2", events.Keep, events.ReasonProtectedTool}}},
 		{"protected file pattern", noRecent + "  protected_files: ['migrations/*.sql']\n", func(s *sess) {
 			s.tool("Read", read("db/migrations/001.sql"), "A")
 			s.tool("Read", read("db/migrations/001.sql"), "A")
-		}, []want{{"c1", events.Keep, events.ReasonProtectedFile}}}, // a pattern with "/" matches the path end
+		}, []want{{"c2", events.Keep, events.ReasonProtectedFile}}}, // a pattern with "/" matches the path end
 		{"protected file pattern on the path end", noRecent + "  protected_files: ['migrations/*.sql']\n", func(s *sess) {
 			s.tool("Read", read("migrations/001.sql"), "A")
 			s.tool("Read", read("migrations/001.sql"), "A")
-		}, []want{{"c1", events.Keep, events.ReasonProtectedFile}}},
+		}, []want{{"c2", events.Keep, events.ReasonProtectedFile}}},
 		{"active plan", noRecent, func(s *sess) {
 			s.tool("TodoWrite", map[string]any{"todos": []string{body("x", 300)}}, "plan")
 		}, []want{{"c1", "", ""}, {"c1/input", "", ""}}},
@@ -52,8 +52,8 @@ func TestProtection(t *testing.T) {
 		{"survivor chain broken: unique evidence", noRecent, func(s *sess) {
 			s.tool("Read", read("a.go"), "A")
 			s.tool("Read", read("a.go"), "A")
-			s.feed(&events.PruneRequest{Item: "c2", By: "ana"})
-		}, []want{{"c1", events.Keep, events.ReasonUniqueEvidence}, {"c2", events.Prune, events.ReasonManualPrune}}},
+			s.feed(&events.PruneRequest{Item: "c1", By: "ana"})
+		}, []want{{"c2", events.Keep, events.ReasonUniqueEvidence}, {"c1", events.Prune, events.ReasonManualPrune}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

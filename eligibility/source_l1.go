@@ -7,8 +7,9 @@ import (
 // L1, same immutable or versioned source. Two observations with the same
 // source identity — the same file path (normalised, relative to the session
 // cwd) and the same line range, or the same URL — that are not already an L0
-// pair; the older is pruned (the newer survives) when one of these proofs
-// holds:
+// pair are one observation when one of these proofs holds between the newer
+// and the latest earlier one (the copies of one version form a run; which
+// copy stays follows keep_copy, see keepCopy):
 //
 //  1. content hash: both carry Source.ContentHash and the hashes are equal
 //     (the importer hashed the source content: proof regardless of class or
@@ -34,11 +35,12 @@ func (c *Core) l1(n *item) {
 	prev := c.latestSrc[cl.srcKey]
 	c.latestSrc[cl.srcKey] = n
 	if prev == nil || prev.gone {
+		c.firstSrc[cl.srcKey] = n
 		return
 	}
 	pc := prev.call
 	if pc.key == cl.key && prev.hash == n.hash {
-		return // an L0 pair
+		return // an L0 pair: the run goes on
 	}
 	var ev events.Evidence
 	source := ""
@@ -52,12 +54,18 @@ func (c *Core) l1(n *item) {
 	case prev.hash == n.hash && prev.hash != "" && pc.class == events.DeterminismVersioned && cl.class == events.DeterminismVersioned && c.sameVersion(pc, cl):
 		ev = events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Value: sourceName(cl), Detail: "identical output of a versioned read, no write of the path recorded between"}
 	default:
+		c.firstSrc[cl.srcKey] = n // a new version: a new run
 		return
 	}
-	c.setVerdict(prev, sL1, withEvidence(verdict{
+	victim, survivor, kc := c.keepCopy(prev, n, c.firstSrc[cl.srcKey], events.L1)
+	if survivor == n {
+		c.firstSrc[cl.srcKey] = n
+	}
+	ev.Item = survivor.id
+	c.setVerdict(victim, sL1, withEvidence(verdict{
 		decision: events.Prune, rung: events.L1, reason: events.ReasonSameSource,
-		survivor: n, source: source,
-	}, ev, events.Evidence{Kind: "source_range", Value: cl.rng.String()}))
+		survivor: survivor, source: source,
+	}, ev, events.Evidence{Kind: "source_range", Value: cl.rng.String()}, kc))
 }
 
 // sameVersion reports whether two content reads of one path provably saw

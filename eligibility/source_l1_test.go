@@ -54,7 +54,7 @@ func TestL1(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSess(t, noRecent)
+			s := newSess(t, lastCopy)
 			tc.run(s)
 			check(t, s, tc.wants)
 		})
@@ -62,7 +62,7 @@ func TestL1(t *testing.T) {
 }
 
 func TestL1Recoverability(t *testing.T) {
-	s := newSess(t, noRecent)
+	s := newSess(t, lastCopy)
 	src := func(out string) *events.ToolResult {
 		return &events.ToolResult{Output: strPtr(body(out, 400)), Source: &events.SourceIdentity{Kind: "file", Path: "a.go", Version: "abc123"}}
 	}

@@ -27,6 +27,14 @@ import (
 // may be the only record), so those stay as ABSTAIN SAME_CALL_DIFFERENT_OUTPUT
 // from L0. The subsumption check is written into the certificate (evidence
 // kind "subsumption").
+//
+// Plans are the one other superseded observation (l2Plan): a call of a plan
+// tool whose contract is a full replacement (Claude Code TodoWrite, OpenCode
+// todowrite, Codex update_plan, with the plan list present and not empty)
+// supersedes the input and the output of the previous successful full plan
+// call of the same tool. The latest plan is never superseded and stays
+// protected as the active plan; a failed plan call replaces nothing; plan
+// tools that change one task (TaskCreate, TaskUpdate) are not full plans.
 func (c *Core) l2(n *item) {
 	cl := n.call
 	if cl.readPath == "" || cl.class != events.DeterminismVersioned {
@@ -70,6 +78,9 @@ func (c *Core) supersedes(n, o *item) (string, bool) {
 	if nc.key == oc.key && n.hash == o.hash {
 		return "", false // identical: L0's business
 	}
+	if nc.srcHash != "" && nc.srcHash == oc.srcHash {
+		return "", false // one source content: L1's business
+	}
 	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > int(o.factIdx) {
 		w := c.scopedWrite(nc.readPath)
 		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") after the recorded edit " + w.ev +
@@ -80,4 +91,27 @@ func (c *Core) supersedes(n, o *item) (string, bool) {
 			oc.readPath + " lines " + oc.rng.String() + " (" + o.eventID + ") at the same version: no write of the path recorded or possible between", true
 	}
 	return "", false
+}
+
+// l2Plan applies the plan rule for n, a successful full plan call: the
+// previous successful full plan call of the same tool, input and output, is
+// superseded by n's.
+func (c *Core) l2Plan(n *call) {
+	prev := c.lastPlan[n.tool]
+	c.lastPlan[n.tool] = n
+	if prev == nil || prev == n || n.in == nil {
+		return
+	}
+	detail := n.tool + " replaces the whole plan: call " + prev.id + " (" + prev.in.eventID + ") is superseded by the full plan of call " +
+		n.id + " (" + n.in.eventID + ")"
+	for _, p := range [2][2]*item{{prev.in, n.in}, {prev.out, n.out}} {
+		o, s := p[0], p[1]
+		if o == nil || s == nil || o.gone || o.errored {
+			continue
+		}
+		c.setVerdict(o, sL2, withEvidence(verdict{
+			decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
+			survivor: s,
+		}, events.Evidence{Kind: "subsumption", Item: s.id, Value: n.tool, Detail: detail}))
+	}
 }

@@ -131,8 +131,8 @@ func (p *Mark) validate() error {
 	if !p.Rung.valid() {
 		return dataErr("rung", "bad value %q (want L0..L4)", p.Rung)
 	}
-	if p.Decision == Prune && p.Rung == RungNone && p.Reason != ReasonManualPrune {
-		return dataErr("rung", "a PRUNE needs a rung")
+	if p.Decision == Prune && p.Rung == RungNone && p.Reason != ReasonManualPrune && p.Reason != ReasonErroredInput {
+		return dataErr("rung", "a PRUNE needs a rung (only MANUAL_PRUNE and ERRORED_INPUT have none)")
 	}
 	if p.Reason == "" {
 		return dataErr("reason", "missing")

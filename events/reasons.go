@@ -53,10 +53,10 @@ type ReasonInfo struct {
 // ReasonTable is the documented list of reason codes, used by code,
 // certificates, metrics and docs alike.
 var ReasonTable = []ReasonInfo{
-	{ReasonDuplicateOutput, Prune, "L0: byte-identical output of the same tool with the same canonical arguments; a newer copy stays in context"},
+	{ReasonDuplicateOutput, Prune, "L0: byte-identical output of the same tool with the same canonical arguments; another copy stays in context (the earliest, or the newest under keep_copy last)"},
 	{ReasonSameSource, Prune, "L1: same immutable or versioned source at the same version or content hash, nothing recorded between that could change it"},
 	{ReasonSuperseded, Prune, "L2: a newer observation provably subsumes this one; the subsumption check is in the evidence"},
-	{ReasonErroredInput, Prune, "the large input of a failed call, past the error horizon; the residue (tool, error type and message, argument skeleton) stays"},
+	{ReasonErroredInput, Prune, "errored input (no rung; \"errored\" in summaries): the large input of a failed call, past the error horizon; the residue (tool, error type and message, argument skeleton) stays"},
 	{ReasonCompletedResidue, Prune, "L3: work whose closure an outside check verified and whose consequence is recorded elsewhere in context"},
 	{ReasonPredicted, Prune, "L4: predicted irrelevant by a heuristic (off by default)"},
 	{ReasonManualPrune, Prune, "a person asked for this item to be pruned"},
@@ -97,3 +97,20 @@ func (r Reason) Known() bool { _, ok := reasonSet[r]; return ok }
 
 // Info returns the documentation of r.
 func (r Reason) Info() (ReasonInfo, bool) { i, ok := reasonSet[r]; return i, ok }
+
+// PruneRule is the one label of the rule behind a PRUNE, wherever prunes
+// are counted or shown by rule (analyze's summary, the stats projection,
+// the README): the rung (L0 to L4) for a prune on the evidence ladder,
+// "errored" for the errored-input rule (reason ERRORED_INPUT, which carries
+// no rung: the failed attempt's residue stays, the error message too), and
+// "manual" for a person's prune. Errored-input marks of logs written when
+// they carried L3 are labelled "errored" too.
+func PruneRule(r Rung, why Reason) string {
+	switch {
+	case why == ReasonErroredInput:
+		return "errored"
+	case why == ReasonManualPrune || r == RungNone:
+		return "manual"
+	}
+	return string(r)
+}

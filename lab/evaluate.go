@@ -255,11 +255,18 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		return err
 	}
 	bundle := final.Bundle()
+	removed := map[string]bool{}
+	for _, bi := range bundle.Items {
+		if bi.Pruned {
+			removed[bi.ID] = true
+		}
+	}
+	labels := copyRoles(s.Labels, removed)
 	for _, bi := range bundle.Items {
 		if !bi.Pruned {
 			continue
 		}
-		l := s.Labels[bi.ID]
+		l := labels[bi.ID]
 		add := func(m map[string]count, k string) {
 			c := m[k]
 			c.Items++
@@ -288,9 +295,10 @@ func preservation(s *fixtures.Session, pruned map[string]bool, pres *presCounts)
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	labels := copyRoles(s.Labels, pruned)
 	tokens := 0
 	for _, id := range ids {
-		l := s.Labels[id]
+		l := labels[id]
 		tokens += l.Tokens
 		pres.prunes++
 		switch l.Class {
@@ -309,7 +317,7 @@ func preservation(s *fixtures.Session, pruned map[string]bool, pres *presCounts)
 			pres.unproven++
 		}
 	}
-	for id, l := range s.Labels {
+	for id, l := range labels {
 		switch l.Class {
 		case fixtures.Safe:
 			if l.Tokens > peers.PlaceholderTokens {
@@ -323,4 +331,66 @@ func preservation(s *fixtures.Session, pruned map[string]bool, pres *presCounts)
 		}
 	}
 	return tokens
+}
+
+// copyRoles returns the labels with the roles of interchangeable copies
+// settled by what was pruned. The fixtures label each of a run of copies
+// (L0 byte duplicates, L1 observations of one source version) safe with the
+// next copy as its survivor, the last copy carrying the run's own label
+// (needed, trap or keep): the labels assume the newest copy stays. Which
+// copy stays is a policy choice (eligibility.keep_copy), not a fact about
+// the content, so when the last copy was pruned and an earlier copy of its
+// run was not, the two trade labels: the earliest unpruned copy carries the
+// run's label and the last copy is the safe one. Without such a run the
+// labels are returned as they are.
+func copyRoles(labels map[string]fixtures.Label, pruned map[string]bool) map[string]fixtures.Label {
+	isCopy := func(l fixtures.Label) bool {
+		return l.Class == fixtures.Safe && (l.Rung == fixtures.RungL0 || l.Rung == fixtures.RungL1) && l.Survivor != ""
+	}
+	// runs: last copy -> the copies before it.
+	runs := map[string][]string{}
+	for id, l := range labels {
+		if !isCopy(l) {
+			continue
+		}
+		end := l.Survivor
+		for hops := 0; hops < len(labels); hops++ {
+			next, ok := labels[end]
+			if !ok || !isCopy(next) {
+				break
+			}
+			end = next.Survivor
+		}
+		runs[end] = append(runs[end], id)
+	}
+	var out map[string]fixtures.Label
+	for end, members := range runs {
+		if !pruned[end] {
+			continue
+		}
+		sort.Strings(members)
+		keep := ""
+		for _, id := range members {
+			if !pruned[id] && (keep == "" || labels[id].SafeFrom < labels[keep].SafeFrom) {
+				keep = id
+			}
+		}
+		if keep == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]fixtures.Label, len(labels))
+			for k, v := range labels {
+				out[k] = v
+			}
+		}
+		a, b := labels[end], labels[keep]
+		a.Item, a.Tokens = keep, b.Tokens
+		b.Item, b.Survivor, b.Tokens = end, keep, labels[end].Tokens
+		out[keep], out[end] = a, b
+	}
+	if out == nil {
+		return labels
+	}
+	return out
 }

@@ -12,8 +12,11 @@ import (
 // setDefaults applied is the shipped policy; every field documents its
 // default.
 type Eligibility struct {
-	// KeepCopy says which of two identical copies (L0) stays in context:
-	// "last" (the newest, as DCP does) or "first". Default "last".
+	// KeepCopy says which of two copies of one observation (L0 identical
+	// copies, L1 one source version) stays in context: "first" (the
+	// earliest copy still in context; the newcomer, never sent, goes at no
+	// cache cost, and falls back to "last" when the earliest copy is pruned
+	// or gone) or "last" (the newest, as DCP does). Default "first".
 	KeepCopy string `yaml:"keep_copy,omitempty" json:"keep_copy,omitempty"`
 	// Tools overrides the determinism class of a tool by name:
 	// pure, versioned, state or side_effect. It wins over the built-in
@@ -123,7 +126,7 @@ func (e *Eligibility) normalizeRungs() {
 
 func (e *Eligibility) setDefaults() {
 	if e.KeepCopy == "" {
-		e.KeepCopy = "last"
+		e.KeepCopy = "first"
 	}
 	if e.ProjectRuleFiles == nil {
 		e.ProjectRuleFiles = append([]string(nil), DefaultProjectRuleFiles...)

@@ -8,8 +8,8 @@ import (
 func TestEligibilityDefaults(t *testing.T) {
 	p := Default()
 	e := p.Eligibility
-	if e.KeepCopy != "last" {
-		t.Errorf("keep_copy = %q, want last", e.KeepCopy)
+	if e.KeepCopy != "first" {
+		t.Errorf("keep_copy = %q, want first", e.KeepCopy)
 	}
 	if e.RecentTurns() != 2 || e.ErrorHorizon() != 4 || e.ErroredMinTokens() != 200 {
 		t.Errorf("defaults: recent %d horizon %d min %d", e.RecentTurns(), e.ErrorHorizon(), e.ErroredMinTokens())
@@ -28,8 +28,8 @@ func TestEligibilityParse(t *testing.T) {
 		yaml  string
 		check func(t *testing.T, e Eligibility)
 	}{
-		{"keep_copy first", "eligibility:\n  keep_copy: first\n", func(t *testing.T, e Eligibility) {
-			if e.KeepCopy != "first" {
+		{"keep_copy last", "eligibility:\n  keep_copy: last\n", func(t *testing.T, e Eligibility) {
+			if e.KeepCopy != "last" {
 				t.Errorf("got %q", e.KeepCopy)
 			}
 		}},
@@ -130,7 +130,7 @@ func TestEligibilityVersionChanges(t *testing.T) {
 		t.Fatal("policy version does not change with keep_copy")
 	}
 	c, _ := Parse([]byte(""))
-	if a.Version() != c.Version() {
+	if b.Version() != c.Version() {
 		t.Fatal("explicit default changes the version")
 	}
 }

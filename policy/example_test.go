@@ -8,7 +8,7 @@ func TestExamplePolicyLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Scheduler.Mode != "scheduled" || p.Eligibility.KeepCopy != "last" {
+	if p.Scheduler.Mode != "scheduled" || p.Eligibility.KeepCopy != "first" {
 		t.Errorf("example policy: mode %q keep_copy %q", p.Scheduler.Mode, p.Eligibility.KeepCopy)
 	}
 	d := Default()

@@ -19,7 +19,8 @@ type Stats struct {
 	ToolCalls int        `json:"tool_calls"`
 	Tokens    TokenStats `json:"tokens"`
 	// Decisions counts the latest mark per item by decision, Rungs the
-	// latest PRUNE marks by rung (a rungless manual prune under "none").
+	// latest PRUNE marks by rule (events.PruneRule: the rung, "errored" for
+	// an errored input, "manual" for a person's prune).
 	Decisions map[events.Decision]int `json:"decisions"`
 	Rungs     map[string]int          `json:"rungs"`
 	// Applied counts the latest marks an application applied; Pending the
@@ -112,11 +113,7 @@ func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc TokenCounter) 
 		ms := latest[k]
 		st.Decisions[ms.m.Decision]++
 		if ms.m.Decision == events.Prune {
-			r := string(ms.m.Rung)
-			if r == "" {
-				r = "none"
-			}
-			st.Rungs[r]++
+			st.Rungs[events.PruneRule(ms.m.Rung, ms.m.Reason)]++
 		}
 		switch {
 		case ms.app != nil:

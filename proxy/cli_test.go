@@ -156,8 +156,8 @@ func TestClaudeCodeCLI(t *testing.T) {
 	require_True(t, byResults[2] != nil && byResults[4] != nil, "missing requests: %v", keys(byResults))
 	_, got := toolResults(t, byResults[2])
 	t.Logf("request after the second read: a1=%.80q a2=%.80q", got["toolu_a1"], got["toolu_a2"])
-	require_True(t, strings.HasPrefix(got["toolu_a1"], "[prunesched: output of Read"), "first read of a.txt not replaced: %q", got["toolu_a1"])
-	require_True(t, strings.Contains(got["toolu_a2"], "alpha line 30"), "second read of a.txt not whole: %q", got["toolu_a2"])
+	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "second read of a.txt not replaced: %q", got["toolu_a2"])
+	require_True(t, strings.Contains(got["toolu_a1"], "alpha line 30"), "first read of a.txt not whole: %q", got["toolu_a1"])
 	_, got = toolResults(t, byResults[4])
 	require_True(t, strings.Contains(got["toolu_b1"], "b version 1") && strings.Contains(got["toolu_b2"], "b version 2"), "b.txt reads: %q / %q", got["toolu_b1"], got["toolu_b2"])
 	for n, body := range byResults {
@@ -167,9 +167,9 @@ func TestClaudeCodeCLI(t *testing.T) {
 
 	// The log matches what happened.
 	items := b.items(t, events.DefaultTenant, res.SessionID)
-	a1 := itemByID(items, "toolu_a1")
-	require_True(t, a1 != nil && a1.Pruned && a1.Applied.Rung == events.L0 && a1.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a1: %+v", a1)
-	for _, id := range []string{"toolu_a2", "toolu_b1", "toolu_b2"} {
+	a2 := itemByID(items, "toolu_a2")
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a2: %+v", a2)
+	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned && it.Tool == "Read", "%s: %+v", id, it)
 	}
@@ -279,15 +279,15 @@ wire_api = "responses"
 	require_True(t, session != "" && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second cat: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
-	require_True(t, strings.HasPrefix(got["call_a1"], "[prunesched: output of exec_command"), "first cat of a.txt not replaced: %q", got["call_a1"])
-	require_True(t, strings.Contains(got["call_a2"], "alpha line 30"), "second cat not whole: %q", got["call_a2"])
+	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of exec_command"), "second cat of a.txt not replaced: %q", got["call_a2"])
+	require_True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first cat not whole: %q", got["call_a1"])
 	got = outputsOf(t, byOutputs[4])
 	require_True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
 
 	items := b.items(t, events.DefaultTenant, session)
-	a1 := itemByID(items, "call_a1")
-	require_True(t, a1 != nil && a1.Pruned && a1.Applied.Rung == events.L1, "call_a1: %+v", a1)
-	for _, id := range []string{"call_a2", "call_b1", "call_b2"} {
+	a2 := itemByID(items, "call_a2")
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L1, "call_a2: %+v", a2)
+	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
@@ -337,15 +337,15 @@ func TestOpenCodeCLI(t *testing.T) {
 	require_True(t, session != "" && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second read: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
-	require_True(t, strings.HasPrefix(got["call_a1"], "[prunesched: output of read"), "first read of a.txt not replaced: %q", got["call_a1"])
-	require_True(t, strings.Contains(got["call_a2"], "alpha line 30"), "second read not whole: %q", got["call_a2"])
+	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of read"), "second read of a.txt not replaced: %q", got["call_a2"])
+	require_True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first read not whole: %q", got["call_a1"])
 	got = outputsOf(t, byOutputs[4])
 	require_True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
 
 	items := b.items(t, events.DefaultTenant, session)
-	a1 := itemByID(items, "call_a1")
-	require_True(t, a1 != nil && a1.Pruned && a1.Applied.Rung == events.L0, "call_a1: %+v", a1)
-	for _, id := range []string{"call_a2", "call_b1", "call_b2"} {
+	a2 := itemByID(items, "call_a2")
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0, "call_a2: %+v", a2)
+	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}

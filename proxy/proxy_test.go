@@ -150,16 +150,16 @@ func TestAnthropicDuplicateReadPruned(t *testing.T) {
 	reqs := f.requests()
 	require_True(t, len(reqs) == 5, "upstream saw %d requests", len(reqs))
 
-	// Request 3 (after the second read of a.txt) carries the placeholder
-	// instead of the first copy, and the second copy whole.
+	// Request 3 (after the second read of a.txt) carries the first copy
+	// whole (already cached) and the placeholder instead of the second.
 	_, got := toolResults(t, reqs[2].body)
-	require_True(t, strings.HasPrefix(got["toolu_a1"], "[prunesched: output of Read"), "toolu_a1 not pruned in request 3: %q", got["toolu_a1"])
-	require_True(t, strings.Contains(got["toolu_a1"], "L0 DUPLICATE_OUTPUT"), "placeholder lacks rung/reason: %q", got["toolu_a1"])
-	require_True(t, got["toolu_a2"] == c.files["/p/a.txt"], "toolu_a2 changed: %q", got["toolu_a2"])
+	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "toolu_a2 not pruned in request 3: %q", got["toolu_a2"])
+	require_True(t, strings.Contains(got["toolu_a2"], "L0 DUPLICATE_OUTPUT"), "placeholder lacks rung/reason: %q", got["toolu_a2"])
+	require_True(t, got["toolu_a1"] == c.files["/p/a.txt"], "toolu_a1 changed: %q", got["toolu_a1"])
 	// Request 5: the changed file's reads are both kept.
 	_, got = toolResults(t, reqs[4].body)
 	require_True(t, got["toolu_b1"] == "b version 1\n" && got["toolu_b2"] == "b version 2\n", "b reads changed: %q / %q", got["toolu_b1"], got["toolu_b2"])
-	require_True(t, strings.HasPrefix(got["toolu_a1"], "[prunesched:"), "toolu_a1 restored in request 5")
+	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched:"), "toolu_a2 restored in request 5")
 
 	// Protocol: every tool_use keeps its tool_result, signatures and the
 	// client's own fields are byte-identical, at most 4 breakpoints.
@@ -172,9 +172,9 @@ func TestAnthropicDuplicateReadPruned(t *testing.T) {
 
 	// The log: the facts, the model requests with usage, and the decision.
 	items := b.items(t, events.DefaultTenant, "sim-session-1")
-	a1 := itemByID(items, "toolu_a1")
-	require_True(t, a1 != nil && a1.Pruned && a1.Applied != nil && a1.Applied.Rung == events.L0, "toolu_a1 item: %+v", a1)
-	for _, id := range []string{"toolu_a2", "toolu_b1", "toolu_b2"} {
+	a2 := itemByID(items, "toolu_a2")
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied != nil && a2.Applied.Rung == events.L0, "toolu_a2 item: %+v", a2)
+	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}

@@ -54,7 +54,7 @@ func DCP(facts []events.Event, cfg DCPConfig) []events.Event {
 			newest[c.key] = c
 			if c.failed && v.requestsBetween(c.outFact, f) >= cfg.ErrorTurns {
 				res := &events.Residue{Tool: c.tool, ErrorType: c.errType, ErrorMessage: c.errMsg}
-				m.prune(c.in, "input", c.inTokens, cause, events.L3, events.ReasonErroredInput, "purge errors: input of a failed call after 4 requests; the error text stays", res, c.out)
+				m.prune(c.in, "input", c.inTokens, cause, events.RungNone, events.ReasonErroredInput, "purge errors: input of a failed call after 4 requests; the error text stays", res, c.out)
 			}
 		}
 	}

@@ -42,10 +42,13 @@ func Oracle(s *fixtures.Session) []events.Event {
 			reason = events.ReasonSameSource
 		case fixtures.RungL2:
 			reason = events.ReasonSuperseded
+			if l.Input {
+				part = "input"
+			}
 		case fixtures.RungL3:
 			reason = events.ReasonCompletedResidue
 		case fixtures.RungErrored:
-			rung, reason, part = events.L3, events.ReasonErroredInput, "input"
+			rung, reason, part = events.RungNone, events.ReasonErroredInput, "input"
 			if c := inputOf[id]; c != nil {
 				res = &events.Residue{Tool: c.tool, ErrorType: c.errType, ErrorMessage: c.errMsg}
 			}
