@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/policy"
 )
 
 // The real agent CLIs are installed by .ci/setup-clis.sh into
@@ -107,9 +108,11 @@ func project(t *testing.T) (dir string, a string) {
 }
 
 // TestClaudeCodeCLI drives the real Claude Code headless through the proxy
-// to a fake Anthropic server (SSE). Policy: next_request mode and no
-// recent-turn protection (testPolicy), because in a fast test the cache is
-// warm and the cache-aware default would rightly wait.
+// to a fake Anthropic server (SSE), with the shipped default policy: the
+// second read of the unchanged a.txt is a newcomer whose identical copy is
+// already in the cached prefix, so pruning it at its first request costs
+// nothing and even the cache-aware default applies it at once (never_sent),
+// warm cache and recent turns notwithstanding.
 func TestClaudeCodeCLI(t *testing.T) {
 	t.Parallel()
 	bin := cliBinary(t, "claude-code", "claude")
@@ -118,7 +121,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b version 2, changed between turns\n"), 0o644)
 	}}
 	f := &fakeUpstream{}
-	b := setup(t, testPolicy(t), anthropicFake(f, func(req map[string]any) turn {
+	b := setup(t, policy.Default(), anthropicFake(f, func(req map[string]any) turn {
 		if _, ok := req["tools"]; !ok {
 			return turn{text: "ok"}
 		}
@@ -169,6 +172,10 @@ func TestClaudeCodeCLI(t *testing.T) {
 	items := b.items(t, events.DefaultTenant, res.SessionID)
 	a2 := itemByID(items, "toolu_a2")
 	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a2: %+v", a2)
+	// Applied at the request the copy first appeared in (checked above);
+	// this fake reports no cache usage, so the cache model may call the
+	// cache cold (cache_expired) before never_sent is consulted.
+	require_True(t, a2.Applied.Trigger == events.TriggerNeverSent || a2.Applied.Trigger == events.TriggerCacheExpired, "toolu_a2 applied by %s", a2.Applied.Trigger)
 	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned && it.Tool == "Read", "%s: %+v", id, it)
@@ -225,7 +232,8 @@ func outputsOf(t *testing.T, body []byte) map[string]string {
 // TestCodexCLI drives the real Codex CLI (exec, Responses API over a custom
 // provider) through the proxy. Codex reads files with exec_command "cat";
 // its outputs carry a random chunk id, so the duplicate is proven by the
-// content hash of what cat printed (L1), not by byte identity.
+// content hash of what cat printed (L1), not by byte identity. Default
+// policy, as for Claude Code.
 func TestCodexCLI(t *testing.T) {
 	t.Parallel()
 	bin := cliBinary(t, "codex", "codex")
@@ -234,7 +242,7 @@ func TestCodexCLI(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b version 2, changed between turns\n"), 0o644)
 	}}
 	f := &fakeUpstream{}
-	b := setup(t, testPolicy(t), responsesFake(f, func(req map[string]any) turn {
+	b := setup(t, policy.Default(), responsesFake(f, func(req map[string]any) turn {
 		tn := fs.next(countItems(req, "input", "type", "function_call_output"), func(s string) string { return "call_" + s })
 		if tn.tool != "" {
 			tn.tool = "exec_command"
@@ -286,7 +294,7 @@ wire_api = "responses"
 
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "call_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L1, "call_a2: %+v", a2)
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L1 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
 	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
@@ -295,6 +303,7 @@ wire_api = "responses"
 
 // TestOpenCodeCLI drives the real OpenCode (run, a custom
 // @ai-sdk/openai-compatible provider, Chat Completions) through the proxy.
+// Default policy, as for Claude Code.
 func TestOpenCodeCLI(t *testing.T) {
 	t.Parallel()
 	bin := cliBinary(t, "opencode", "opencode")
@@ -303,7 +312,7 @@ func TestOpenCodeCLI(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b version 2, changed between turns\n"), 0o644)
 	}}
 	f := &fakeUpstream{}
-	b := setup(t, testPolicy(t), chatFake(f, func(req map[string]any) turn {
+	b := setup(t, policy.Default(), chatFake(f, func(req map[string]any) turn {
 		if _, ok := req["tools"]; !ok {
 			return turn{text: "Reading files"} // the title request
 		}
@@ -344,7 +353,7 @@ func TestOpenCodeCLI(t *testing.T) {
 
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "call_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0, "call_a2: %+v", a2)
+	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
 	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
