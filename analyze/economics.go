@@ -16,8 +16,12 @@ import (
 // are USD, prompt side only (cache reads, cache writes and uncached input);
 // output is the same under every strategy.
 type Economics struct {
-	Provider   string         `json:"provider"`
-	Model      string         `json:"model,omitempty"`
+	Provider string `json:"provider"`
+	Model    string `json:"model,omitempty"`
+	// Unpriced is true when the session's model is in no price table: the
+	// costs are then 0 and the summary shows "unpriced", never another
+	// provider's rates. Tokens are still counted.
+	Unpriced   bool           `json:"unpriced,omitempty"`
 	None       float64        `json:"none"`
 	Immediate  float64        `json:"immediate"`
 	Scheduled  float64        `json:"scheduled"`
@@ -65,7 +69,7 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 	ledgers := scheduler.SimulateAll(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
 	none := ledgers[scheduler.StrategyNone]
 	eco := &Economics{
-		Provider: none.Provider, Model: none.Model, Head: none.Head,
+		Provider: none.Provider, Model: none.Model, Unpriced: none.Unpriced, Head: none.Head,
 		None: none.Total.Cost, Immediate: ledgers[scheduler.StrategyImmediate].Total.Cost, Scheduled: ledgers[scheduler.StrategyScheduled].Total.Cost,
 		TokensSent: map[string]int{}, CacheRead: map[string]int{}, CacheWrite: map[string]int{}, Uncached: map[string]int{}, Ratio: map[string]float64{},
 		Requests: map[string][]scheduler.RequestCost{},

@@ -53,9 +53,18 @@ func WriteSummary(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | tokens none | tokens immediate | tokens scheduled | ratio immediate | ratio scheduled | applications |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var c [3]float64
 	var t [3]int
+	unpriced := 0
 	for _, s := range rep.Sessions {
 		e := s.Economics
 		if e == nil {
+			continue
+		}
+		if e.Unpriced {
+			// Never at another provider's rates: no cost, no ratio, and
+			// out of the priced total.
+			unpriced++
+			fmt.Fprintf(w, "| %s | %s | unpriced | unpriced | unpriced | %d | %d | %d | - | - | %d |\n", name(s), unpricedLabel(e),
+				e.TokensSent[scheduler.StrategyNone], e.TokensSent[scheduler.StrategyImmediate], e.TokensSent[scheduler.StrategyScheduled], len(s.Applications))
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %.4f | %.4f | %.4f | %d | %d | %d | %.2f | %.2f | %d |\n", name(s), e.Provider, e.None, e.Immediate, e.Scheduled,
@@ -64,7 +73,11 @@ func WriteSummary(w io.Writer, rep *Report) {
 		c[0], c[1], c[2] = c[0]+e.None, c[1]+e.Immediate, c[2]+e.Scheduled
 		t[0], t[1], t[2] = t[0]+e.TokensSent[scheduler.StrategyNone], t[1]+e.TokensSent[scheduler.StrategyImmediate], t[2]+e.TokensSent[scheduler.StrategyScheduled]
 	}
-	fmt.Fprintf(w, "| **all** | | %.4f | %.4f | %.4f | %d | %d | %d | %.2f | %.2f | |\n", c[0], c[1], c[2], t[0], t[1], t[2],
+	label := "**all**"
+	if unpriced > 0 {
+		label = fmt.Sprintf("**all priced** (%d unpriced left out)", unpriced)
+	}
+	fmt.Fprintf(w, "| %s | | %.4f | %.4f | %.4f | %d | %d | %d | %.2f | %.2f | |\n", label, c[0], c[1], c[2], t[0], t[1], t[2],
 		ratioOf(c[0], c[1], t[0], t[1]), ratioOf(c[0], c[2], t[0], t[2]))
 
 	fmt.Fprintf(w, "\n### Cache model calibration (unpruned replay vs the provider's reported cache tokens)\n\n")
@@ -77,6 +90,18 @@ func WriteSummary(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "| %s | %d/%d | %d | %d | %+.1f%% | %d | %d | %+.1f%% | %d |\n", name(s), cal.Reported, cal.Requests,
 			cal.ReportedRead, cal.PredictedRead, 100*cal.ReadError, cal.ReportedWrite, cal.PredictedWrite, 100*cal.WriteError, cal.HiddenPrefix)
 	}
+}
+
+// unpricedLabel names an unpriced session's provider and model.
+func unpricedLabel(e *Economics) string {
+	p, m := e.Provider, e.Model
+	if p == "" {
+		p = "?"
+	}
+	if m == "" {
+		m = "?"
+	}
+	return fmt.Sprintf("%s %s (unpriced)", p, m)
 }
 
 func writeDecisionRow(w io.Writer, label string, s SessionReport, rungs []string) {

@@ -81,6 +81,10 @@ type Ledger struct {
 	Strategy string `json:"strategy"`
 	Provider string `json:"provider"`
 	Model    string `json:"model,omitempty"`
+	// Unpriced is true when a request's model is in no price table: every
+	// cost in the ledger is then 0 (tokens are still counted), never
+	// another model's or provider's rates.
+	Unpriced bool `json:"unpriced,omitempty"`
 	// Head is the unchanging context assumed before every bundle (see
 	// Economics), included in every request's Tokens.
 	Head         int           `json:"head"`
@@ -164,12 +168,19 @@ func (c *Core) economics(head int) Ledger {
 			rc.Output = r.usage.OutputTokens
 			rc.OutputCost = usd(rc.Output, pr.price.Output)
 		}
+		if !pr.priced {
+			l.Unpriced = true
+		}
 		l.Requests = append(l.Requests, rc)
 		l.Total.add(rc)
 		prev, prevAt, prevTTL, prevCached = cur, r.at, pr.ttl(), cacheable
 	}
-	if l.Provider == "" {
-		l.Provider = c.pricingFor(c.provider, c.model, "").provider
+	if len(c.reqs) == 0 {
+		pr := c.pricingFor(c.provider, c.model, "")
+		l.Provider, l.Unpriced = pr.provider, !pr.priced
+	}
+	if l.Unpriced {
+		l.unprice()
 	}
 	for _, a := range c.apps {
 		k, ok := reqIndex[a.after]
@@ -184,6 +195,16 @@ func (c *Core) economics(head int) Ledger {
 		})
 	}
 	return l
+}
+
+// unprice zeroes every cost of an unpriced ledger, keeping the tokens.
+func (l *Ledger) unprice() {
+	for i := range l.Requests {
+		r := &l.Requests[i]
+		r.ReadCost, r.WriteCost, r.UncachedCost, r.Cost, r.OutputCost = 0, 0, 0, 0, 0
+	}
+	t := &l.Total
+	t.ReadCost, t.WriteCost, t.UncachedCost, t.Cost, t.OutputCost = 0, 0, 0, 0, 0
 }
 
 // Simulate replays one session's events (facts and marks, in log order)

@@ -99,8 +99,16 @@ func TestUnknownProviderAndModelFallBack(t *testing.T) {
 	b.msg("sys", 1500)
 	b.req("r1")
 	l := Simulate(policy.Default(), b.evs, StrategyNone)
-	require_eq(t, "provider", l.Provider, "anthropic")
-	require_near(t, "r1 cost (anthropic default, 5m write)", l.Requests[0].Cost, 1500*3.75/1e6)
+	require_eq(t, "provider", l.Provider, "acme")
+	require_eq(t, "unpriced", l.Unpriced, true)
+	require_near(t, "r1 cost (unpriced, never anthropic's rates)", l.Requests[0].Cost, 0)
+	b = &sb{now: t0}
+	b.fact(&events.SessionStarted{Format: "native"})
+	b.msg("sys", 1500)
+	b.req("r1")
+	l = Simulate(policy.Default(), b.evs, StrategyNone)
+	require_eq(t, "no provider, no model", l.Provider, "anthropic")
+	require_near(t, "r1 cost (the configured default, 5m write)", l.Requests[0].Cost, 1500*3.75/1e6)
 	p := policy.Default()
 	pr, _ := p.Scheduler.Provider("anthropic")
 	require_eq(t, "dated model finds prefix entry", pr.Price("claude-haiku-4-5-20251001").Input, 1.0)
@@ -146,5 +154,35 @@ func TestSimulateHeadFromUnprunedReplay(t *testing.T) {
 	require_eq(t, "head", imm.Head, none.Head)
 	if imm.Total.Tokens >= none.Total.Tokens {
 		t.Fatalf("immediate sends %d tokens, none %d: pruning must send fewer", imm.Total.Tokens, none.Total.Tokens)
+	}
+}
+
+// TestEconomicsPricesEachSessionWithItsOwnModel: a session is priced with
+// its own provider and model, found from the model when the session names
+// no provider; a model in no price table leaves the ledger unpriced (no
+// cost at all) instead of priced at the default provider's rates.
+func TestEconomicsPricesEachSessionWithItsOwnModel(t *testing.T) {
+	for _, tc := range []struct {
+		provider, model string
+		wantProv        string
+		unpriced        bool
+	}{
+		{"", "claude-sonnet-4-5-20250929", "anthropic", false},
+		{"", "deepseek-chat", "deepseek", false},
+		{"openai", "gpt-5.3-codex", "openai", false},
+		{"", "mimo-v2-flash", "", true},
+		{"ollama", "qwen3-coder:30b", "ollama", true},
+	} {
+		b := &sb{now: t0}
+		b.fact(&events.SessionStarted{Format: "native", Provider: tc.provider, Model: tc.model})
+		b.msg("sys", 3000)
+		b.req("r0")
+		b.msg("more", 500)
+		b.at(time.Minute).req("r1")
+		l := Simulate(policy.Default(), b.evs, StrategyNone)
+		require_eq(t, tc.model+" provider", l.Provider, tc.wantProv)
+		require_eq(t, tc.model+" unpriced", l.Unpriced, tc.unpriced)
+		require_eq(t, tc.model+" priced iff cost", l.Total.Cost > 0, !tc.unpriced)
+		require_eq(t, tc.model+" tokens counted", l.Total.Tokens, 2*3000+500)
 	}
 }
