@@ -15,11 +15,6 @@ import (
 // By is the Mark.By of every automatic decision.
 const By = "eligibility"
 
-// PlaceholderTokens is the estimated size of the placeholder left where an
-// item is removed; estimated savings are net of it, and an item that would
-// not net a saving is not pruned automatically.
-const PlaceholderTokens = 30
-
 // maxReadsPerPath bounds the reads of one path kept for L2 comparisons, so
 // per-event work stays bounded on sessions that read one file thousands of
 // times. Older reads keep their decisions; they are just not compared again.
@@ -164,6 +159,11 @@ type call struct {
 	target   string // what a failure is about, for UNRESOLVED_ERROR
 
 	in, out *item
+
+	// phSource is what the call's placeholder names as its source
+	// (placeholder.Source), computed once when first needed.
+	phSource    string
+	phSourceSet bool
 
 	sideAtCall   int // fact index of the last state change when called
 	chgAtCall    int // last possible change of readPath when called

@@ -47,10 +47,6 @@ type Scheduler struct {
 	// exceeds this percentage of the model's context window. Default 65
 	// (Magic Context's usage threshold).
 	PressurePercent float64 `yaml:"pressure_percent,omitempty" json:"pressure_percent,omitempty"`
-	// PlaceholderTokens is the assumed size of one placeholder when the mark
-	// does not give a better number (Mark.TokensEstimated is net of the
-	// placeholder, so item tokens minus it is the placeholder). Default 60.
-	PlaceholderTokens int `yaml:"placeholder_tokens,omitempty" json:"placeholder_tokens,omitempty"`
 	// Providers holds cache TTL, minimum cacheable length and prices per
 	// provider. Defaults: anthropic and openai (see DefaultProviders).
 	// Entries given in the file replace the shipped entry of that name.
@@ -193,9 +189,6 @@ func (s *Scheduler) setDefaults() {
 	if s.PressurePercent == 0 {
 		s.PressurePercent = 65
 	}
-	if s.PlaceholderTokens == 0 {
-		s.PlaceholderTokens = 60
-	}
 	if s.DefaultProvider == "" {
 		s.DefaultProvider = "anthropic"
 	}
@@ -235,9 +228,6 @@ func (s *Scheduler) validate() error {
 	}
 	if s.PressurePercent < 0 || s.PressurePercent > 100 {
 		return fmt.Errorf("pressure_percent: must be in [0,100]")
-	}
-	if s.PlaceholderTokens < 0 {
-		return fmt.Errorf("placeholder_tokens: must be >= 0")
 	}
 	if _, ok := s.Providers[s.DefaultProvider]; !ok {
 		return fmt.Errorf("default_provider: %q has no entry in providers", s.DefaultProvider)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -321,12 +322,20 @@ func (c *Core) target(m *events.Mark) *item {
 	return it
 }
 
-// placeholder is the assumed size of the placeholder left for it: the
-// item's tokens minus the mark's net estimate when that is plausible, else
-// the policy's PlaceholderTokens (never more than the item itself).
+// placeholder is the size of the placeholder left for it: the item's
+// tokens minus the mark's net estimate (eligibility nets it with
+// placeholder.Tokens) when the mark gives one, else placeholder.Tokens of
+// what the scheduler knows of the item (never more than the item itself).
 func (c *Core) placeholder(it *item, m *events.Mark) int {
 	if m.TokensEstimated > 0 && m.TokensEstimated < it.tokens {
 		return it.tokens - m.TokensEstimated
 	}
-	return min(c.pol.Scheduler.PlaceholderTokens, it.tokens)
+	return min(PlaceholderEstimate(m, it.tokens), it.tokens)
+}
+
+// PlaceholderEstimate is placeholder.Tokens for a mark that carries no net
+// estimate, from the mark alone: its part, rung and reason, the item's
+// tokens as the count. Tests use it to state the figure they expect.
+func PlaceholderEstimate(m *events.Mark, tokens int) int {
+	return placeholder.Tokens(placeholder.Spec{Part: m.Part, Rung: m.Rung, Reason: m.Reason, Tokens: tokens, Item: placeholder.Handle(0)})
 }
