@@ -37,3 +37,23 @@ func TestResolvePrices(t *testing.T) {
 		}
 	}
 }
+
+// TestHorizon: the break-even horizon is estimated from the session (the
+// requests so far, bounded) unless the policy fixes it.
+func TestHorizon(t *testing.T) {
+	est := Default().Scheduler
+	fixed := Default().Scheduler
+	fixed.HorizonRequests = 20
+	for _, tc := range []struct {
+		s        Scheduler
+		requests int
+		want     int
+	}{
+		{est, 0, 5}, {est, 3, 5}, {est, 5, 5}, {est, 37, 37}, {est, 100, 100}, {est, 250, 100},
+		{fixed, 0, 20}, {fixed, 250, 20},
+	} {
+		if got := tc.s.Horizon(tc.requests); got != tc.want {
+			t.Errorf("Horizon(%d) with fixed %d = %d, want %d", tc.requests, tc.s.HorizonRequests, got, tc.want)
+		}
+	}
+}

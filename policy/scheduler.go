@@ -38,8 +38,15 @@ type Scheduler struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 	// HorizonRequests is how many future requests the break-even trigger
 	// expects before the next free application point (cache expiry,
-	// compaction). Default 5.
+	// compaction). 0 (the default) estimates it from the session itself:
+	// the requests so far (a session that has run k requests is expected
+	// to run about k more), bounded by HorizonMinRequests and
+	// HorizonMaxRequests. A positive value fixes it.
 	HorizonRequests int `yaml:"horizon_requests,omitempty" json:"horizon_requests,omitempty"`
+	// HorizonMinRequests and HorizonMaxRequests bound the estimated
+	// horizon. Defaults 5 and 100.
+	HorizonMinRequests int `yaml:"horizon_min_requests,omitempty" json:"horizon_min_requests,omitempty"`
+	HorizonMaxRequests int `yaml:"horizon_max_requests,omitempty" json:"horizon_max_requests,omitempty"`
 	// PressureTokens: apply everything pending when the rendered context
 	// exceeds this many tokens. 0 means use PressurePercent.
 	PressureTokens int `yaml:"pressure_tokens,omitempty" json:"pressure_tokens,omitempty"`
@@ -183,8 +190,11 @@ func (s *Scheduler) setDefaults() {
 	if s.Mode == "" {
 		s.Mode = ModeScheduled
 	}
-	if s.HorizonRequests == 0 {
-		s.HorizonRequests = 5
+	if s.HorizonMinRequests == 0 {
+		s.HorizonMinRequests = 5
+	}
+	if s.HorizonMaxRequests == 0 {
+		s.HorizonMaxRequests = 100
 	}
 	if s.PressurePercent == 0 {
 		s.PressurePercent = 65
@@ -222,6 +232,9 @@ func (s *Scheduler) validate() error {
 	}
 	if s.HorizonRequests < 0 {
 		return fmt.Errorf("horizon_requests: must be >= 0")
+	}
+	if s.HorizonMinRequests < 0 || s.HorizonMaxRequests < s.HorizonMinRequests {
+		return fmt.Errorf("horizon_min_requests, horizon_max_requests: want 0 <= min <= max")
 	}
 	if s.PressureTokens < 0 {
 		return fmt.Errorf("pressure_tokens: must be >= 0")
@@ -265,6 +278,16 @@ func (p Price) validate() error {
 		return fmt.Errorf("price: negative")
 	}
 	return nil
+}
+
+// Horizon is the break-even horizon at a request preceded by requests
+// earlier requests of the session: HorizonRequests when fixed, else
+// requests bounded to [HorizonMinRequests, HorizonMaxRequests].
+func (s *Scheduler) Horizon(requests int) int {
+	if s.HorizonRequests > 0 {
+		return s.HorizonRequests
+	}
+	return min(max(requests, s.HorizonMinRequests), s.HorizonMaxRequests)
 }
 
 // Provider returns the named provider's table, falling back to

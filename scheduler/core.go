@@ -72,7 +72,10 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 }
 
 func (c *Core) momentAt(f int, at time.Time) moment {
-	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f), horizon: c.pol.Scheduler.HorizonRequests}
+	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f)}
+	// The horizon from the session itself: the requests before this one
+	// (policy.Scheduler.Horizon bounds it, or fixes it).
+	m.horizon = c.pol.Scheduler.Horizon(m.cs.prev + 1)
 	m.curTotal = c.tokens(m.cur)
 	if m.cs.prev >= 0 {
 		m.prev = c.spanAt(c.reqs[m.cs.prev].fact)

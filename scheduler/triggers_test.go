@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -325,4 +326,36 @@ func TestHostCompactionResets(t *testing.T) {
 	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 1500+PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 3000)+10)
 	require_eq(t, "r2 cache read", l.Requests[1].CacheRead, 0)
 	require_eq(t, "pending", len(c.Pending()), 0)
+}
+
+// TestHorizonFromSession: the break-even horizon is the session's own
+// requests so far (bounded), not a fixed 5. After 30 warm requests the
+// cut that a 5-request horizon refuses (break 0.01725 > saving 0.0156)
+// pays: saving = 2,975 x (3.75 + 30 x 0.30) / 1e6 = 0.0379 > break.
+func TestHorizonFromSession(t *testing.T) {
+	build := func() *sb {
+		b := newSession()
+		b.msg("sys", 10000)
+		b.result("a", 3000)
+		b.msg("tail", 2000)
+		for i := range 30 {
+			b.at(time.Duration(i) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+		}
+		cb := b.msg("u", 10)
+		b.mark("a", events.Prune, cb)
+		b.at(310 * time.Second).req("r")
+		return b
+	}
+	c, apps := drive(t, pol(policy.ModeScheduled), build().evs)
+	require_eq(t, "applications (estimated horizon 30)", len(apps), 1)
+	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
+	require_eq(t, "pending", len(c.Pending()), 0)
+
+	p := pol(policy.ModeScheduled)
+	p.Scheduler.HorizonRequests = 5
+	c, apps = drive(t, p, build().evs)
+	require_eq(t, "applications (fixed horizon 5)", len(apps), 0)
+	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
+		t.Fatalf("reason %q", r)
+	}
 }
