@@ -88,6 +88,9 @@ func (c *Core) momentAt(f int, at time.Time) moment {
 // choose picks the marks to apply now and the trigger, recording in
 // c.reasons why the others wait.
 func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger) {
+	if c.plan != nil {
+		return c.planned(cands)
+	}
 	switch c.pol.Scheduler.Mode {
 	case policy.ModeNextRequest:
 		return cands, events.TriggerNextRequest
@@ -174,4 +177,21 @@ func (c *Core) firstDivergence(m moment, chosen []candidate) int {
 		}
 	}
 	return d
+}
+
+// planned is choose under a hindsight plan: restores apply at once, a
+// PRUNE when the plan's request has come (this request is c.reqs' next).
+func (c *Core) planned(cands []candidate) ([]candidate, events.Trigger) {
+	k := len(c.reqs)
+	var chosen []candidate
+	for _, cd := range cands {
+		if at, ok := c.plan[cd.mk.id]; !cd.prune || (ok && at <= k) {
+			chosen = append(chosen, cd)
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, ""
+	}
+	sortByPos(chosen)
+	return chosen, events.TriggerNextRequest
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,4 +186,42 @@ func TestEconomicsPricesEachSessionWithItsOwnModel(t *testing.T) {
 		require_eq(t, tc.model+" priced iff cost", l.Total.Cost > 0, !tc.unpriced)
 		require_eq(t, tc.model+" tokens counted", l.Total.Tokens, 2*3000+500)
 	}
+}
+
+// TestHindsight: the hindsight row applies the same marks at the best
+// requests known afterwards. It is never worse than none, immediate or
+// scheduled; where a fixed 5-request horizon keeps a mark waiting through
+// 30 warm requests that follow, hindsight applies it at once and is
+// cheaper than the scheduler.
+func TestHindsight(t *testing.T) {
+	b := newSession()
+	b.msg("sys", 10000)
+	b.result("a", 3000)
+	b.msg("tail", 2000)
+	b.req("r0")
+	cb := b.msg("u", 10)
+	b.mark("a", events.Prune, cb)
+	for i := range 30 {
+		b.at(time.Duration(i+1) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+	}
+	p := policy.Default()
+	p.Scheduler.HorizonRequests = 5
+	ls := SimulateAll(p, b.evs, StrategyNone, StrategyImmediate, StrategyScheduled, StrategyHindsight)
+	h := ls[StrategyHindsight]
+	require_eq(t, "strategy", h.Strategy, StrategyHindsight)
+	for _, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
+		if h.Total.Cost > ls[st].Total.Cost+1e-12 {
+			t.Errorf("hindsight %.6f costs more than %s %.6f", h.Total.Cost, st, ls[st].Total.Cost)
+		}
+	}
+	require_eq(t, "scheduled waits (fixed horizon 5)", len(ls[StrategyScheduled].Applications), 0)
+	require_eq(t, "hindsight applies", len(h.Applications), 1)
+	require_eq(t, "at the first request after the mark", h.Applications[0].Request, 1)
+	if !(h.Total.Cost < ls[StrategyScheduled].Total.Cost) {
+		t.Fatalf("hindsight %.6f should beat the fixed-horizon scheduler %.6f", h.Total.Cost, ls[StrategyScheduled].Total.Cost)
+	}
+
+	// On dupSession the best is the cache expiry, which the scheduler finds.
+	ls = SimulateAll(policy.Default(), dupSession().evs, StrategyScheduled, StrategyHindsight)
+	require_near(t, "dupSession: scheduled is the best", ls[StrategyHindsight].Total.Cost, ls[StrategyScheduled].Total.Cost)
 }

@@ -100,6 +100,11 @@ type Core struct {
 
 	// eff keeps effective's winners between calls (see effective).
 	eff effCache
+
+	// plan, when set (hindsight replays only), overrides the timing rules:
+	// a PRUNE mark applies at the request whose index (among the session's
+	// requests) plan gives, or later; a mark plan omits never applies.
+	plan map[string]int
 }
 
 // appRecord keeps what the ledger reports about one application.

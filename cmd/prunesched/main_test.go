@@ -109,6 +109,7 @@ type analyzeReport struct {
 			None       *float64       `json:"none"`
 			Immediate  *float64       `json:"immediate"`
 			Scheduled  *float64       `json:"scheduled"`
+			Hindsight  *float64       `json:"hindsight"`
 			TokensSent map[string]int `json:"tokens_sent"`
 		} `json:"economics"`
 		Applications []struct {
@@ -174,7 +175,7 @@ func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
 	if prunes == 0 {
 		t.Error("no PRUNE decisions on the sample")
 	}
-	if e := s.Economics; e == nil || e.Provider != "anthropic" || e.None == nil || e.Immediate == nil || e.Scheduled == nil || len(e.TokensSent) != 3 {
+	if e := s.Economics; e == nil || e.Provider != "anthropic" || e.None == nil || e.Immediate == nil || e.Scheduled == nil || e.Hindsight == nil || len(e.TokensSent) != 4 || *e.Hindsight > *e.Scheduled {
 		t.Errorf("economics incomplete: %+v", s.Economics)
 	}
 	for _, a := range s.Applications {
