@@ -39,8 +39,9 @@ type Scheduler struct {
 	// HorizonRequests is how many future requests the break-even trigger
 	// expects before the next free application point (cache expiry,
 	// compaction). 0 (the default) estimates it from the session itself:
-	// the requests so far (a session that has run k requests is expected
-	// to run about k more), bounded by HorizonMinRequests and
+	// the requests of the current warm run so far (since the last request
+	// sent to a cold cache: a run that has lasted k requests is expected to
+	// last about k more), bounded by HorizonMinRequests and
 	// HorizonMaxRequests. A positive value fixes it.
 	HorizonRequests int `yaml:"horizon_requests,omitempty" json:"horizon_requests,omitempty"`
 	// HorizonMinRequests and HorizonMaxRequests bound the estimated
@@ -281,8 +282,8 @@ func (p Price) validate() error {
 }
 
 // Horizon is the break-even horizon at a request preceded by requests
-// earlier requests of the session: HorizonRequests when fixed, else
-// requests bounded to [HorizonMinRequests, HorizonMaxRequests].
+// earlier requests of the current warm run: HorizonRequests when fixed,
+// else requests bounded to [HorizonMinRequests, HorizonMaxRequests].
 func (s *Scheduler) Horizon(requests int) int {
 	if s.HorizonRequests > 0 {
 		return s.HorizonRequests

@@ -73,9 +73,15 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 
 func (c *Core) momentAt(f int, at time.Time) moment {
 	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f)}
-	// The horizon from the session itself: the requests before this one
-	// (policy.Scheduler.Horizon bounds it, or fixes it).
-	m.horizon = c.pol.Scheduler.Horizon(m.cs.prev + 1)
+	// The horizon from the session itself: the requests of the warm run
+	// so far (a run that has lasted k requests is expected to last about k
+	// more before the cache goes cold, a free point);
+	// policy.Scheduler.Horizon bounds it, or fixes it.
+	run := 0
+	if k := m.cs.prev; k >= 0 {
+		run = k + 1 - c.reqs[k].runStart
+	}
+	m.horizon = c.pol.Scheduler.Horizon(run)
 	m.curTotal = c.tokens(m.cur)
 	if m.cs.prev >= 0 {
 		m.prev = c.spanAt(c.reqs[m.cs.prev].fact)

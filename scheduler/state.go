@@ -52,6 +52,10 @@ type request struct {
 	model    string
 	usage    *events.Usage
 	tier     string // "5m" or "1h": the cache tier in force after it
+	// runStart is the index (in Core.reqs) of the first request of the
+	// warm run this one belongs to: the last request sent with nothing to
+	// reuse (the first, or after a gap past the TTL or a host compaction).
+	runStart int
 }
 
 // mark is one observed Mark event.
@@ -238,7 +242,14 @@ func (c *Core) observeRequest(ev events.Event, p *events.ModelRequest, f int) {
 	if t := tierOf(p); t != "" {
 		tier = t
 	}
-	c.reqs = append(c.reqs, request{fact: f, id: p.Request, at: ev.Time, provider: prov, model: model, usage: p.Usage, tier: tier})
+	r := request{fact: f, id: p.Request, at: ev.Time, provider: prov, model: model, usage: p.Usage, tier: tier, runStart: len(c.reqs)}
+	if n := len(c.reqs); n > 0 {
+		last := c.reqs[n-1]
+		if ev.Time.Sub(last.at) <= c.pricingFor(last.provider, last.model, last.tier).ttl() && c.lastCompactionBefore(f) < last.fact {
+			r.runStart = last.runStart
+		}
+	}
+	c.reqs = append(c.reqs, r)
 }
 
 // tierOf reads the cache tier a request used: the client's CacheTTL, else

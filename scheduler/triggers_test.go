@@ -329,7 +329,8 @@ func TestHostCompactionResets(t *testing.T) {
 }
 
 // TestHorizonFromSession: the break-even horizon is the session's own
-// requests so far (bounded), not a fixed 5. After 30 warm requests the
+// warm run so far (requests since the cache was last cold, bounded), not a
+// fixed 5. After 30 warm requests the
 // cut that a 5-request horizon refuses (break 0.01725 > saving 0.0156)
 // pays: saving = 2,975 x (3.75 + 30 x 0.30) / 1e6 = 0.0379 > break.
 func TestHorizonFromSession(t *testing.T) {
@@ -350,6 +351,26 @@ func TestHorizonFromSession(t *testing.T) {
 	require_eq(t, "applications (estimated horizon 30)", len(apps), 1)
 	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
 	require_eq(t, "pending", len(c.Pending()), 0)
+
+	// The run restarts at a cold cache: 30 requests, a gap past the TTL,
+	// then the mark after two warm requests: the horizon is 5 again.
+	b := newSession()
+	b.msg("sys", 10000)
+	b.result("a", 3000)
+	b.msg("tail", 2000)
+	for i := range 30 {
+		b.at(time.Duration(i) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+	}
+	b.at(20 * time.Minute).req("cold")
+	b.at(20*time.Minute + 10*time.Second).req("warm")
+	cb := b.msg("u", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(20*time.Minute + 20*time.Second).req("r")
+	c, apps = drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications (new warm run)", len(apps), 0)
+	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
+		t.Fatalf("reason %q", r)
+	}
 
 	p := pol(policy.ModeScheduled)
 	p.Scheduler.HorizonRequests = 5
