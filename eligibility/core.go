@@ -93,6 +93,19 @@ type item struct {
 
 	queued, touched, recentWake bool
 	curPrune                    bool
+
+	// ph caches the net saving of the last placeholder estimated for the
+	// item (see Core.netOf); nil until a PRUNE is first considered.
+	ph *phCache
+}
+
+// phCache is one item's last placeholder estimate and what it depends on.
+type phCache struct {
+	rung     events.Rung
+	reason   events.Reason
+	survivor int32 // survivor's position, -1 none
+	residue  *events.Residue
+	net      int
 }
 
 // itemRare holds what few items have, out of line to keep items small: who

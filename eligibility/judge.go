@@ -233,7 +233,7 @@ func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
 		}
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: detail})
 		m.Recoverability = c.recoverability(rec, it, nil, "")
-		m.TokensEstimated = placeholder.Net(c.phSpec(it, events.RungNone, events.ReasonManualPrune, nil, nil), it.tokens)
+		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonManualPrune, nil, nil)
 		if by := it.manualBy(); by != "" {
 			m.By = by
 		}
@@ -254,7 +254,7 @@ func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
 		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
 		m.Evidence = append(m.Evidence, cand.evidence...)
 		m.Residue = cand.residue
-		m.TokensEstimated = placeholder.Net(c.phSpec(it, cand.rung, cand.reason, cand.survivor, cand.residue), it.tokens)
+		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
 		if cand.decision == events.Prune {
 			return m, cand.survivor
 		}
@@ -337,7 +337,57 @@ func rank(d events.Decision) int {
 // under the policy: at least min_prune_tokens, and more tokens than the
 // placeholder it would leave.
 func (c *Core) worth(it *item, v *verdict) bool {
-	return it.tokens >= c.el.MinPruneTokens && placeholder.Saves(c.phSpec(it, v.rung, v.reason, v.survivor, v.residue), it.tokens)
+	if it.tokens < c.el.MinPruneTokens {
+		return false
+	}
+	if !c.phCached(it, v.rung, v.reason, v.survivor, v.residue) {
+		// A placeholder shorter in bytes than the payload in tokens is
+		// certainly smaller: no need to count it yet.
+		p := c.phSpec(it, v.rung, v.reason, v.survivor, v.residue)
+		p.Tokens = it.tokens
+		if placeholder.FitsUnder(p, it.tokens) {
+			return true
+		}
+	}
+	return c.netOf(it, v.rung, v.reason, v.survivor, v.residue) > 0
+}
+
+// phCached reports whether netOf has the estimate for these inputs.
+func (c *Core) phCached(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) bool {
+	pc := it.ph
+	if pc == nil {
+		return false
+	}
+	surv := int32(-1)
+	if survivor != nil {
+		surv = survivor.idx
+	}
+	if it.kind != kOutput {
+		residue = nil
+	}
+	return pc.rung == rung && pc.reason == reason && pc.survivor == surv && pc.residue == residue
+}
+
+// netOf is placeholder.Net of the placeholder the item would leave,
+// cached per item until rung, reason, survivor or residue change (the
+// placeholder's text depends on nothing else the item can change).
+func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) int {
+	surv := int32(-1)
+	if survivor != nil {
+		surv = survivor.idx
+	}
+	if it.kind != kOutput {
+		residue = nil // not in the placeholder's text
+	}
+	if c.phCached(it, rung, reason, survivor, residue) {
+		return it.ph.net
+	}
+	if it.ph == nil {
+		it.ph = &phCache{}
+	}
+	*it.ph = phCache{rung: rung, reason: reason, survivor: surv, residue: residue,
+		net: placeholder.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)}
+	return it.ph.net
 }
 
 // phSpec is the placeholder the item would leave when pruned with rung,
@@ -349,7 +399,12 @@ func (c *Core) phSpec(it *item, rung events.Rung, reason events.Reason, survivor
 	if cl := it.call; cl != nil && it.kind != kMessage {
 		p.Part, p.Tool = partOf(it), cl.tool
 		if !cl.phSourceSet {
-			cl.phSource, cl.phSourceSet = placeholder.Source([]byte(cl.canon), c.cwd), true
+			if obj, ok := cl.parsed.(map[string]any); ok {
+				cl.phSource = placeholder.SourceOf(obj, c.cwd)
+			} else {
+				cl.phSource = placeholder.Source([]byte(cl.canon), c.cwd)
+			}
+			cl.phSourceSet = true
 		}
 		p.Source = cl.phSource
 		if it.kind == kOutput {

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/prunesched/prunesched/events"
@@ -162,7 +163,53 @@ var counter = tokens.New()
 // scheduler prices applications with it: the one definition of the
 // placeholder's size. p.Tokens should be the payload's tokens (an upper
 // bound on the count the placeholder will state, so on its digits).
-func Tokens(p Spec) int { return counter.Count(Render(p)) }
+func Tokens(p Spec) int { return Count(Render(p)) }
+
+// Count is the o200k token count of s, computed word by word with a
+// cache: o200k's pre-tokenizer never joins a single space followed by a
+// non-space to what precedes it, so splitting s before each such space
+// and adding the pieces' counts gives exactly the count of s, and the
+// pieces (template words, tool names, reason codes, paths) repeat across
+// placeholders. Deterministic; safe for concurrent use.
+func Count(s string) int {
+	n, start := 0, 0
+	for i := 1; i+1 < len(s); i++ {
+		if s[i] == ' ' && !isSpace(s[i+1]) {
+			n += countPiece(s[start:i])
+			start = i
+		}
+	}
+	return n + countPiece(s[start:])
+}
+
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f'
+}
+
+// pieces caches countPiece, bounded: past maxPieces new pieces are
+// counted but not kept.
+var pieces = struct {
+	sync.RWMutex
+	m map[string]int
+}{m: map[string]int{}}
+
+const maxPieces = 1 << 16
+
+func countPiece(s string) int {
+	pieces.RLock()
+	n, ok := pieces.m[s]
+	pieces.RUnlock()
+	if ok {
+		return n
+	}
+	n = counter.Count(s)
+	pieces.Lock()
+	if len(pieces.m) < maxPieces {
+		pieces.m[s] = n
+	}
+	pieces.Unlock()
+	return n
+}
 
 // FitsUnder reports cheaply whether the placeholder of p is certainly
 // smaller than n tokens (no token is shorter than a byte), so a caller
@@ -197,6 +244,11 @@ func Source(args []byte, cwd string) string {
 	if len(args) == 0 || json.Unmarshal(args, &obj) != nil {
 		return ""
 	}
+	return SourceOf(obj, cwd)
+}
+
+// SourceOf is Source for arguments already decoded.
+func SourceOf(obj map[string]any, cwd string) string {
 	for _, k := range pathKeys {
 		if s, ok := obj[k].(string); ok && s != "" {
 			return Elide(Rel(s, cwd), SourceBytes)

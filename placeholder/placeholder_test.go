@@ -98,3 +98,25 @@ func TestNetAndSaves(t *testing.T) {
 		t.Fatal("400 tokens should net a saving")
 	}
 }
+
+// TestCountIsExact: counting word by word gives the tokenizer's count of
+// the whole text, on placeholders and on awkward text.
+func TestCountIsExact(t *testing.T) {
+	texts := []string{
+		"",
+		" ",
+		"a",
+		"[prunesched: output of Read cmd/entire/cli/strategy/manual_commit_hooks.go removed: L2 SUPERSEDED, 141 tokens, newer #526, recover #502]",
+		`[prunesched: output of Bash "sed -n '800,850p' cmd/entire/cli/chec…" removed: L2 SUPERSEDED, 405 tokens, newer #168, recover #165]`,
+		"two  spaces,   three and\ttab\nnewline \n x",
+		"héllo wörld ✓ — unicode… paths/with spaces /and ' quotes's",
+		"1234567 12 #1 #12345 ,,, ...  ",
+		"trailing space ",
+		"nbsp\u00a0 b \u00a0c  \u3000 d",
+	}
+	for _, s := range texts {
+		if got, want := Count(s), counter.Count(s); got != want {
+			t.Errorf("Count(%q) = %d, tokenizer says %d", s, got, want)
+		}
+	}
+}
