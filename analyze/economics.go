@@ -11,16 +11,25 @@ import (
 )
 
 // Economics compares, on one session, the prompt cost and tokens sent
-// under three strategies: no pruning, applying every eligible mark at the
-// next request (as DCP does), and the timing scheduler's decisions. Costs
+// under four strategies: no pruning, applying every eligible mark at the
+// next request (as DCP does), the timing scheduler's decisions, and the
+// same marks at the best requests known only afterwards (hindsight). Costs
 // are USD, prompt side only (cache reads, cache writes and uncached input);
 // output is the same under every strategy.
 type Economics struct {
-	Provider   string         `json:"provider"`
-	Model      string         `json:"model,omitempty"`
-	None       float64        `json:"none"`
-	Immediate  float64        `json:"immediate"`
-	Scheduled  float64        `json:"scheduled"`
+	Provider string `json:"provider"`
+	Model    string `json:"model,omitempty"`
+	// Unpriced is true when the session's model is in no price table: the
+	// costs are then 0 and the summary shows "unpriced", never another
+	// provider's rates. Tokens are still counted.
+	Unpriced  bool    `json:"unpriced,omitempty"`
+	None      float64 `json:"none"`
+	Immediate float64 `json:"immediate"`
+	Scheduled float64 `json:"scheduled"`
+	// Hindsight is the cost of the same marks applied at the best requests
+	// known only afterwards (scheduler.StrategyHindsight): how far the
+	// scheduler is from the best it could have done.
+	Hindsight  float64        `json:"hindsight"`
 	TokensSent map[string]int `json:"tokens_sent"`
 	// CacheRead, CacheWrite and Uncached are the token totals per strategy.
 	CacheRead  map[string]int `json:"cache_read"`
@@ -62,11 +71,12 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read session %s: %w", session, err)
 	}
-	ledgers := scheduler.SimulateAll(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
+	ledgers := scheduler.SimulateAll(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight)
 	none := ledgers[scheduler.StrategyNone]
 	eco := &Economics{
-		Provider: none.Provider, Model: none.Model, Head: none.Head,
+		Provider: none.Provider, Model: none.Model, Unpriced: none.Unpriced, Head: none.Head,
 		None: none.Total.Cost, Immediate: ledgers[scheduler.StrategyImmediate].Total.Cost, Scheduled: ledgers[scheduler.StrategyScheduled].Total.Cost,
+		Hindsight:  ledgers[scheduler.StrategyHindsight].Total.Cost,
 		TokensSent: map[string]int{}, CacheRead: map[string]int{}, CacheWrite: map[string]int{}, Uncached: map[string]int{}, Ratio: map[string]float64{},
 		Requests: map[string][]scheduler.RequestCost{},
 	}
@@ -77,7 +87,7 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 		eco.Uncached[s] = l.Total.Uncached
 		eco.Requests[s] = l.Requests
 	}
-	for _, s := range []string{scheduler.StrategyImmediate, scheduler.StrategyScheduled} {
+	for _, s := range []string{scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight} {
 		eco.Ratio[s] = ratio(none.Total, ledgers[s].Total)
 	}
 	// The applications in the log, with their request's position.

@@ -12,8 +12,8 @@ import (
 
 // WriteSummary prints three Markdown tables over every session of the
 // report: decisions by kind and rung with the tokens each rung frees and
-// the abstention rate; the economics of the three strategies with their
-// cost/token ratios; and the cache model's calibration against the
+// the abstention rate; the economics of the four strategies (none,
+// immediate, scheduled, hindsight) with their cost/token ratios; and the cache model's calibration against the
 // provider's reported cache tokens. The README's tables come from it.
 func WriteSummary(w io.Writer, rep *Report) {
 	rungs := []string{"L0", "L1", "L2", "L3", "L4", "errored", "manual"}
@@ -50,22 +50,40 @@ func WriteSummary(w io.Writer, rep *Report) {
 	writeDecisionRow(w, "**all**", tot, rungs)
 
 	fmt.Fprintf(w, "\n### Economics (prompt cost in USD, tokens sent, cost reduction / token reduction)\n\n")
-	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | tokens none | tokens immediate | tokens scheduled | ratio immediate | ratio scheduled | applications |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	var c [3]float64
-	var t [3]int
+	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | cost hindsight | tokens none | tokens immediate | tokens scheduled | tokens hindsight | ratio immediate | ratio scheduled | ratio hindsight | applications |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var c [4]float64
+	var t [4]int
+	const sn, si, ss, sh = scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight
+	unpriced := 0
 	for _, s := range rep.Sessions {
 		e := s.Economics
 		if e == nil {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %.4f | %.4f | %.4f | %d | %d | %d | %.2f | %.2f | %d |\n", name(s), e.Provider, e.None, e.Immediate, e.Scheduled,
-			e.TokensSent[scheduler.StrategyNone], e.TokensSent[scheduler.StrategyImmediate], e.TokensSent[scheduler.StrategyScheduled],
-			e.Ratio[scheduler.StrategyImmediate], e.Ratio[scheduler.StrategyScheduled], len(s.Applications))
-		c[0], c[1], c[2] = c[0]+e.None, c[1]+e.Immediate, c[2]+e.Scheduled
-		t[0], t[1], t[2] = t[0]+e.TokensSent[scheduler.StrategyNone], t[1]+e.TokensSent[scheduler.StrategyImmediate], t[2]+e.TokensSent[scheduler.StrategyScheduled]
+		if e.Unpriced {
+			// Never at another provider's rates: no cost, no ratio, and
+			// out of the priced total.
+			unpriced++
+			fmt.Fprintf(w, "| %s | %s | unpriced | unpriced | unpriced | unpriced | %d | %d | %d | %d | - | - | - | %d |\n", name(s), unpricedLabel(e),
+				e.TokensSent[sn], e.TokensSent[si], e.TokensSent[ss], e.TokensSent[sh], len(s.Applications))
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %.4f | %.4f | %.4f | %.4f | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d |\n", name(s), e.Provider, e.None, e.Immediate, e.Scheduled, e.Hindsight,
+			e.TokensSent[sn], e.TokensSent[si], e.TokensSent[ss], e.TokensSent[sh],
+			e.Ratio[si], e.Ratio[ss], e.Ratio[sh], len(s.Applications))
+		for i, v := range [4]float64{e.None, e.Immediate, e.Scheduled, e.Hindsight} {
+			c[i] += v
+		}
+		for i, st := range [4]string{sn, si, ss, sh} {
+			t[i] += e.TokensSent[st]
+		}
 	}
-	fmt.Fprintf(w, "| **all** | | %.4f | %.4f | %.4f | %d | %d | %d | %.2f | %.2f | |\n", c[0], c[1], c[2], t[0], t[1], t[2],
-		ratioOf(c[0], c[1], t[0], t[1]), ratioOf(c[0], c[2], t[0], t[2]))
+	label := "**all**"
+	if unpriced > 0 {
+		label = fmt.Sprintf("**all priced** (%d unpriced left out)", unpriced)
+	}
+	fmt.Fprintf(w, "| %s | | %.4f | %.4f | %.4f | %.4f | %d | %d | %d | %d | %.2f | %.2f | %.2f | |\n", label, c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3],
+		ratioOf(c[0], c[1], t[0], t[1]), ratioOf(c[0], c[2], t[0], t[2]), ratioOf(c[0], c[3], t[0], t[3]))
 
 	fmt.Fprintf(w, "\n### Cache model calibration (unpruned replay vs the provider's reported cache tokens)\n\n")
 	fmt.Fprintf(w, "| session | requests reported | reported cache read | predicted | error | reported cache write | predicted | error | hidden head |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -77,6 +95,18 @@ func WriteSummary(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "| %s | %d/%d | %d | %d | %+.1f%% | %d | %d | %+.1f%% | %d |\n", name(s), cal.Reported, cal.Requests,
 			cal.ReportedRead, cal.PredictedRead, 100*cal.ReadError, cal.ReportedWrite, cal.PredictedWrite, 100*cal.WriteError, cal.HiddenPrefix)
 	}
+}
+
+// unpricedLabel names an unpriced session's provider and model.
+func unpricedLabel(e *Economics) string {
+	p, m := e.Provider, e.Model
+	if p == "" {
+		p = "?"
+	}
+	if m == "" {
+		m = "?"
+	}
+	return fmt.Sprintf("%s %s (unpriced)", p, m)
 }
 
 func writeDecisionRow(w io.Writer, label string, s SessionReport, rungs []string) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
+	"github.com/prunesched/prunesched/projections"
 )
 
 // Item is an original item as the log holds it, whatever the bundle shows.
@@ -65,6 +67,23 @@ func (s *Server) item(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("item")
+	if n, ok := placeholder.ParseHandle(id); ok {
+		// A placeholder's recovery handle: the item at that position in
+		// the session, as the projection that rendered it numbers them.
+		if !s.waitSession(r.Context(), w, tenant, session) {
+			return
+		}
+		found := false
+		s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) {
+			if items := p.Items(); n < len(items) {
+				id, found = items[n].ID, true
+			}
+		})
+		if !found {
+			writeError(w, http.StatusNotFound, fmt.Errorf("item %s in session %s/%s: %w", id, tenant, session, errNotFound))
+			return
+		}
+	}
 	ev, _, err := s.findItem(r.Context(), tenant, session, id)
 	if err != nil {
 		writeError(w, statusOf(err), err)

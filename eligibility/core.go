@@ -15,11 +15,6 @@ import (
 // By is the Mark.By of every automatic decision.
 const By = "eligibility"
 
-// PlaceholderTokens is the estimated size of the placeholder left where an
-// item is removed; estimated savings are net of it, and an item that would
-// not net a saving is not pruned automatically.
-const PlaceholderTokens = 30
-
 // maxReadsPerPath bounds the reads of one path kept for L2 comparisons, so
 // per-event work stays bounded on sessions that read one file thousands of
 // times. Older reads keep their decisions; they are just not compared again.
@@ -98,6 +93,19 @@ type item struct {
 
 	queued, touched, recentWake bool
 	curPrune                    bool
+
+	// ph caches the net saving of the last placeholder estimated for the
+	// item (see Core.netOf); nil until a PRUNE is first considered.
+	ph *phCache
+}
+
+// phCache is one item's last placeholder estimate and what it depends on.
+type phCache struct {
+	rung     events.Rung
+	reason   events.Reason
+	survivor int32 // survivor's position, -1 none
+	residue  *events.Residue
+	net      int
 }
 
 // itemRare holds what few items have, out of line to keep items small: who
@@ -164,6 +172,11 @@ type call struct {
 	target   string // what a failure is about, for UNRESOLVED_ERROR
 
 	in, out *item
+
+	// phSource is what the call's placeholder names as its source
+	// (placeholder.Source), computed once when first needed.
+	phSource    string
+	phSourceSet bool
 
 	sideAtCall   int // fact index of the last state change when called
 	chgAtCall    int // last possible change of readPath when called

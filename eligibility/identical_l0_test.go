@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 )
 
 type want struct {
@@ -150,7 +151,10 @@ func TestL0Certificate(t *testing.T) {
 	if r == nil || r.Survivor != "c2" || r.Log != "e2" || r.Blob == "" || r.Command != "prunesched item s1 c1" {
 		t.Errorf("recoverability %+v", r)
 	}
-	if m.TokensEstimated != 400-PlaceholderTokens || m.Cause != "e4" || m.CauseIndex != 3 || m.By != By || m.PolicyVersion == "" {
+	// Net of the placeholder this item would leave (placeholder.Tokens),
+	// not of a fixed floor.
+	ph := placeholder.Tokens(placeholder.Spec{Part: "output", Tool: "Read", Source: "a.go", Rung: events.L0, Reason: m.Reason, Tokens: 400, Survivor: "#3", Item: "#1"})
+	if m.TokensEstimated != 400-ph || m.Cause != "e4" || m.CauseIndex != 3 || m.By != By || m.PolicyVersion == "" {
 		t.Errorf("mark fields %+v", m)
 	}
 }

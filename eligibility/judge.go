@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 )
 
 // judge decides an item (decide) and, when the decision key differs from
@@ -99,8 +100,9 @@ func keyOf(d events.Decision, r events.Rung, why events.Reason) decisionKey {
 //	had a decision before       -> KEEP UNIQUE (no evidence left)
 //	otherwise                   -> no decision
 //
-// A PRUNE that would not net a saving (tokens - PlaceholderTokens <= 0, or
-// below min_prune_tokens) is not proposed. After a restore only proposals
+// A PRUNE that would not net a saving (tokens minus the placeholder it
+// would leave, placeholder.Tokens, <= 0; or below min_prune_tokens) is not
+// proposed. After a restore only proposals
 // whose evidence arrived after it count. It returns the mark (without cause
 // fields) and, for a PRUNE, the survivor it relies on.
 //
@@ -239,7 +241,7 @@ func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
 		}
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: detail})
 		m.Recoverability = c.recoverability(rec, it, nil, "")
-		m.TokensEstimated = net(it.tokens)
+		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonManualPrune, nil, nil)
 		if by := it.manualBy(); by != "" {
 			m.By = by
 		}
@@ -260,7 +262,7 @@ func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
 		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
 		m.Evidence = append(m.Evidence, cand.evidence...)
 		m.Residue = cand.residue
-		m.TokensEstimated = net(it.tokens)
+		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
 		if cand.decision == events.Prune {
 			return m, cand.survivor
 		}
@@ -316,7 +318,7 @@ func (c *Core) candidate(it *item, full bool, scratch *verdict) *verdict {
 		if v == nil || (it.restored >= 0 && v.at <= int(it.restored)) {
 			continue
 		}
-		if v.decision == events.Prune && !c.worth(it) {
+		if v.decision == events.Prune && !c.worth(it, v) {
 			continue
 		}
 		if best == nil || rank(v.decision) < rank(best.decision) {
@@ -339,16 +341,88 @@ func rank(d events.Decision) int {
 	return 2
 }
 
-// worth reports whether removing the item nets a saving under the policy.
-func (c *Core) worth(it *item) bool {
-	return it.tokens > PlaceholderTokens && it.tokens >= c.el.MinPruneTokens
+// worth reports whether removing the item under verdict v nets a saving
+// under the policy: at least min_prune_tokens, and more tokens than the
+// placeholder it would leave.
+func (c *Core) worth(it *item, v *verdict) bool {
+	if it.tokens < c.el.MinPruneTokens {
+		return false
+	}
+	if !c.phCached(it, v.rung, v.reason, v.survivor, v.residue) {
+		// A placeholder shorter in bytes than the payload in tokens is
+		// certainly smaller: no need to count it yet.
+		p := c.phSpec(it, v.rung, v.reason, v.survivor, v.residue)
+		p.Tokens = it.tokens
+		if placeholder.FitsUnder(p, it.tokens) {
+			return true
+		}
+	}
+	return c.netOf(it, v.rung, v.reason, v.survivor, v.residue) > 0
 }
 
-func net(tokens int) int {
-	if tokens <= PlaceholderTokens {
-		return 0
+// phCached reports whether netOf has the estimate for these inputs.
+func (c *Core) phCached(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) bool {
+	pc := it.ph
+	if pc == nil {
+		return false
 	}
-	return tokens - PlaceholderTokens
+	surv := int32(-1)
+	if survivor != nil {
+		surv = survivor.idx
+	}
+	if it.kind != kOutput {
+		residue = nil
+	}
+	return pc.rung == rung && pc.reason == reason && pc.survivor == surv && pc.residue == residue
+}
+
+// netOf is placeholder.Net of the placeholder the item would leave,
+// cached per item until rung, reason, survivor or residue change (the
+// placeholder's text depends on nothing else the item can change).
+func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) int {
+	surv := int32(-1)
+	if survivor != nil {
+		surv = survivor.idx
+	}
+	if it.kind != kOutput {
+		residue = nil // not in the placeholder's text
+	}
+	if c.phCached(it, rung, reason, survivor, residue) {
+		return it.ph.net
+	}
+	if it.ph == nil {
+		it.ph = &phCache{}
+	}
+	*it.ph = phCache{rung: rung, reason: reason, survivor: surv, residue: residue,
+		net: placeholder.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)}
+	return it.ph.net
+}
+
+// phSpec is the placeholder the item would leave when pruned with rung,
+// reason and survivor, as projections renders it (placeholder.Render),
+// so savings are net of the text actually sent. Items are named by their
+// position, as the bundle's handles are.
+func (c *Core) phSpec(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) placeholder.Spec {
+	p := placeholder.Spec{Rung: rung, Reason: reason, Item: placeholder.Handle(int(it.idx)), Role: events.RoleAssistant}
+	if cl := it.call; cl != nil && it.kind != kMessage {
+		p.Part, p.Tool = partOf(it), cl.tool
+		if !cl.phSourceSet {
+			if obj, ok := cl.parsed.(map[string]any); ok {
+				cl.phSource = placeholder.SourceOf(obj, c.cwd)
+			} else {
+				cl.phSource = placeholder.Source([]byte(cl.canon), c.cwd)
+			}
+			cl.phSourceSet = true
+		}
+		p.Source = cl.phSource
+		if it.kind == kOutput {
+			p.Residue = residue
+		}
+	}
+	if survivor != nil {
+		p.Survivor = placeholder.Handle(int(survivor.idx))
+	}
+	return p
 }
 
 func partOf(it *item) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/lab/peers"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
@@ -231,7 +232,7 @@ func recoverable(b projections.Bundle, p fixtures.Probe) bool {
 			continue
 		}
 		for _, id := range p.Items {
-			if bi.ID == id && strings.Contains(bi.Placeholder, "Recover: prunesched item") {
+			if bi.ID == id && strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") {
 				return true
 			}
 		}
@@ -280,7 +281,7 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		}
 		pres.refs++
 		_, inLog := texts[bi.ID]
-		if ownPlaceholder && inLog && strings.Contains(bi.Placeholder, "Recover: prunesched item "+s.ID+" "+bi.ID+"]") {
+		if ownPlaceholder && inLog && strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") {
 			pres.refsOK++
 		}
 	}

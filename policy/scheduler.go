@@ -38,8 +38,16 @@ type Scheduler struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 	// HorizonRequests is how many future requests the break-even trigger
 	// expects before the next free application point (cache expiry,
-	// compaction). Default 5.
+	// compaction). 0 (the default) estimates it from the session itself:
+	// the requests of the current warm run so far (since the last request
+	// sent to a cold cache: a run that has lasted k requests is expected to
+	// last about k more), bounded by HorizonMinRequests and
+	// HorizonMaxRequests. A positive value fixes it.
 	HorizonRequests int `yaml:"horizon_requests,omitempty" json:"horizon_requests,omitempty"`
+	// HorizonMinRequests and HorizonMaxRequests bound the estimated
+	// horizon. Defaults 5 and 100.
+	HorizonMinRequests int `yaml:"horizon_min_requests,omitempty" json:"horizon_min_requests,omitempty"`
+	HorizonMaxRequests int `yaml:"horizon_max_requests,omitempty" json:"horizon_max_requests,omitempty"`
 	// PressureTokens: apply everything pending when the rendered context
 	// exceeds this many tokens. 0 means use PressurePercent.
 	PressureTokens int `yaml:"pressure_tokens,omitempty" json:"pressure_tokens,omitempty"`
@@ -47,10 +55,6 @@ type Scheduler struct {
 	// exceeds this percentage of the model's context window. Default 65
 	// (Magic Context's usage threshold).
 	PressurePercent float64 `yaml:"pressure_percent,omitempty" json:"pressure_percent,omitempty"`
-	// PlaceholderTokens is the assumed size of one placeholder when the mark
-	// does not give a better number (Mark.TokensEstimated is net of the
-	// placeholder, so item tokens minus it is the placeholder). Default 60.
-	PlaceholderTokens int `yaml:"placeholder_tokens,omitempty" json:"placeholder_tokens,omitempty"`
 	// Providers holds cache TTL, minimum cacheable length and prices per
 	// provider. Defaults: anthropic and openai (see DefaultProviders).
 	// Entries given in the file replace the shipped entry of that name.
@@ -113,6 +117,22 @@ type Price struct {
 //     https://platform.openai.com/docs/guides/prompt-caching (automatic from
 //     1024 tokens in 128-token steps, cached input discounted, no write
 //     charge, caches evicted after 5-10 minutes of inactivity).
+//     gpt-5.3-codex (the OpenCode traces' model): $1.75 input, $0.175
+//     cached input, $14 output per million, on the same pricing page
+//     (also listed at https://vercel.com/ai-gateway/models/gpt-5.3-codex).
+//   - DeepSeek: https://api-docs.deepseek.com/quick_start/pricing-details-usd
+//     (deepseek-chat: $0.27 cache miss, $0.07 cache hit, $1.10 output per
+//     million; 64K context) and
+//     https://api-docs.deepseek.com/guides/kv_cache (context caching is on
+//     by default and automatic: misses are billed as input, hits at the
+//     cache-hit price, no write charge; the cache is built in 64-token
+//     units and cleared after hours of disuse, modelled as the 1h tier).
+//     DeepSeek has changed these prices over time; pin the date you price.
+//   - claude-3-5-sonnet (the OpenHands traces' model): $3 input, $15 output
+//     per million on the Anthropic pricing page (legacy models).
+//
+// A model no table lists is unpriced (see Scheduler.Resolve), never priced
+// at another model's or provider's rates.
 func DefaultProviders() map[string]Provider {
 	anth := func(in, out float64) Price {
 		return Price{Input: in, CacheWrite5m: in * 1.25, CacheWrite1h: in * 2, CacheRead: in / 10, Output: out}
@@ -133,6 +153,7 @@ func DefaultProviders() map[string]Provider {
 				"claude-sonnet-4-5": anth(3, 15),
 				"claude-sonnet-4":   anth(3, 15),
 				"claude-3-7-sonnet": anth(3, 15),
+				"claude-3-5-sonnet": anth(3, 15),
 				"claude-haiku-4-5":  withMin(anth(1, 5), 4096),
 				"claude-3-5-haiku":  withMin(anth(0.80, 4), 2048),
 				"claude-3-haiku":    withMin(Price{Input: 0.25, CacheWrite5m: 0.30, CacheWrite1h: 0.50, CacheRead: 0.03, Output: 1.25}, 2048),
@@ -142,18 +163,26 @@ func DefaultProviders() map[string]Provider {
 		"openai": {
 			TTL: "5m", MinCacheable: 1024, CacheStep: 128, Caching: CachingAutomatic, ContextWindow: 128000,
 			Models: map[string]Price{
-				"gpt-5":        withWin(oai(1.25, 0.125, 10), 400000),
-				"gpt-5-mini":   withWin(oai(0.25, 0.025, 2), 400000),
-				"gpt-5-nano":   withWin(oai(0.05, 0.005, 0.40), 400000),
-				"gpt-4.1":      withWin(oai(2, 0.50, 8), 1047576),
-				"gpt-4.1-mini": withWin(oai(0.40, 0.10, 1.60), 1047576),
-				"gpt-4.1-nano": withWin(oai(0.10, 0.025, 0.40), 1047576),
-				"gpt-4o":       oai(2.50, 1.25, 10),
-				"gpt-4o-mini":  oai(0.15, 0.075, 0.60),
-				"o3":           withWin(oai(2, 0.50, 8), 200000),
-				"o4-mini":      withWin(oai(1.10, 0.275, 4.40), 200000),
+				"gpt-5":         withWin(oai(1.25, 0.125, 10), 400000),
+				"gpt-5.3-codex": withWin(oai(1.75, 0.175, 14), 400000),
+				"gpt-5-mini":    withWin(oai(0.25, 0.025, 2), 400000),
+				"gpt-5-nano":    withWin(oai(0.05, 0.005, 0.40), 400000),
+				"gpt-4.1":       withWin(oai(2, 0.50, 8), 1047576),
+				"gpt-4.1-mini":  withWin(oai(0.40, 0.10, 1.60), 1047576),
+				"gpt-4.1-nano":  withWin(oai(0.10, 0.025, 0.40), 1047576),
+				"gpt-4o":        oai(2.50, 1.25, 10),
+				"gpt-4o-mini":   oai(0.15, 0.075, 0.60),
+				"o3":            withWin(oai(2, 0.50, 8), 200000),
+				"o4-mini":       withWin(oai(1.10, 0.275, 4.40), 200000),
 			},
 			Default: withWin(oai(1.25, 0.125, 10), 400000),
+		},
+		"deepseek": {
+			TTL: "1h", MinCacheable: 64, CacheStep: 64, Caching: CachingAutomatic, ContextWindow: 64000,
+			Models: map[string]Price{
+				"deepseek-chat": oai(0.27, 0.07, 1.10),
+			},
+			Default: oai(0.27, 0.07, 1.10),
 		},
 	}
 }
@@ -162,14 +191,14 @@ func (s *Scheduler) setDefaults() {
 	if s.Mode == "" {
 		s.Mode = ModeScheduled
 	}
-	if s.HorizonRequests == 0 {
-		s.HorizonRequests = 5
+	if s.HorizonMinRequests == 0 {
+		s.HorizonMinRequests = 5
+	}
+	if s.HorizonMaxRequests == 0 {
+		s.HorizonMaxRequests = 100
 	}
 	if s.PressurePercent == 0 {
 		s.PressurePercent = 65
-	}
-	if s.PlaceholderTokens == 0 {
-		s.PlaceholderTokens = 60
 	}
 	if s.DefaultProvider == "" {
 		s.DefaultProvider = "anthropic"
@@ -205,14 +234,14 @@ func (s *Scheduler) validate() error {
 	if s.HorizonRequests < 0 {
 		return fmt.Errorf("horizon_requests: must be >= 0")
 	}
+	if s.HorizonMinRequests < 0 || s.HorizonMaxRequests < s.HorizonMinRequests {
+		return fmt.Errorf("horizon_min_requests, horizon_max_requests: want 0 <= min <= max")
+	}
 	if s.PressureTokens < 0 {
 		return fmt.Errorf("pressure_tokens: must be >= 0")
 	}
 	if s.PressurePercent < 0 || s.PressurePercent > 100 {
 		return fmt.Errorf("pressure_percent: must be in [0,100]")
-	}
-	if s.PlaceholderTokens < 0 {
-		return fmt.Errorf("placeholder_tokens: must be >= 0")
 	}
 	if _, ok := s.Providers[s.DefaultProvider]; !ok {
 		return fmt.Errorf("default_provider: %q has no entry in providers", s.DefaultProvider)
@@ -252,6 +281,16 @@ func (p Price) validate() error {
 	return nil
 }
 
+// Horizon is the break-even horizon at a request preceded by requests
+// earlier requests of the current warm run: HorizonRequests when fixed,
+// else requests bounded to [HorizonMinRequests, HorizonMaxRequests].
+func (s *Scheduler) Horizon(requests int) int {
+	if s.HorizonRequests > 0 {
+		return s.HorizonRequests
+	}
+	return min(max(requests, s.HorizonMinRequests), s.HorizonMaxRequests)
+}
+
 // Provider returns the named provider's table, falling back to
 // DefaultProvider for an empty or unknown name (so an unknown provider is
 // priced as Anthropic by default), and the name actually used.
@@ -262,16 +301,98 @@ func (s *Scheduler) Provider(name string) (Provider, string) {
 	return s.Providers[s.DefaultProvider], s.DefaultProvider
 }
 
-// Price returns the model's prices: the entry whose key equals the model
-// name or is its longest prefix, else the provider's Default. The
-// returned price has MinCacheable and ContextWindow filled in.
-func (pr Provider) Price(model string) Price {
-	best, bestLen := pr.Default, -1
-	for k, v := range pr.Models {
-		if strings.HasPrefix(model, k) && len(k) > bestLen {
-			best, bestLen = v, len(k)
+// Resolve finds the provider and price of a session's model. A known
+// provider is used as named. An empty or unknown provider is found from the
+// model: the provider whose table lists it (the first in name order when
+// several do); with no model either, DefaultProvider. priced is false when
+// the model is named but no table lists it: the price returned is then
+// only the fallback the scheduler times decisions with (the provider's
+// Default, or DefaultProvider's), and reports must show the session as
+// unpriced, never at those rates.
+func (s *Scheduler) Resolve(provider, model string) (pr Provider, name string, price Price, priced bool) {
+	if p, ok := s.Providers[provider]; ok {
+		price, priced = p.Lookup(model)
+		return p, provider, price, priced
+	}
+	if model != "" {
+		names := make([]string, 0, len(s.Providers))
+		for n := range s.Providers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if price, ok := s.Providers[n].Lookup(model); ok {
+				return s.Providers[n], n, price, true
+			}
 		}
 	}
+	p, n := s.Provider("")
+	price, priced = p.Lookup(model)
+	return p, n, price, priced
+}
+
+// Price returns the model's prices: the entry Lookup finds, else the
+// provider's Default. The returned price has MinCacheable and
+// ContextWindow filled in.
+func (pr Provider) Price(model string) Price {
+	p, _ := pr.Lookup(model)
+	return p
+}
+
+// Lookup returns the model's prices and whether the table lists the model:
+// the entry whose key equals the model name, or is followed in it only by
+// a date ("claude-sonnet-4-5-20250929", "gpt-4o-2024-08-06",
+// "claude-sonnet-4@20250514") or "-latest". A "vendor/" routing prefix
+// ("deepseek/deepseek-chat") is ignored. A model the table does not list
+// gets the provider's Default and false: it is another model, whatever its
+// name starts with ("gpt-5.3-codex" is not "gpt-5"). An empty model name
+// (the session names none) gets the Default and true: the provider's
+// Default is the configured assumption for unnamed models. The returned
+// price has MinCacheable and ContextWindow filled in.
+func (pr Provider) Lookup(model string) (Price, bool) {
+	best, ok := pr.Default, model == ""
+	if i := strings.LastIndexByte(model, '/'); i >= 0 {
+		model = model[i+1:]
+	}
+	if v, hit := pr.Models[model]; hit {
+		best, ok = v, true
+	} else {
+		bestLen := -1
+		for k, v := range pr.Models {
+			if len(k) > bestLen && strings.HasPrefix(model, k) && datedSuffix(model[len(k):]) {
+				best, ok, bestLen = v, true, len(k)
+			}
+		}
+	}
+	return pr.fill(best), ok
+}
+
+// datedSuffix reports whether s is what may follow a listed model name in
+// a name meaning the same model: a date (-YYYYMMDD, @YYYYMMDD or
+// -YYYY-MM-DD) or "-latest".
+func datedSuffix(s string) bool {
+	digits := func(s string) bool {
+		for _, r := range s {
+			if r < '0' || r > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case s == "-latest":
+		return true
+	case len(s) == 9 && (s[0] == '-' || s[0] == '@'):
+		return digits(s[1:])
+	case len(s) == 11 && s[0] == '-' && s[5] == '-' && s[8] == '-':
+		return digits(s[1:5]) && digits(s[6:8]) && digits(s[9:])
+	}
+	return false
+}
+
+// fill completes a price with the provider's cache limits and the cache
+// write prices' fallbacks.
+func (pr Provider) fill(best Price) Price {
 	if best.MinCacheable == 0 {
 		best.MinCacheable = pr.MinCacheable
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 )
 
 // DefaultMaxTokens is the max_tokens written into an Anthropic request when
@@ -246,13 +247,16 @@ func (s *Session) bundleItem(it *itemState, latest map[string]*markState, gen ui
 // built once per placeholderKey. Callers hold s.mu at least for reading;
 // the per-item cache is guarded by s.derived.mu.
 func (s *Session) placeholderFor(it *itemState) string {
-	key := placeholderKey{applied: it.applied, tool: it.Tool, input: -1}
+	key := placeholderKey{applied: it.applied, tool: it.Tool, input: -1, survIdx: -1, cwd: s.cwd}
 	if c := s.byCall[it.CallID]; c != nil && it.Kind == ItemToolResult {
 		key.input = c.input
 	}
-	if sv := s.survivorOf(it); sv != nil && sv.pruned() {
-		key.survivor = sv.applied
-		key.next = s.survivorOf(sv)
+	if sv := s.survivorOf(it); sv != nil {
+		key.survIdx = sv.Index
+		if sv.pruned() {
+			key.survivor = sv.applied
+			key.next = s.survivorOf(sv)
+		}
 	}
 	s.derived.mu.Lock()
 	defer s.derived.mu.Unlock()
@@ -264,37 +268,35 @@ func (s *Session) placeholderFor(it *itemState) string {
 }
 
 // buildPlaceholder builds the placeholder of an item with an applied PRUNE.
+// Items are named by their handles (placeholder.Handle of Item.Index); the
+// count is the one the certificate records (Mark.TokensEstimated).
 func (s *Session) buildPlaceholder(it *itemState) string {
 	m := it.applied.mark.m
 	p := PlaceholderSpec{
-		Session: s.session, Item: it.ID, Role: it.Role, Tool: it.Tool,
-		Rung: m.Rung, Reason: m.Reason, Tokens: it.Tokens, Residue: m.Residue,
-		Original: it.Hash,
-	}
-	if p.Original == "" {
-		p.Original = it.Event
+		Item: placeholder.Handle(it.Index), Role: it.Role, Tool: it.Tool,
+		Rung: m.Rung, Reason: m.Reason, Tokens: m.TokensEstimated, Residue: m.Residue,
 	}
 	switch it.Kind {
 	case ItemToolUse:
 		// A pruned input renders as an object carrying the residue's fields
-		// beside the placeholder, so the placeholder does not repeat them,
-		// and the residue's skeleton stands for the argument summary.
+		// beside the placeholder, so the placeholder does not repeat them.
 		p.Part = partInput
 		p.Residue = nil
-		if r := m.Residue; r == nil || r.Skeleton == "" {
-			p.Args = it.input
-		}
+		p.Source = placeholder.Source(it.input, s.cwd)
 	case ItemToolResult:
 		p.Part = partOutput
 		if c := s.byCall[it.CallID]; c != nil && c.input >= 0 {
-			p.Args = s.items[c.input].input
+			p.Source = placeholder.Source(s.items[c.input].input, s.cwd)
 		}
 	}
-	if r := m.Recoverability; r != nil {
-		p.Source = r.Source
+	if p.Source == "" && it.source != nil {
+		p.Source = placeholder.Elide(placeholder.Rel(it.source.Path, s.cwd), placeholder.SourceBytes)
+		if p.Source == "" {
+			p.Source = placeholder.Elide(it.source.URL, placeholder.SourceBytes)
+		}
 	}
 	if sv := s.survivorOf(it); sv != nil {
-		p.Survivor = sv.ID
+		p.Survivor = placeholder.Handle(sv.Index)
 		if sv.pruned() {
 			// The copy this item deferred to was removed since: say so,
 			// with why, rather than point at a placeholder as if it held
@@ -302,14 +304,11 @@ func (s *Session) buildPlaceholder(it *itemState) string {
 			sm := sv.applied.mark.m
 			p.SurvivorRemoved = strings.TrimSpace(string(sm.Rung) + " " + string(sm.Reason))
 			if next := s.survivorOf(sv); next != nil && next != it {
-				p.SurvivorNext = next.ID
+				p.SurvivorNext = placeholder.Handle(next.Index)
 			}
 		}
-	} else {
-		p.Survivor = s.survivorID(it)
-	}
-	if p.Source == "" && it.source != nil {
-		p.Source = sourceVersion(it.source)
+	} else if id := s.survivorID(it); id != "" {
+		p.Survivor = id // not in this session's items: its id is all we have
 	}
 	return Placeholder(p)
 }

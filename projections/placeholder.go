@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 )
 
 // HostPlaceholder is what the host itself shows for an output it cleared
@@ -18,135 +18,25 @@ import (
 const HostPlaceholder = "[Old tool result content cleared]"
 
 // Placeholder limits: how much of an item's arguments or residue a
-// placeholder may quote. Arguments are summarised to keys and short values
-// first, then cut at ArgsSummaryBytes.
+// placeholder or a pruned input's residue object may quote. Arguments are
+// summarised to keys and short values first, then cut at ArgsSummaryBytes.
 const (
 	ArgsSummaryBytes  = 120
 	argValueBytes     = 48
 	argKeyBytes       = 32
-	residueMsgBytes   = 240
-	residueSkelBytes  = 120
+	residueMsgBytes   = placeholder.ResidueMsgBytes
+	residueSkelBytes  = placeholder.ResidueSkelBytes
 	shortHashHexBytes = 12
 )
 
 // PlaceholderSpec is what a placeholder may say about a removed item:
-// identity, never content.
-type PlaceholderSpec struct {
-	// Session and Item name the original for the recover command.
-	Session string
-	Item    string
-	// Part is "output", "input" or "" (a message's text).
-	Part string
-	// Role is the author of a message item.
-	Role events.Role
-	// Tool and Args describe the call; Args is summarised to at most
-	// ArgsSummaryBytes of keys and short values.
-	Tool string
-	Args json.RawMessage
-	// Rung and Reason say why it left.
-	Rung   events.Rung
-	Reason events.Reason
-	// Tokens is the stored token count of the removed payload.
-	Tokens int
-	// Survivor is the item still holding the surviving copy, if any.
-	Survivor string
-	// SurvivorRemoved, when set, says the survivor was itself removed since
-	// (its rung and reason), and SurvivorNext names what it deferred to.
-	SurvivorRemoved string
-	SurvivorNext    string
-	// Original is the content address of the payload, or the id of the event
-	// that holds it in the log.
-	Original string
-	// Source is "path@version" when the observed source is known.
-	Source string
-	// Residue is what survives of an errored call whose input was removed.
-	Residue *events.Residue
-}
+// identity, never content. It is placeholder.Spec, the one definition.
+type PlaceholderSpec = placeholder.Spec
 
-// Placeholder returns the mechanical placeholder text for a pruned item:
-// what kind of thing, which source or version, why (rung and reason), which
-// copy survives and how to recover it. It is deterministic and copies no
-// payload beyond the bounded argument summary and the residue.
-func Placeholder(p PlaceholderSpec) string {
-	var b strings.Builder
-	b.WriteString("[prunesched: ")
-	switch p.Part {
-	case partOutput, partInput:
-		b.WriteString(p.Part)
-		b.WriteString(" of ")
-		b.WriteString(orDash(p.Tool))
-		if len(p.Args) > 0 {
-			b.WriteByte(' ')
-			b.WriteString(ArgsSummary(p.Args, ArgsSummaryBytes))
-		}
-	default:
-		b.WriteString(string(p.Role))
-		b.WriteString(" text")
-	}
-	b.WriteString(" removed (")
-	if p.Rung != events.RungNone {
-		b.WriteString(string(p.Rung))
-		b.WriteByte(' ')
-	}
-	b.WriteString(string(p.Reason))
-	fmt.Fprintf(&b, ", %d tokens).", p.Tokens)
-	switch {
-	case p.Survivor != "" && p.SurvivorRemoved != "":
-		b.WriteByte(' ')
-		b.WriteString(survivorNoun(p.Rung))
-		b.WriteString(": ")
-		b.WriteString(p.Survivor)
-		b.WriteString(", since removed too (")
-		b.WriteString(p.SurvivorRemoved)
-		if p.SurvivorNext != "" {
-			b.WriteString(", deferring to ")
-			b.WriteString(p.SurvivorNext)
-		}
-		b.WriteString(").")
-	case p.Survivor != "":
-		b.WriteByte(' ')
-		b.WriteString(survivorLabel(p.Rung))
-		b.WriteString(": ")
-		b.WriteString(p.Survivor)
-		b.WriteByte('.')
-	}
-	if p.Source != "" {
-		b.WriteString(" Source: ")
-		b.WriteString(truncUTF8(p.Source, ArgsSummaryBytes))
-		b.WriteByte('.')
-	}
-	if r := p.Residue; r != nil {
-		b.WriteString(" Residue: tool ")
-		b.WriteString(orDash(r.Tool))
-		b.WriteString(", error ")
-		if r.ErrorType != "" {
-			b.WriteString(r.ErrorType)
-			b.WriteByte(' ')
-		}
-		b.WriteString(quoteJSON(truncUTF8(r.ErrorMessage, residueMsgBytes)))
-		if r.Skeleton != "" {
-			b.WriteString(", skeleton ")
-			b.WriteString(truncUTF8(r.Skeleton, residueSkelBytes))
-		}
-		b.WriteByte('.')
-	}
-	if p.Original != "" {
-		b.WriteString(" Original: ")
-		if strings.HasPrefix(p.Original, "sha256:") {
-			b.WriteString(shortHash(p.Original))
-		} else {
-			b.WriteString("event ")
-			b.WriteString(p.Original)
-		}
-		b.WriteString(" in the session log.")
-	}
-	b.WriteString(" Recover: prunesched item ")
-	b.WriteString(p.Session)
-	b.WriteByte(' ')
-	b.WriteString(p.Item)
-	b.WriteByte(']')
-	return b.String()
-}
+// Placeholder returns the mechanical placeholder text for a pruned item
+// (placeholder.Render): tool, source, rung and reason, the count the
+// certificate records, the surviving item and the recovery handle.
+func Placeholder(p PlaceholderSpec) string { return placeholder.Render(p) }
 
 // shortHash cuts a content address to its first 12 hex digits.
 func shortHash(h string) string {
@@ -154,31 +44,6 @@ func shortHash(h string) string {
 		return h[:n]
 	}
 	return h
-}
-
-// survivorNoun names the survivor's relation without claiming it is kept.
-func survivorNoun(r events.Rung) string {
-	switch r {
-	case events.L0:
-		return "Identical copy"
-	case events.L1:
-		return "Same source version"
-	case events.L2:
-		return "Superseded by"
-	}
-	return "Deferred to"
-}
-
-func survivorLabel(r events.Rung) string {
-	switch r {
-	case events.L0:
-		return "Identical copy kept"
-	case events.L1:
-		return "Same source version kept"
-	case events.L2:
-		return "Superseded by"
-	}
-	return "Kept"
 }
 
 func orDash(s string) string {

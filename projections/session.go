@@ -70,6 +70,7 @@ type Session struct {
 	compactionHost  string // host of the last HostCompaction
 
 	provider, model string
+	cwd             string // the session's working directory (placeholders name paths relative to it)
 
 	dangling   int // application entries naming an unknown mark id
 	unresolved int // applied marks or restores naming an unknown item
@@ -163,6 +164,11 @@ type placeholderKey struct {
 	// next is the item the removed survivor deferred to, once it exists
 	// (the placeholder names it).
 	next *itemState
+	// survIdx is the survivor's position (-1 while it is not an item yet:
+	// the placeholder names it by id until then, by handle after), and cwd
+	// the directory paths are shown relative to.
+	survIdx int
+	cwd     string
 }
 
 // applied links an applied mark with the application that applied it.
@@ -241,6 +247,9 @@ func (s *Session) Observe(ev events.Event) {
 
 	switch p := ev.Data.(type) {
 	case *events.SessionStarted:
+		if p.CWD != "" {
+			s.cwd = p.CWD
+		}
 		if p.Provider != "" {
 			s.provider = p.Provider
 		}
@@ -382,9 +391,10 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	s.byItem[id] = it.Index
 	s.items = append(s.items, it)
 	s.resolved(id)
-	// Placeholders saying "since removed too, deferring to <id>" name this
-	// item only once it exists.
+	// Placeholders naming this item as the survivor name it by handle only
+	// once it exists, and so do those saying "since removed, see <it>".
 	for _, j := range s.refs[id] {
+		s.touch(j)
 		s.touchDependents(s.items[j].ID)
 	}
 	return it

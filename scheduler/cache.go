@@ -15,17 +15,25 @@ type pricing struct {
 	prov     policy.Provider
 	price    policy.Price
 	tier     string
+	// priced is false when no price table lists the model: price is then
+	// only the fallback decisions are timed with, and economics reports
+	// the session as unpriced.
+	priced bool
 }
 
-// pricingFor resolves provider, model and tier. An unknown provider is
-// priced as the policy's DefaultProvider (anthropic by default); an unknown
-// model as its provider's Default. An empty tier is the provider's TTL.
+// pricingFor resolves provider, model and tier with
+// policy.Scheduler.Resolve: an empty or unknown provider is found from the
+// model; a named model no table lists is unpriced. An empty tier is the
+// provider's TTL.
 func (c *Core) pricingFor(provider, model, tier string) pricing {
-	prov, name := c.pol.Scheduler.Provider(provider)
+	prov, name, price, priced := c.pol.Scheduler.Resolve(provider, model)
 	if tier == "" {
 		tier = prov.TTL
 	}
-	return pricing{provider: name, model: model, prov: prov, price: prov.Price(model), tier: tier}
+	if !priced {
+		name = provider
+	}
+	return pricing{provider: name, model: model, prov: prov, price: price, tier: tier, priced: priced}
 }
 
 // ttl is the cache lifetime of the tier.

@@ -72,7 +72,16 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 }
 
 func (c *Core) momentAt(f int, at time.Time) moment {
-	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f), horizon: c.pol.Scheduler.HorizonRequests}
+	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f)}
+	// The horizon from the session itself: the requests of the warm run
+	// so far (a run that has lasted k requests is expected to last about k
+	// more before the cache goes cold, a free point);
+	// policy.Scheduler.Horizon bounds it, or fixes it.
+	run := 0
+	if k := m.cs.prev; k >= 0 {
+		run = k + 1 - c.reqs[k].runStart
+	}
+	m.horizon = c.pol.Scheduler.Horizon(run)
 	m.curTotal = c.tokens(m.cur)
 	if m.cs.prev >= 0 {
 		m.prev = c.spanAt(c.reqs[m.cs.prev].fact)
@@ -85,6 +94,9 @@ func (c *Core) momentAt(f int, at time.Time) moment {
 // choose picks the marks to apply now and the trigger, recording in
 // c.reasons why the others wait.
 func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger) {
+	if c.plan != nil {
+		return c.planned(cands)
+	}
 	switch c.pol.Scheduler.Mode {
 	case policy.ModeNextRequest:
 		return cands, events.TriggerNextRequest
@@ -171,4 +183,21 @@ func (c *Core) firstDivergence(m moment, chosen []candidate) int {
 		}
 	}
 	return d
+}
+
+// planned is choose under a hindsight plan: restores apply at once, a
+// PRUNE when the plan's request has come (this request is c.reqs' next).
+func (c *Core) planned(cands []candidate) ([]candidate, events.Trigger) {
+	k := len(c.reqs)
+	var chosen []candidate
+	for _, cd := range cands {
+		if at, ok := c.plan[cd.mk.id]; !cd.prune || (ok && at <= k) {
+			chosen = append(chosen, cd)
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, ""
+	}
+	sortByPos(chosen)
+	return chosen, events.TriggerNextRequest
 }

@@ -17,7 +17,8 @@ package scheduler
 // n*w now (the removed tokens are not re-written) plus n*r on each later
 // request that would have read them from cache. The alternative to
 // applying now is applying at the next free point (cache expiry, host
-// compaction), expected after H = horizon_requests requests, where it
+// compaction), expected after H requests (policy.Scheduler.Horizon: the
+// session's requests so far, bounded, unless horizon_requests fixes it), where it
 // breaks nothing. Applying now wins iff
 //
 //	R*(w-r) < n*(w + H*r)

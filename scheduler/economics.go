@@ -21,6 +21,10 @@ const (
 	// StrategyNextRequest is the first slice's mode (same applications as
 	// immediate, trigger next_request).
 	StrategyNextRequest = "next_request"
+	// StrategyHindsight applies the same marks at the best requests known
+	// only afterwards (see SimulateAll): the yardstick the scheduler's
+	// cost is measured against.
+	StrategyHindsight = "hindsight"
 )
 
 // RequestCost is the prompt-cache economics of one model request, for the
@@ -81,6 +85,10 @@ type Ledger struct {
 	Strategy string `json:"strategy"`
 	Provider string `json:"provider"`
 	Model    string `json:"model,omitempty"`
+	// Unpriced is true when a request's model is in no price table: every
+	// cost in the ledger is then 0 (tokens are still counted), never
+	// another model's or provider's rates.
+	Unpriced bool `json:"unpriced,omitempty"`
 	// Head is the unchanging context assumed before every bundle (see
 	// Economics), included in every request's Tokens.
 	Head         int           `json:"head"`
@@ -129,6 +137,16 @@ func (c *Core) head() int {
 }
 
 func (c *Core) economics(head int) Ledger {
+	l := c.ledger(head)
+	if l.Unpriced {
+		l.unprice()
+	}
+	return l
+}
+
+// ledger is economics before an unpriced ledger's costs are zeroed (its
+// costs are then at the fallback prices the scheduler times with).
+func (c *Core) ledger(head int) Ledger {
 	l := Ledger{Strategy: "observed", Head: head, Requests: []RequestCost{}, Applications: []AppSummary{}}
 	var prev span
 	var prevAt time.Time
@@ -164,12 +182,16 @@ func (c *Core) economics(head int) Ledger {
 			rc.Output = r.usage.OutputTokens
 			rc.OutputCost = usd(rc.Output, pr.price.Output)
 		}
+		if !pr.priced {
+			l.Unpriced = true
+		}
 		l.Requests = append(l.Requests, rc)
 		l.Total.add(rc)
 		prev, prevAt, prevTTL, prevCached = cur, r.at, pr.ttl(), cacheable
 	}
-	if l.Provider == "" {
-		l.Provider = c.pricingFor(c.provider, c.model, "").provider
+	if len(c.reqs) == 0 {
+		pr := c.pricingFor(c.provider, c.model, "")
+		l.Provider, l.Unpriced = pr.provider, !pr.priced
 	}
 	for _, a := range c.apps {
 		k, ok := reqIndex[a.after]
@@ -184,6 +206,16 @@ func (c *Core) economics(head int) Ledger {
 		})
 	}
 	return l
+}
+
+// unprice zeroes every cost of an unpriced ledger, keeping the tokens.
+func (l *Ledger) unprice() {
+	for i := range l.Requests {
+		r := &l.Requests[i]
+		r.ReadCost, r.WriteCost, r.UncachedCost, r.Cost, r.OutputCost = 0, 0, 0, 0, 0
+	}
+	t := &l.Total
+	t.ReadCost, t.WriteCost, t.UncachedCost, t.Cost, t.OutputCost = 0, 0, 0, 0, 0
 }
 
 // Simulate replays one session's events (facts and marks, in log order)
@@ -204,11 +236,27 @@ func Simulate(p policy.Policy, evs []events.Event, strategy string) Ledger {
 
 // SimulateAll is Simulate for several strategies over the same events,
 // replaying the unpruned session (for the head) once for all of them.
+//
+// Strategy hindsight applies the same PRUNE marks at the requests that
+// prove cheapest once the whole session is known: starting from the best
+// of the scheduler's own schedule, immediate application, application at
+// the first free point (cache expired, host compaction) and no pruning,
+// each mark in turn is moved to whichever of its candidate requests (its
+// first request, every later free point, the requests other marks apply
+// at, or never) lowers the session's prompt cost, for two passes. It is
+// an upper bound on the best schedule (a local optimum over those
+// candidates), never worse than scheduled, immediate or none.
 func SimulateAll(p policy.Policy, evs []events.Event, strategies ...string) map[string]Ledger {
 	none := replay(p, evs, StrategyNone)
 	head := none.head()
 	out := make(map[string]Ledger, len(strategies))
 	for _, st := range strategies {
+		if st == StrategyHindsight {
+			l := hindsight(p, evs, none, head).economics(head)
+			l.Strategy = st
+			out[st] = l
+			continue
+		}
 		c := none
 		if st != StrategyNone {
 			c = replay(p, evs, st)
@@ -223,11 +271,16 @@ func SimulateAll(p policy.Policy, evs []events.Event, strategies ...string) map[
 // replay runs a fresh core over evs under strategy, as Simulate describes.
 func replay(p policy.Policy, evs []events.Event, strategy string) *Core {
 	switch strategy {
-	case StrategyNone, StrategyImmediate, StrategyScheduled, StrategyNextRequest:
+	case StrategyNone, StrategyImmediate, StrategyScheduled, StrategyNextRequest, StrategyHindsight:
 	default:
 		panic(fmt.Sprintf("scheduler.Simulate: unknown strategy %q", strategy))
 	}
-	if strategy != StrategyNone {
+	return replayPlan(p, evs, strategy, nil)
+}
+
+// replayPlan is replay with a hindsight plan (nil: the strategy's rules).
+func replayPlan(p policy.Policy, evs []events.Event, strategy string, plan map[string]int) *Core {
+	if strategy != StrategyNone && strategy != StrategyHindsight {
 		p.Scheduler.Mode = strategy
 	}
 	tenant, session := "", ""
@@ -235,6 +288,7 @@ func replay(p policy.Policy, evs []events.Event, strategy string) *Core {
 		tenant, session = evs[0].Tenant, evs[0].Session
 	}
 	c := New(p, tenant, session)
+	c.plan = plan
 	if strategy != StrategyNone {
 		for _, ev := range evs {
 			if ev.Type == events.TypeMark {
@@ -252,4 +306,125 @@ func replay(p policy.Policy, evs []events.Event, strategy string) *Core {
 		c.Observe(ev)
 	}
 	return c
+}
+
+// maxHindsightReplays bounds the replays one hindsight search makes (each
+// is one pass over the session, about a millisecond on a real one).
+const maxHindsightReplays = 400
+
+// hindsight searches the application requests of the session's PRUNE
+// marks for the cheapest prompt cost (see SimulateAll) and returns the
+// replay of the best plan found.
+func hindsight(p policy.Policy, evs []events.Event, none *Core, head int) *Core {
+	// Each PRUNE mark's first request: the first whose fact index is past
+	// the mark's cause.
+	var ids []string
+	first := map[string]int{}
+	for _, ev := range evs {
+		m, ok := ev.Data.(*events.Mark)
+		if !ok || m.Decision != events.Prune {
+			continue
+		}
+		k := sort.Search(len(none.reqs), func(i int) bool { return none.reqs[i].fact > m.CauseIndex })
+		if k < len(none.reqs) {
+			if _, dup := first[ev.ID]; !dup {
+				ids = append(ids, ev.ID)
+			}
+			first[ev.ID] = k
+		}
+	}
+	// Free points: requests the unpruned session sends with a cold cache.
+	var free []int
+	for k, r := range none.reqs {
+		if k > 0 && !none.cacheAt(r.fact, r.at, false).warm {
+			free = append(free, k)
+		}
+	}
+	replays := 0
+	eval := func(plan map[string]int) (*Core, float64, int) {
+		replays++
+		c := replayPlan(p, evs, StrategyHindsight, plan)
+		t := c.ledger(head).Total
+		return c, t.Cost, t.Tokens
+	}
+	better := func(cost float64, tok int, bc float64, bt int) bool {
+		const eps = 1e-12
+		return cost < bc-eps || (cost <= bc+eps && tok < bt)
+	}
+	// Starting plans: none, immediate, first free point, scheduled.
+	imm, atFree, sched := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, id := range ids {
+		imm[id] = first[id]
+		if i := sort.SearchInts(free, first[id]); i < len(free) {
+			atFree[id] = free[i]
+		}
+	}
+	sc := replay(p, evs, StrategyScheduled)
+	reqOfFact := map[int]int{}
+	for k, r := range sc.reqs {
+		reqOfFact[r.fact] = k
+	}
+	for _, a := range sc.apps {
+		if k, ok := reqOfFact[a.after]; ok {
+			for _, id := range a.app.Marks {
+				if _, isPrune := first[id]; isPrune {
+					sched[id] = k
+				}
+			}
+		}
+	}
+	var best *Core
+	var bestPlan map[string]int
+	bc, bt := 0.0, 0
+	for _, plan := range []map[string]int{sched, imm, atFree, {}} {
+		c, cost, tok := eval(plan)
+		if best == nil || better(cost, tok, bc, bt) {
+			best, bestPlan, bc, bt = c, plan, cost, tok
+		}
+	}
+	for pass := 0; pass < 2 && len(ids) > 0; pass++ {
+		improved := false
+		for _, id := range ids {
+			opts := map[int]bool{-1: true, first[id]: true}
+			for _, k := range free {
+				if k >= first[id] {
+					opts[k] = true
+				}
+			}
+			for other, k := range bestPlan {
+				if other != id && k >= first[id] {
+					opts[k] = true
+				}
+			}
+			keys := make([]int, 0, len(opts))
+			for k := range opts {
+				keys = append(keys, k)
+			}
+			sort.Ints(keys)
+			cur, has := bestPlan[id]
+			for _, k := range keys {
+				if (k < 0 && !has) || (has && k == cur) || replays >= maxHindsightReplays {
+					continue
+				}
+				plan := make(map[string]int, len(bestPlan))
+				for x, v := range bestPlan {
+					plan[x] = v
+				}
+				if k < 0 {
+					delete(plan, id)
+				} else {
+					plan[id] = k
+				}
+				if c, cost, tok := eval(plan); better(cost, tok, bc, bt) {
+					best, bestPlan, bc, bt = c, plan, cost, tok
+					cur, has = k, k >= 0
+					improved = true
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return best
 }

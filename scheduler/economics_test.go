@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,8 +100,16 @@ func TestUnknownProviderAndModelFallBack(t *testing.T) {
 	b.msg("sys", 1500)
 	b.req("r1")
 	l := Simulate(policy.Default(), b.evs, StrategyNone)
-	require_eq(t, "provider", l.Provider, "anthropic")
-	require_near(t, "r1 cost (anthropic default, 5m write)", l.Requests[0].Cost, 1500*3.75/1e6)
+	require_eq(t, "provider", l.Provider, "acme")
+	require_eq(t, "unpriced", l.Unpriced, true)
+	require_near(t, "r1 cost (unpriced, never anthropic's rates)", l.Requests[0].Cost, 0)
+	b = &sb{now: t0}
+	b.fact(&events.SessionStarted{Format: "native"})
+	b.msg("sys", 1500)
+	b.req("r1")
+	l = Simulate(policy.Default(), b.evs, StrategyNone)
+	require_eq(t, "no provider, no model", l.Provider, "anthropic")
+	require_near(t, "r1 cost (the configured default, 5m write)", l.Requests[0].Cost, 1500*3.75/1e6)
 	p := policy.Default()
 	pr, _ := p.Scheduler.Provider("anthropic")
 	require_eq(t, "dated model finds prefix entry", pr.Price("claude-haiku-4-5-20251001").Input, 1.0)
@@ -147,4 +156,72 @@ func TestSimulateHeadFromUnprunedReplay(t *testing.T) {
 	if imm.Total.Tokens >= none.Total.Tokens {
 		t.Fatalf("immediate sends %d tokens, none %d: pruning must send fewer", imm.Total.Tokens, none.Total.Tokens)
 	}
+}
+
+// TestEconomicsPricesEachSessionWithItsOwnModel: a session is priced with
+// its own provider and model, found from the model when the session names
+// no provider; a model in no price table leaves the ledger unpriced (no
+// cost at all) instead of priced at the default provider's rates.
+func TestEconomicsPricesEachSessionWithItsOwnModel(t *testing.T) {
+	for _, tc := range []struct {
+		provider, model string
+		wantProv        string
+		unpriced        bool
+	}{
+		{"", "claude-sonnet-4-5-20250929", "anthropic", false},
+		{"", "deepseek-chat", "deepseek", false},
+		{"openai", "gpt-5.3-codex", "openai", false},
+		{"", "mimo-v2-flash", "", true},
+		{"ollama", "qwen3-coder:30b", "ollama", true},
+	} {
+		b := &sb{now: t0}
+		b.fact(&events.SessionStarted{Format: "native", Provider: tc.provider, Model: tc.model})
+		b.msg("sys", 3000)
+		b.req("r0")
+		b.msg("more", 500)
+		b.at(time.Minute).req("r1")
+		l := Simulate(policy.Default(), b.evs, StrategyNone)
+		require_eq(t, tc.model+" provider", l.Provider, tc.wantProv)
+		require_eq(t, tc.model+" unpriced", l.Unpriced, tc.unpriced)
+		require_eq(t, tc.model+" priced iff cost", l.Total.Cost > 0, !tc.unpriced)
+		require_eq(t, tc.model+" tokens counted", l.Total.Tokens, 2*3000+500)
+	}
+}
+
+// TestHindsight: the hindsight row applies the same marks at the best
+// requests known afterwards. It is never worse than none, immediate or
+// scheduled; where a fixed 5-request horizon keeps a mark waiting through
+// 30 warm requests that follow, hindsight applies it at once and is
+// cheaper than the scheduler.
+func TestHindsight(t *testing.T) {
+	b := newSession()
+	b.msg("sys", 10000)
+	b.result("a", 3000)
+	b.msg("tail", 2000)
+	b.req("r0")
+	cb := b.msg("u", 10)
+	b.mark("a", events.Prune, cb)
+	for i := range 30 {
+		b.at(time.Duration(i+1) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+	}
+	p := policy.Default()
+	p.Scheduler.HorizonRequests = 5
+	ls := SimulateAll(p, b.evs, StrategyNone, StrategyImmediate, StrategyScheduled, StrategyHindsight)
+	h := ls[StrategyHindsight]
+	require_eq(t, "strategy", h.Strategy, StrategyHindsight)
+	for _, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
+		if h.Total.Cost > ls[st].Total.Cost+1e-12 {
+			t.Errorf("hindsight %.6f costs more than %s %.6f", h.Total.Cost, st, ls[st].Total.Cost)
+		}
+	}
+	require_eq(t, "scheduled waits (fixed horizon 5)", len(ls[StrategyScheduled].Applications), 0)
+	require_eq(t, "hindsight applies", len(h.Applications), 1)
+	require_eq(t, "at the first request after the mark", h.Applications[0].Request, 1)
+	if !(h.Total.Cost < ls[StrategyScheduled].Total.Cost) {
+		t.Fatalf("hindsight %.6f should beat the fixed-horizon scheduler %.6f", h.Total.Cost, ls[StrategyScheduled].Total.Cost)
+	}
+
+	// On dupSession the best is the cache expiry, which the scheduler finds.
+	ls = SimulateAll(policy.Default(), dupSession().evs, StrategyScheduled, StrategyHindsight)
+	require_near(t, "dupSession: scheduled is the best", ls[StrategyHindsight].Total.Cost, ls[StrategyScheduled].Total.Cost)
 }

@@ -37,8 +37,8 @@ scheduler:
 
 	d := policy.Default()
 	require_eq(t, "default mode", d.Scheduler.Mode, policy.ModeScheduled)
-	require_eq(t, "default horizon", d.Scheduler.HorizonRequests, 5)
-	require_eq(t, "default placeholder", d.Scheduler.PlaceholderTokens, 60)
+	require_eq(t, "default horizon: estimated", d.Scheduler.HorizonRequests, 0)
+	require_eq(t, "fixed horizon", s.Horizon(40), 3)
 
 	for _, bad := range []string{"scheduler: {mode: eager}", "scheduler: {providers: {x: {ttl: 2m}}}", "scheduler: {default_provider: nope}"} {
 		if _, err := policy.Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "scheduler.") {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -51,6 +52,10 @@ type request struct {
 	model    string
 	usage    *events.Usage
 	tier     string // "5m" or "1h": the cache tier in force after it
+	// runStart is the index (in Core.reqs) of the first request of the
+	// warm run this one belongs to: the last request sent with nothing to
+	// reuse (the first, or after a gap past the TTL or a host compaction).
+	runStart int
 }
 
 // mark is one observed Mark event.
@@ -99,6 +104,11 @@ type Core struct {
 
 	// eff keeps effective's winners between calls (see effective).
 	eff effCache
+
+	// plan, when set (hindsight replays only), overrides the timing rules:
+	// a PRUNE mark applies at the request whose index (among the session's
+	// requests) plan gives, or later; a mark plan omits never applies.
+	plan map[string]int
 }
 
 // appRecord keeps what the ledger reports about one application.
@@ -232,7 +242,14 @@ func (c *Core) observeRequest(ev events.Event, p *events.ModelRequest, f int) {
 	if t := tierOf(p); t != "" {
 		tier = t
 	}
-	c.reqs = append(c.reqs, request{fact: f, id: p.Request, at: ev.Time, provider: prov, model: model, usage: p.Usage, tier: tier})
+	r := request{fact: f, id: p.Request, at: ev.Time, provider: prov, model: model, usage: p.Usage, tier: tier, runStart: len(c.reqs)}
+	if n := len(c.reqs); n > 0 {
+		last := c.reqs[n-1]
+		if ev.Time.Sub(last.at) <= c.pricingFor(last.provider, last.model, last.tier).ttl() && c.lastCompactionBefore(f) < last.fact {
+			r.runStart = last.runStart
+		}
+	}
+	c.reqs = append(c.reqs, r)
 }
 
 // tierOf reads the cache tier a request used: the client's CacheTTL, else
@@ -321,12 +338,20 @@ func (c *Core) target(m *events.Mark) *item {
 	return it
 }
 
-// placeholder is the assumed size of the placeholder left for it: the
-// item's tokens minus the mark's net estimate when that is plausible, else
-// the policy's PlaceholderTokens (never more than the item itself).
+// placeholder is the size of the placeholder left for it: the item's
+// tokens minus the mark's net estimate (eligibility nets it with
+// placeholder.Tokens) when the mark gives one, else placeholder.Tokens of
+// what the scheduler knows of the item (never more than the item itself).
 func (c *Core) placeholder(it *item, m *events.Mark) int {
 	if m.TokensEstimated > 0 && m.TokensEstimated < it.tokens {
 		return it.tokens - m.TokensEstimated
 	}
-	return min(c.pol.Scheduler.PlaceholderTokens, it.tokens)
+	return min(PlaceholderEstimate(m, it.tokens), it.tokens)
+}
+
+// PlaceholderEstimate is placeholder.Tokens for a mark that carries no net
+// estimate, from the mark alone: its part, rung and reason, the item's
+// tokens as the count. Tests use it to state the figure they expect.
+func PlaceholderEstimate(m *events.Mark, tokens int) int {
+	return placeholder.Tokens(placeholder.Spec{Part: m.Part, Rung: m.Rung, Reason: m.Reason, Tokens: tokens, Item: placeholder.Handle(0)})
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -134,8 +135,10 @@ func TestWarmDeferReasonNumbers(t *testing.T) {
 	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
 	require_eq(t, "applications", len(apps), 0)
 	// R = 22,000 - 2,000 = 20,000 -> 20,000 x 3.45 / 1e6 = 0.069 USD;
-	// n = 1,940 -> 1,940 x (3.75 + 5 x 0.30) / 1e6 = 0.010185 USD.
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.069 USD > saving 0.0102 USD over 5 requests")
+	// n = 2,000 - 25 (placeholder.Tokens of the mark's placeholder) = 1,975
+	// -> 1,975 x (3.75 + 5 x 0.30) / 1e6 = 0.01036875 USD.
+	require_eq(t, "placeholder", PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000), 25)
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.069 USD > saving 0.0104 USD over 5 requests")
 }
 
 func TestNeverSentAppliesAtOnce(t *testing.T) {
@@ -173,7 +176,7 @@ func TestBreakEvenByHand(t *testing.T) {
 	build := func(tail int) *sb {
 		b := newSession()
 		b.msg("sys", 10000)
-		b.result("a", 3000) // placeholder 60 -> n = 2,940
+		b.result("a", 3000) // placeholder 25 (placeholder.Tokens) -> n = 2,975
 		b.msg("tail", tail)
 		b.req("r1")
 		cb := b.msg("u", 10)
@@ -183,23 +186,23 @@ func TestBreakEvenByHand(t *testing.T) {
 	}
 	// tail 500: D = 10,000, P = 13,500, R = 3,500.
 	// break = 3,500 x 3.45 / 1e6 = 0.012075
-	// saving = 2,940 x (3.75 + 5 x 0.30) / 1e6 = 0.015435 > break: apply.
+	// saving = 2,975 x (3.75 + 5 x 0.30) / 1e6 = 0.01561875 > break: apply.
 	_, apps := drive(t, pol(policy.ModeScheduled), build(500).evs)
 	require_eq(t, "applications", len(apps), 1)
 	a := appOf(apps[0])
 	require_eq(t, "trigger", a.Trigger, events.TriggerBreakEven)
 	require_eq(t, "divergence", a.FirstDivergence, 10000)
 	require_eq(t, "radius", a.MutationRadius, 3500)
-	require_eq(t, "removed", a.TokensRemoved, 2940)
+	require_eq(t, "removed", a.TokensRemoved, 2975)
 	require_near(t, "cache cost", a.CacheCost, 0.012075)
-	require_near(t, "saving", a.ExpectedSaving, 0.015435)
+	require_near(t, "saving", a.ExpectedSaving, 0.01561875)
 
-	// tail 2,000: R = 5,000, break = 0.01725 > 0.015435: defer.
+	// tail 2,000: R = 5,000, break = 0.01725 > 0.01561875: defer.
 	c, apps := drive(t, pol(policy.ModeScheduled), build(2000).evs)
 	require_eq(t, "applications", len(apps), 0)
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.0173 USD > saving 0.0154 USD over 5 requests")
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.0173 USD > saving 0.0156 USD over 5 requests")
 
-	// The same with horizon 10: saving = 2,940 x 6.75 / 1e6 = 0.019845 > 0.01725.
+	// The same with horizon 10: saving = 2,975 x 6.75 / 1e6 = 0.02008125 > 0.01725.
 	p := pol(policy.ModeScheduled)
 	p.Scheduler.HorizonRequests = 10
 	_, apps = drive(t, p, build(2000).evs)
@@ -263,7 +266,7 @@ func TestOneHourTier(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(10 * time.Minute).req("r2")
 	c, _ := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.114 USD > saving 0.0146 USD over 5 requests")
+	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.114 USD > saving 0.0148 USD over 5 requests")
 }
 
 func TestUsageReportCalibratesCachedPrefix(t *testing.T) {
@@ -320,7 +323,60 @@ func TestHostCompactionResets(t *testing.T) {
 	require_eq(t, "divergence (offset in new context)", a.FirstDivergence, 1500)
 	require_eq(t, "radius", a.MutationRadius, 0)
 	l := c.Economics()
-	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 1500+60+10)
+	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 1500+PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 3000)+10)
 	require_eq(t, "r2 cache read", l.Requests[1].CacheRead, 0)
 	require_eq(t, "pending", len(c.Pending()), 0)
+}
+
+// TestHorizonFromSession: the break-even horizon is the session's own
+// warm run so far (requests since the cache was last cold, bounded), not a
+// fixed 5. After 30 warm requests the
+// cut that a 5-request horizon refuses (break 0.01725 > saving 0.0156)
+// pays: saving = 2,975 x (3.75 + 30 x 0.30) / 1e6 = 0.0379 > break.
+func TestHorizonFromSession(t *testing.T) {
+	build := func() *sb {
+		b := newSession()
+		b.msg("sys", 10000)
+		b.result("a", 3000)
+		b.msg("tail", 2000)
+		for i := range 30 {
+			b.at(time.Duration(i) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+		}
+		cb := b.msg("u", 10)
+		b.mark("a", events.Prune, cb)
+		b.at(310 * time.Second).req("r")
+		return b
+	}
+	c, apps := drive(t, pol(policy.ModeScheduled), build().evs)
+	require_eq(t, "applications (estimated horizon 30)", len(apps), 1)
+	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
+	require_eq(t, "pending", len(c.Pending()), 0)
+
+	// The run restarts at a cold cache: 30 requests, a gap past the TTL,
+	// then the mark after two warm requests: the horizon is 5 again.
+	b := newSession()
+	b.msg("sys", 10000)
+	b.result("a", 3000)
+	b.msg("tail", 2000)
+	for i := range 30 {
+		b.at(time.Duration(i) * 10 * time.Second).req(fmt.Sprintf("w%d", i))
+	}
+	b.at(20 * time.Minute).req("cold")
+	b.at(20*time.Minute + 10*time.Second).req("warm")
+	cb := b.msg("u", 10)
+	b.mark("a", events.Prune, cb)
+	b.at(20*time.Minute + 20*time.Second).req("r")
+	c, apps = drive(t, pol(policy.ModeScheduled), b.evs)
+	require_eq(t, "applications (new warm run)", len(apps), 0)
+	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
+		t.Fatalf("reason %q", r)
+	}
+
+	p := pol(policy.ModeScheduled)
+	p.Scheduler.HorizonRequests = 5
+	c, apps = drive(t, p, build().evs)
+	require_eq(t, "applications (fixed horizon 5)", len(apps), 0)
+	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
+		t.Fatalf("reason %q", r)
+	}
 }

@@ -73,8 +73,8 @@ func TestServeEndToEndAndRestart(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("bundle %d %s", code, text)
 	}
-	if !strings.Contains(string(text), "prunesched item sample") {
-		t.Errorf("bundle has no placeholder naming the recovery command:\n%s", text)
+	if !strings.Contains(string(text), ", recover #") {
+		t.Errorf("bundle has no placeholder naming the recovery handle:\n%s", text)
 	}
 	code, decisions := httpDo(t, "GET", base+"/v1/sessions/sample/decisions", nil)
 	if code != 200 {

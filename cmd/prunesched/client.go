@@ -135,6 +135,11 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 	return b, nil
 }
 
+// itemPathEscaper escapes what an item id or a placeholder's recovery
+// handle ("#12") may hold that a URL path cannot carry as is; "/" stays (the
+// route takes the rest of the path).
+var itemPathEscaper = strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F")
+
 func sessionPath(session, rest string) string {
 	return "/v1/sessions/" + url.PathEscape(session) + rest
 }
@@ -248,7 +253,7 @@ func runItem(ctx context.Context, e *env, args []string) error {
 	if !*asJSON {
 		q.Set("format", "raw")
 	}
-	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/items/"+fs.Arg(1)), q, nil, "")
+	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/items/"+itemPathEscaper.Replace(fs.Arg(1))), q, nil, "")
 	if err != nil {
 		return err
 	}

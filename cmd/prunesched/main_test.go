@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,7 @@ type analyzeReport struct {
 			None       *float64       `json:"none"`
 			Immediate  *float64       `json:"immediate"`
 			Scheduled  *float64       `json:"scheduled"`
+			Hindsight  *float64       `json:"hindsight"`
 			TokensSent map[string]int `json:"tokens_sent"`
 		} `json:"economics"`
 		Applications []struct {
@@ -173,7 +175,7 @@ func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
 	if prunes == 0 {
 		t.Error("no PRUNE decisions on the sample")
 	}
-	if e := s.Economics; e == nil || e.Provider != "anthropic" || e.None == nil || e.Immediate == nil || e.Scheduled == nil || len(e.TokensSent) != 3 {
+	if e := s.Economics; e == nil || e.Provider != "anthropic" || e.None == nil || e.Immediate == nil || e.Scheduled == nil || e.Hindsight == nil || len(e.TokensSent) != 4 || *e.Hindsight > *e.Scheduled {
 		t.Errorf("economics incomplete: %+v", s.Economics)
 	}
 	for _, a := range s.Applications {
@@ -198,6 +200,20 @@ func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
 	}
 	if !strings.Contains(out, "func Load(path string)") {
 		t.Errorf("item t1 is not the original read:\n%s", out)
+	}
+	// A placeholder's recovery handle (#N, the item's position) names the
+	// same original.
+	txt, err := os.ReadFile(filepath.Join(bundles, "sample.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`── \[(\d+)\] user tool_result \S+ \(t1\)`).FindSubmatch(txt)
+	if m == nil {
+		t.Fatalf("t1 not in the bundle:\n%s", txt)
+	}
+	code, byHandle, errOut := runT(t, "item", "--data", keep, "sample", "#"+string(m[1]))
+	if code != 0 || byHandle != out {
+		t.Errorf("item #%s: exit %d %s\n%s\nwant\n%s", m[1], code, errOut, byHandle, out)
 	}
 	code, out, errOut = runT(t, "decisions", "--data", keep, "sample")
 	if code != 0 || !strings.Contains(out, "DUPLICATE_OUTPUT") {

@@ -1,0 +1,362 @@
+// Package placeholder is the one definition of the placeholder prunesched
+// leaves where a payload was removed: its text (Render) and its size
+// (Tokens). Eligibility nets its savings with Tokens, the scheduler prices
+// applications with it and projections renders with Render, so the size
+// assumed when deciding is the size of the text sent. It imports only
+// events and events/tokens: every core may use it.
+//
+// A placeholder carries identity, never content: the tool, the source (a
+// path relative to the session's cwd, a URL, or a short argument), the rung
+// and reason code, the count of tokens removed as the certificate records
+// it, the surviving item and a short recovery handle. The full certificate
+// stays in the log.
+package placeholder
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
+)
+
+// Limits on what a placeholder quotes.
+const (
+	// SourceBytes is the longest source shown whole; a longer one is
+	// elided in the middle ("…"), keeping its start and its file name.
+	SourceBytes = 80
+	// ArgBytes bounds the one argument value a placeholder quotes for a
+	// call that names no path or URL (a shell command, a search pattern).
+	ArgBytes = 40
+	// ResidueMsgBytes and ResidueSkelBytes bound the residue of an errored
+	// call quoted in an output's placeholder.
+	ResidueMsgBytes  = 240
+	ResidueSkelBytes = 120
+)
+
+// Parts of a tool call an item can be.
+const (
+	PartInput  = "input"
+	PartOutput = "output"
+)
+
+// Spec is what a placeholder may say about a removed item.
+type Spec struct {
+	// Part is "output", "input" or "" (a message's text); Role is a
+	// message's author.
+	Part string
+	Role events.Role
+	// Tool names the call; Source is what it read (see Source).
+	Tool   string
+	Source string
+	// Rung and Reason say why the item left.
+	Rung   events.Rung
+	Reason events.Reason
+	// Tokens is the count the certificate records (Mark.TokensEstimated):
+	// tokens removed net of this placeholder.
+	Tokens int
+	// Survivor is the handle (see Handle) of the item still holding the
+	// surviving copy, if any. SurvivorRemoved, when set, says that item was
+	// itself removed since (its rung and reason), and SurvivorNext is the
+	// handle of what it deferred to.
+	Survivor        string
+	SurvivorRemoved string
+	SurvivorNext    string
+	// Item is the removed item's own handle: what `prunesched item SESSION
+	// HANDLE` and the API's item endpoint recover.
+	Item string
+	// Residue is what survives of an errored call, quoted in an output's
+	// placeholder (an input's residue is rendered beside it).
+	Residue *events.Residue
+}
+
+// Handle is the short recovery handle of the item at position index (0-based,
+// in log order) of its session: "#index".
+func Handle(index int) string { return "#" + strconv.Itoa(index) }
+
+// ParseHandle returns the index a handle names, and false when s is not a
+// handle.
+func ParseHandle(s string) (int, bool) {
+	if len(s) < 2 || s[0] != '#' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s[1:])
+	if err != nil || n < 0 || strconv.Itoa(n) != s[1:] {
+		return 0, false
+	}
+	return n, true
+}
+
+// Render returns the placeholder text. It is deterministic and copies no
+// payload beyond the one bounded argument and the residue.
+func Render(p Spec) string {
+	var b strings.Builder
+	b.Grow(128)
+	b.WriteString("[prunesched: ")
+	switch p.Part {
+	case PartOutput, PartInput:
+		b.WriteString(p.Part)
+		b.WriteString(" of ")
+		b.WriteString(orDash(p.Tool))
+		if p.Source != "" {
+			b.WriteByte(' ')
+			b.WriteString(p.Source)
+		}
+	default:
+		b.WriteString(string(p.Role))
+		b.WriteString(" text")
+	}
+	b.WriteString(" removed: ")
+	if p.Rung != events.RungNone {
+		b.WriteString(string(p.Rung))
+		b.WriteByte(' ')
+	}
+	b.WriteString(string(p.Reason))
+	b.WriteString(", ")
+	b.WriteString(strconv.Itoa(p.Tokens))
+	b.WriteString(" tokens")
+	if p.Survivor != "" {
+		b.WriteString(", ")
+		b.WriteString(survivorLabel(p.Rung))
+		b.WriteByte(' ')
+		b.WriteString(p.Survivor)
+		if p.SurvivorRemoved != "" {
+			b.WriteString(" (since removed: ")
+			b.WriteString(p.SurvivorRemoved)
+			if p.SurvivorNext != "" {
+				b.WriteString(", see ")
+				b.WriteString(p.SurvivorNext)
+			}
+			b.WriteByte(')')
+		}
+	}
+	if r := p.Residue; r != nil {
+		b.WriteString(", residue: tool ")
+		b.WriteString(orDash(r.Tool))
+		b.WriteString(", error ")
+		if r.ErrorType != "" {
+			b.WriteString(r.ErrorType)
+			b.WriteByte(' ')
+		}
+		b.WriteString(quote(Trunc(r.ErrorMessage, ResidueMsgBytes)))
+		if r.Skeleton != "" {
+			b.WriteString(", skeleton ")
+			b.WriteString(Trunc(r.Skeleton, ResidueSkelBytes))
+		}
+	}
+	if p.Item != "" {
+		b.WriteString(", recover ")
+		b.WriteString(p.Item)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+var counter = tokens.New()
+
+// Tokens is the size of the placeholder p renders to, counted with the
+// project's tokenizer (o200k). Eligibility nets savings with it, the
+// scheduler prices applications with it: the one definition of the
+// placeholder's size. p.Tokens should be the payload's tokens (an upper
+// bound on the count the placeholder will state, so on its digits).
+func Tokens(p Spec) int { return Count(Render(p)) }
+
+// Count is the o200k token count of s, computed word by word with a
+// cache: o200k's pre-tokenizer never joins a single space followed by a
+// non-space to what precedes it, so splitting s before each such space
+// and adding the pieces' counts gives exactly the count of s, and the
+// pieces (template words, tool names, reason codes, paths) repeat across
+// placeholders. Deterministic; safe for concurrent use.
+func Count(s string) int {
+	n, start := 0, 0
+	for i := 1; i+1 < len(s); i++ {
+		if s[i] == ' ' && !isSpace(s[i+1]) {
+			n += countPiece(s[start:i])
+			start = i
+		}
+	}
+	return n + countPiece(s[start:])
+}
+
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f'
+}
+
+// pieces caches countPiece, bounded: past maxPieces new pieces are
+// counted but not kept.
+var pieces = struct {
+	sync.RWMutex
+	m map[string]int
+}{m: map[string]int{}}
+
+const maxPieces = 1 << 16
+
+func countPiece(s string) int {
+	pieces.RLock()
+	n, ok := pieces.m[s]
+	pieces.RUnlock()
+	if ok {
+		return n
+	}
+	n = counter.Count(s)
+	pieces.Lock()
+	if len(pieces.m) < maxPieces {
+		pieces.m[s] = n
+	}
+	pieces.Unlock()
+	return n
+}
+
+// FitsUnder reports cheaply whether the placeholder of p is certainly
+// smaller than n tokens (no token is shorter than a byte), so a caller
+// need only count when it returns false.
+func FitsUnder(p Spec, n int) bool { return len(Render(p)) < n }
+
+// Net is what removing an item of payload tokens saves once the
+// placeholder p is in its place: payload minus the placeholder's Tokens, 0
+// when the placeholder is not smaller. p.Tokens is set to payload first.
+func Net(p Spec, payload int) int {
+	p.Tokens = payload
+	if ph := Tokens(p); ph < payload {
+		return payload - ph
+	}
+	return 0
+}
+
+// Saves reports whether removing an item of payload tokens for the
+// placeholder p nets a saving (Net > 0), counting tokens only when the
+// placeholder's byte length does not already settle it.
+func Saves(p Spec, payload int) bool {
+	p.Tokens = payload
+	return FitsUnder(p, payload) || Tokens(p) < payload
+}
+
+// Source returns what a placeholder names as a call's source, from its
+// arguments (JSON) and the session's cwd: the path it reads (relative to
+// cwd, elided in the middle past SourceBytes), else its URL, else one short
+// argument (a command or pattern, quoted, cut at ArgBytes), else "".
+func Source(args []byte, cwd string) string {
+	var obj map[string]any
+	if len(args) == 0 || json.Unmarshal(args, &obj) != nil {
+		return ""
+	}
+	return SourceOf(obj, cwd)
+}
+
+// SourceOf is Source for arguments already decoded.
+func SourceOf(obj map[string]any, cwd string) string {
+	for _, k := range pathKeys {
+		if s, ok := obj[k].(string); ok && s != "" {
+			return Elide(Rel(s, cwd), SourceBytes)
+		}
+	}
+	for _, k := range urlKeys {
+		if s, ok := obj[k].(string); ok && s != "" {
+			return Elide(s, SourceBytes)
+		}
+	}
+	for _, k := range argKeys {
+		if s, ok := obj[k].(string); ok && s != "" {
+			return quote(Trunc(oneLine(s), ArgBytes))
+		}
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if s, ok := obj[k].(string); ok && s != "" && len(s) <= ArgBytes && !strings.ContainsAny(s, "\n\r") {
+			return quote(s)
+		}
+	}
+	return ""
+}
+
+var (
+	pathKeys = []string{"file_path", "filePath", "path", "notebook_path", "file", "filename"}
+	urlKeys  = []string{"url", "uri"}
+	argKeys  = []string{"command", "cmd", "pattern", "query", "description"}
+)
+
+// Rel makes path relative to cwd when it lies under it.
+func Rel(path, cwd string) string {
+	cwd = strings.TrimSuffix(cwd, "/")
+	if cwd != "" && strings.HasPrefix(path, cwd+"/") {
+		return path[len(cwd)+1:]
+	}
+	return path
+}
+
+// Elide shortens s past n bytes by cutting its middle ("…"), keeping the
+// start and the end (the file name), on rune boundaries.
+func Elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	keep := n - len(ell)
+	head := keep / 3
+	tail := keep - head
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[:head] + ell + s[start:]
+}
+
+// Trunc cuts s to at most n bytes on a rune boundary, marking a cut with
+// "…" (counted in n when n allows).
+func Trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := max(n-len(ell), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ell
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		return s[:i] + "…"
+	}
+	return s
+}
+
+// survivorLabel names the survivor's relation: the identical copy (L0),
+// the copy of the same version (L1), the newer observation (L2), else the
+// item kept.
+func survivorLabel(r events.Rung) string {
+	switch r {
+	case events.L0, events.L1:
+		return "copy"
+	case events.L2:
+		return "newer"
+	}
+	return "kept"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// quote returns s as a JSON string without HTML escaping.
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	// json.Marshal escapes <, > and &; undo that so the model sees them.
+	r := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+	return r.Replace(string(b))
+}
