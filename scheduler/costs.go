@@ -18,8 +18,8 @@ package scheduler
 // request that would have read them from cache. The alternative to
 // applying now is applying at the next free point (cache expiry, host
 // compaction), expected after H requests (policy.Scheduler.Horizon: the
-// session's requests so far, bounded, unless horizon_requests fixes it), where it
-// breaks nothing. Applying now wins iff
+// requests of the session's current warm run, bounded, unless
+// horizon_requests fixes it), where it breaks nothing. Applying now wins iff
 //
 //	R*(w-r) < n*(w + H*r)
 //
