@@ -10,6 +10,7 @@ const (
 	// Prunes.
 	ReasonDuplicateOutput  Reason = "DUPLICATE_OUTPUT"
 	ReasonSameSource       Reason = "SAME_SOURCE_VERSION"
+	ReasonSpanReference    Reason = "SPAN_REFERENCE"
 	ReasonSuperseded       Reason = "SUPERSEDED"
 	ReasonErroredInput     Reason = "ERRORED_INPUT"
 	ReasonCompletedResidue Reason = "COMPLETED_RESIDUE"
@@ -55,6 +56,7 @@ type ReasonInfo struct {
 var ReasonTable = []ReasonInfo{
 	{ReasonDuplicateOutput, Prune, "L0: byte-identical output of the same tool with the same canonical arguments; another copy stays in context (the earliest, or the newest under keep_copy last)"},
 	{ReasonSameSource, Prune, "L1: same immutable or versioned source at the same version or content hash, nothing recorded between that could change it"},
+	{ReasonSpanReference, Prune, "L1 span (opt-in, eligibility.span_refs): runs of at least span_min_lines lines that repeat a contiguous run of an earlier in-context read of the same source version are rendered as a reference (earlier item, line ranges, sha256 of the run); the rest of the read stays verbatim. The evidence names the earlier item and each run; the reference falls when that item is pruned or leaves the context"},
 	{ReasonSuperseded, Prune, "L2: a newer observation provably subsumes this one; the subsumption check is in the evidence"},
 	{ReasonErroredInput, Prune, "errored input (no rung; \"errored\" in summaries): the large input of a failed call, past the error horizon; the residue (tool, error type and message, argument skeleton) stays"},
 	{ReasonCompletedResidue, Prune, "L3: work whose closure an outside check verified and whose consequence is recorded elsewhere in context"},

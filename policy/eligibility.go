@@ -65,6 +65,16 @@ type Eligibility struct {
 	// been in context, unreferenced, before L4 may predict it irrelevant.
 	// Default 10.
 	L4MinAgeRequests int `yaml:"l4_min_age_requests,omitempty" json:"l4_min_age_requests,omitempty"`
+	// SpanRefs turns on span references (L1 span, reason SPAN_REFERENCE):
+	// a read's lines that repeat a contiguous run of at least SpanMinLines
+	// lines of an earlier in-context read of the same source version are
+	// rendered as one reference line naming that read, both line ranges
+	// and the run's hash; the rest stays verbatim. Default false (opt-in
+	// until the Context Lab decides).
+	SpanRefs bool `yaml:"span_refs,omitempty" json:"span_refs,omitempty"`
+	// SpanMinLines is the shortest run of repeated lines a span reference
+	// replaces. Default DefaultSpanMinLines (8).
+	SpanMinLines int `yaml:"span_min_lines,omitempty" json:"span_min_lines,omitempty"`
 }
 
 // Determinism classes accepted in Eligibility.Tools.
@@ -90,6 +100,7 @@ const (
 	DefaultErrorHorizonRequests  = 4
 	DefaultErroredInputMinTokens = 200
 	DefaultL4MinAgeRequests      = 10
+	DefaultSpanMinLines          = 8
 )
 
 func intPtr(v int) *int { return &v }
@@ -122,6 +133,19 @@ func (e *Eligibility) normalizeRungs() {
 		out = nil
 	}
 	e.Rungs = out
+}
+
+// SpanMin is the effective SpanMinLines: DefaultSpanMinLines when unset
+// (0 stays in the file so the default policy's version does not change),
+// and never below 2 (a one-line run is not worth a reference line).
+func (e *Eligibility) SpanMin() int {
+	switch {
+	case e.SpanMinLines == 0:
+		return DefaultSpanMinLines
+	case e.SpanMinLines < 2:
+		return 2
+	}
+	return e.SpanMinLines
 }
 
 func (e *Eligibility) setDefaults() {
@@ -185,6 +209,9 @@ func (e *Eligibility) validate() error {
 	}
 	if e.ErroredInputMinTokens != nil && *e.ErroredInputMinTokens < 0 {
 		return fmt.Errorf("errored_input_min_tokens: must be >= 0")
+	}
+	if e.SpanMinLines < 0 {
+		return fmt.Errorf("span_min_lines: must be >= 0")
 	}
 	if e.MinPruneTokens < 0 {
 		return fmt.Errorf("min_prune_tokens: must be >= 0")

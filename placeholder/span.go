@@ -1,0 +1,158 @@
+package placeholder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Span is one run of a read's lines rendered as a reference to the same
+// lines of an earlier read still in context (L1 span, reason
+// SPAN_REFERENCE). Lines are numbered from 1 in the item's text split at
+// "\n"; ranges are inclusive.
+type Span struct {
+	// From and To are the lines of the read that the reference replaces.
+	From, To int
+	// Item is the earlier read's handle (see Handle); SrcFrom and SrcTo
+	// are the same lines there.
+	Item           string
+	SrcFrom, SrcTo int
+	// Hash is RunHash of the replaced lines.
+	Hash string
+}
+
+// SpanEvidenceKind is the Evidence.Kind of one span in a SPAN_REFERENCE
+// mark: Evidence.Item is the earlier read's item id, Evidence.Hash the
+// run's hash and Evidence.Value the ranges as SpanRanges formats them.
+const SpanEvidenceKind = "span"
+
+// RunHash is the content address of a run of lines: sha256 of the lines
+// joined with "\n", as "sha256:<hex>".
+func RunHash(lines []string) string {
+	h := sha256.New()
+	for i, l := range lines {
+		if i > 0 {
+			h.Write([]byte{'\n'})
+		}
+		h.Write([]byte(l))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// SpanRanges formats a span's ranges as the evidence value "10-57=3-50":
+// lines 10-57 of the read are lines 3-50 of the earlier read.
+func SpanRanges(s Span) string {
+	return strconv.Itoa(s.From) + "-" + strconv.Itoa(s.To) + "=" + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo)
+}
+
+// ParseSpanRanges decodes SpanRanges' format into s's ranges. Both ranges
+// must be non-empty, of equal length, and start at line 1 or later.
+func ParseSpanRanges(v string, s *Span) error {
+	a, b, ok := strings.Cut(v, "=")
+	if !ok {
+		return errors.New("span ranges: no '='")
+	}
+	var err error
+	if s.From, s.To, err = parseRange(a); err != nil {
+		return fmt.Errorf("span ranges %q: %w", v, err)
+	}
+	if s.SrcFrom, s.SrcTo, err = parseRange(b); err != nil {
+		return fmt.Errorf("span ranges %q: %w", v, err)
+	}
+	if s.To-s.From != s.SrcTo-s.SrcFrom {
+		return fmt.Errorf("span ranges %q: lengths differ", v)
+	}
+	return nil
+}
+
+// maxLine bounds a line number, so that no range arithmetic overflows.
+const maxLine = 1 << 30
+
+func parseRange(r string) (int, int, error) {
+	x, y, ok := strings.Cut(r, "-")
+	if !ok {
+		return 0, 0, errors.New("range without '-'")
+	}
+	from, err := atoiStrict(x)
+	if err != nil {
+		return 0, 0, err
+	}
+	to, err := atoiStrict(y)
+	if err != nil {
+		return 0, 0, err
+	}
+	if from < 1 || to < from || to > maxLine {
+		return 0, 0, fmt.Errorf("bad range %d-%d", from, to)
+	}
+	return from, to, nil
+}
+
+func atoiStrict(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("bad line number %q", s)
+	}
+	return n, nil
+}
+
+// RenderSpan is the one line that stands for a referenced run:
+// "[prunesched: lines 10-57 = #12 lines 3-50, sha256:abcd1234]" (the
+// hash shortened to 8 hex digits). It carries identity, never content.
+func RenderSpan(s Span) string {
+	h := strings.TrimPrefix(s.Hash, "sha256:")
+	if len(h) > 8 {
+		h = h[:8]
+	}
+	return "[prunesched: lines " + strconv.Itoa(s.From) + "-" + strconv.Itoa(s.To) + " = " + s.Item +
+		" lines " + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo) + ", sha256:" + h + "]"
+}
+
+// SpanSaving is what replacing the run lines (one span) with its
+// reference line saves, in tokens (Count): the run's tokens minus the
+// reference line's, each with its line break. It may be <= 0.
+func SpanSaving(s Span, run []string) int {
+	n := 0
+	for _, l := range run {
+		n += Count(l + "\n")
+	}
+	return n - Count(RenderSpan(s)+"\n")
+}
+
+// ApplySpans renders text with each span's lines replaced by its reference
+// line (RenderSpan); the other lines stay verbatim. Spans must be in
+// increasing, non-overlapping order, inside the text, and each run must
+// hash to its span's Hash: otherwise it returns an error and the caller
+// renders the text whole.
+func ApplySpans(text string, spans []Span) (string, error) {
+	lines := strings.Split(text, "\n")
+	var b strings.Builder
+	b.Grow(len(text))
+	next := 1
+	for i, s := range spans {
+		if s.From < next || s.To > len(lines) || s.To < s.From {
+			return "", fmt.Errorf("span %d (lines %d-%d): out of order or past the %d lines", i, s.From, s.To, len(lines))
+		}
+		if RunHash(lines[s.From-1:s.To]) != s.Hash {
+			return "", fmt.Errorf("span %d (lines %d-%d): run hash differs from %s", i, s.From, s.To, s.Hash)
+		}
+		for _, l := range lines[next-1 : s.From-1] {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+		b.WriteString(RenderSpan(s))
+		next = s.To + 1
+		if next <= len(lines) {
+			b.WriteByte('\n')
+		}
+	}
+	for i, l := range lines[next-1:] {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l)
+	}
+	return b.String(), nil
+}
