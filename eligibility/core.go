@@ -36,6 +36,7 @@ const (
 	sL3
 	sErr
 	sL4
+	sSpan // L1 span: a partial prune, only when nothing removes the whole item
 	nSlots
 )
 
@@ -51,6 +52,9 @@ type verdict struct {
 	source   string // Recoverability.Source when known
 	residue  *events.Residue
 	subtask  *subtask // L3: which subtask proposed it
+	// span is set on an L1 span proposal (SPAN_REFERENCE): the runs and
+	// their net saving.
+	span *spanProposal
 }
 
 // item is one item of the session. It is kept small (one is live per item
@@ -93,6 +97,11 @@ type item struct {
 
 	queued, touched, recentWake bool
 	curPrune                    bool
+	// curSpan is set when the current PRUNE is a span reference: the item
+	// is still rendered, its repeated runs as references to lines that
+	// are rendered, so it still holds its content for the items that
+	// rely on it.
+	curSpan bool
 
 	// ph caches the net saving of the last placeholder estimated for the
 	// item (see Core.netOf); nil until a PRUNE is first considered.
@@ -186,6 +195,9 @@ type call struct {
 	srcKey       string
 	srcVersion   string
 	srcHash      string
+	// lines are the FNV-64a hashes of the output's lines (L1 span, only
+	// when span references are on and the call is a content read).
+	lines []uint64
 
 	// fail is set when the call failed (out of line: few calls fail).
 	fail *callFailure
@@ -289,7 +301,18 @@ type Core struct {
 	// alwaysBuild makes judge build the mark on every judgement and check
 	// it against decide (tests only).
 	alwaysBuild bool
+
+	// content returns a stored output by content address (SetContent);
+	// L1 span needs the lines of reads stored by reference.
+	content func(hash string) ([]byte, error)
 }
+
+// SetContent gives the core the payloads of outputs stored by content
+// address (events.ToolResult.OutputRef), which span references (policy
+// eligibility.span_refs) compare line by line. Content addresses name
+// immutable payloads, so decisions stay a function of the log. Without
+// it, or when get fails, only inline outputs are compared.
+func (c *Core) SetContent(get func(hash string) ([]byte, error)) { c.content = get }
 
 // New returns a core for one session under policy p. Defaults are applied to
 // a copy of p.
@@ -318,6 +341,7 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
 		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
+		sSpan: c.el.SpanRefs && c.el.RungEnabled("L1"),
 	}
 	c.resetIndexes()
 	return c
@@ -842,6 +866,9 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 	}
 	c.l0(out)
 	c.l1(out)
+	if c.slotOn[sSpan] {
+		c.l1Span(out, p)
+	}
 	c.l2(out)
 	c.l4Register(out)
 }
@@ -1023,6 +1050,7 @@ func (c *Core) settle() {
 		old, oldSurv := it.curPrune, it.curSurv
 		k, surv, m := c.judge(it)
 		it.curPrune, it.curSurv, it.curMark = k.isPrune(), surv, m
+		it.curSpan = k.isPrune() && k.reason == events.ReasonSpanReference
 		if oldSurv != surv {
 			if oldSurv != nil {
 				oldSurv.survRefs--

@@ -7,7 +7,10 @@
 //
 // It owns the evidence ladder (identical_l0.go, source_l1.go, supersede.go,
 // residue_l3.go, predicted_l4.go; keep_copy.go says which of two copies
-// stays), the tool determinism classes
+// stays; span_l1.go is the opt-in L1 span, a partial prune that renders a
+// read's repeated runs as references to an earlier read, whose lines it
+// reads through SetContent when outputs are stored by content address),
+// the tool determinism classes
 // (determinism.go) and the shell-command classifier (shell.go), errored-call
 // residue (errored.go) and property-derived protection (protect.go); judge.go
 // combines them. REASONS.md lists every reason code.

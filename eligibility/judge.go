@@ -263,6 +263,9 @@ func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
 		m.Evidence = append(m.Evidence, cand.evidence...)
 		m.Residue = cand.residue
 		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
+		if cand.span != nil {
+			m.TokensEstimated = cand.span.net // runs minus their reference lines
+		}
 		if cand.decision == events.Prune {
 			return m, cand.survivor
 		}
@@ -347,6 +350,9 @@ func rank(d events.Decision) int {
 func (c *Core) worth(it *item, v *verdict) bool {
 	if it.tokens < c.el.MinPruneTokens {
 		return false
+	}
+	if v.span != nil {
+		return v.span.net > 0
 	}
 	if !c.phCached(it, v.rung, v.reason, v.survivor, v.residue) {
 		// A placeholder shorter in bytes than the payload in tokens is

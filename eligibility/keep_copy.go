@@ -50,8 +50,8 @@ func (c *Core) inContext(s *item, rung events.Rung) (*item, string) {
 		if s.gone {
 			return nil, "left the context"
 		}
-		if !s.curPrune {
-			return s, ""
+		if !s.curPrune || s.curSpan {
+			return s, "" // a span reference keeps the content rendered
 		}
 		k := markKey(s.last)
 		if s.curSurv == nil || !(k.rung == events.L0 || rung == events.L1 && k.rung == events.L1) {

@@ -78,6 +78,11 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 		if cand.survivor != nil && !c.chainOK(it, cand.survivor) {
 			m |= pNoSurvivor
 		}
+		if cand.span != nil && (cand.survivor.gone || cand.survivor.curPrune) {
+			// A span reference points at lines that must be rendered as
+			// they were: the earlier read itself, not a copy of it.
+			m |= pNoSurvivor
+		}
 		if cand.rung == events.L4 && cand.source == "" {
 			m |= pNoSource
 		}
@@ -194,13 +199,14 @@ func (c *Core) protections(it *item, cand *verdict, m protSet, ev []events.Evide
 }
 
 // chainOK reports whether the survivor chain of a pruned item ends at an
-// item in context that is not pruned.
+// item in context that is not pruned (or only partly, by span references,
+// which keep its content in front of the model).
 func (c *Core) chainOK(it, s *item) bool {
 	for hops := 0; hops < 4096; hops++ {
 		if s == nil || s == it || s.gone {
 			return false
 		}
-		if !s.curPrune {
+		if !s.curPrune || s.curSpan {
 			return true
 		}
 		s = s.curSurv
