@@ -59,6 +59,14 @@ type BundleItem struct {
 	Placeholder string `json:"placeholder,omitempty"`
 	// Residue is the applied mark's residue of an errored call.
 	Residue *events.Residue `json:"residue,omitempty"`
+	// Spans are the applied span reference's runs (reason SPAN_REFERENCE):
+	// the output renders with each run replaced by its reference line.
+	// Placeholder is then empty.
+	Spans []placeholder.Span `json:"spans,omitempty"`
+	// spanSaved is the span reference's count (Mark.TokensEstimated) and
+	// spanKey what its rendering depends on.
+	spanSaved int
+	spanKey   string
 
 	// slot holds the item's cached rendered fragments and gen identifies
 	// this view of the item (a new one whenever the session rebuilds it);
@@ -236,6 +244,12 @@ func (s *Session) bundleItem(it *itemState, latest map[string]*markState, gen ui
 	switch {
 	case it.HostPruned:
 		bi.Placeholder = HostPlaceholder
+	case bi.Pruned && isSpanMark(it.applied.mark.m):
+		if bi.Spans = s.spansOf(it); bi.Spans == nil {
+			bi.Pruned = false // the reference no longer applies: whole
+			break
+		}
+		bi.spanSaved, bi.spanKey = it.applied.mark.m.TokensEstimated, spanKey(bi.Spans)
 	case bi.Pruned:
 		bi.Placeholder = s.placeholderFor(it)
 		bi.Residue = it.applied.mark.m.Residue
@@ -351,7 +365,7 @@ func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, er
 		return string(bi.wireInput()), nil
 	}
 	if bi.Output != nil {
-		return *bi.Output, nil
+		return bi.withSpans(*bi.Output), nil
 	}
 	if bi.Hash == "" {
 		return "", nil
@@ -363,13 +377,29 @@ func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, er
 	if err != nil {
 		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
 	}
-	return string(data), nil
+	return bi.withSpans(string(data)), nil
+}
+
+// withSpans is an output with its span references applied (Spans), or
+// whole when it has none or they do not match it.
+func (bi *BundleItem) withSpans(out string) string {
+	if len(bi.Spans) == 0 {
+		return out
+	}
+	if r, err := placeholder.ApplySpans(out, bi.Spans); err == nil {
+		return r
+	}
+	return out
 }
 
 // renderedTokens is what the item costs in the rendered bundle: the stored
 // count, or the placeholder's count (counted once per distinct text). An
 // input prune is counted as the rendered input object.
 func (bi *BundleItem) renderedTokens(cache *tokenCache, tc TokenCounter) int {
+	if len(bi.Spans) > 0 {
+		// The certificate's count: the runs minus their reference lines.
+		return max(bi.Tokens-bi.spanSaved, 0)
+	}
 	if bi.Placeholder == "" {
 		return bi.Tokens
 	}

@@ -73,6 +73,7 @@ type fragment struct {
 	ph      string
 	pruned  bool
 	residue *events.Residue
+	spans   string // spanKey of the span references applied
 	gen     uint64
 	counted bool // text: tokens counted with a TokenCounter
 	tokens  int  // text: the item's rendered token count
@@ -81,12 +82,12 @@ type fragment struct {
 
 // contentFragment is b keyed by bi's content state.
 func (bi *BundleItem) contentFragment(b []byte) *fragment {
-	return &fragment{ph: bi.Placeholder, pruned: bi.Pruned, residue: bi.Residue, b: b}
+	return &fragment{ph: bi.Placeholder, pruned: bi.Pruned, residue: bi.Residue, spans: bi.spanKey, b: b}
 }
 
 // sameContent reports whether f was rendered for bi's content state.
 func (f *fragment) sameContent(bi *BundleItem) bool {
-	return f.ph == bi.Placeholder && f.pruned == bi.Pruned && f.residue == bi.Residue
+	return f.ph == bi.Placeholder && f.pruned == bi.Pruned && f.residue == bi.Residue && f.spans == bi.spanKey
 }
 
 // fragmentFormat picks one format's fragment of an item.
