@@ -21,6 +21,12 @@ type eligibilityLog interface {
 	PartitionOf(tenant, session string) int
 }
 
+// blobGetter is the part of the log that returns stored outputs (span
+// references need their lines).
+type blobGetter interface {
+	GetBlob(ctx context.Context, hash string) ([]byte, error)
+}
+
 // EligibilityWorker feeds every fact to its session's eligibility core and
 // publishes the marks the core emits. Mark ids are derived from their
 // causes, so a redelivered fact republishes nothing new.
@@ -191,6 +197,19 @@ func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev e
 		return s, nil, nil
 	}
 	s := &eligSession{core: eligibility.New(w.policy, k.tenant, k.session), known: map[string]bool{}}
+	if bl, ok := w.log.(blobGetter); ok && w.policy.Eligibility.SpanRefs {
+		// Span references compare the lines of reads stored by content
+		// address. The core outlives this call's context (a batch's), so
+		// its fetches are not cancelled with it.
+		bctx := context.WithoutCancel(ctx)
+		s.core.SetContent(func(h string) ([]byte, error) {
+			b, err := bl.GetBlob(bctx, h)
+			if err != nil {
+				return nil, fmt.Errorf("span references: output %s: %w", h, err)
+			}
+			return b, nil
+		})
+	}
 	var repair []pendingMark
 	if ev.Seq > 0 {
 		evs, err := w.log.ReadSession(ctx, k.tenant, k.session)
