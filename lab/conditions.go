@@ -15,6 +15,7 @@ const (
 	CondC       = "C"
 	CondD       = "D"
 	CondL3      = "D+L3"
+	CondSpan    = "D+span"
 	CondE       = "E"
 	CondF       = "F"
 	PeerDCP     = "DCP"
@@ -58,6 +59,12 @@ func prod(rungs []string, errored bool) *policy.Policy {
 	return &p
 }
 
+// withSpans turns span references on in p.
+func withSpans(p *policy.Policy) *policy.Policy {
+	p.Eligibility.SpanRefs = true
+	return p
+}
+
 // conditions lists the rows in report order.
 func conditions() []condition {
 	return []condition{
@@ -70,6 +77,8 @@ func conditions() []condition {
 			desc: "C + superseded observations, L2 (production)"},
 		{name: CondL3, kind: "opt-in", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2", "L3"}, true),
 			desc: "D + completed-work residue, L3 (production; opt-in: off by default since this lab found its false prunes)"},
+		{name: CondSpan, kind: "opt-in", primary: StrategyScheduled, pol: withSpans(prod([]string{"L0", "L1", "L2"}, true)),
+			desc: "D + span references, L1 span (production; opt-in: eligibility.span_refs)"},
 		{name: CondE, kind: "condition", primary: StrategyImmediate, desc: "aggressive heuristic pruning (deletes, never summarises)",
 			marks: func(s *fixtures.Session) []events.Event { return peers.Aggressive(s.Events, peers.DefaultAggressive()) }},
 		{name: CondF, kind: "condition", primary: StrategyImmediate, desc: "oracle: exactly the items the fixture labels safe",

@@ -1,8 +1,11 @@
 package lab
 
 import (
+	"context"
+
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -12,10 +15,15 @@ import (
 // marks go to the scheduler core; at each model request the scheduler
 // decides (Decide at the request's fact index, before it observes the
 // request) and its application is fed back. It returns the marks and the
-// applications in log order.
-func runProduction(p policy.Policy, facts []events.Event) (marks, apps []events.Event) {
+// applications in log order. blobs, when set, gives the eligibility core
+// the stored outputs, as the pipeline's worker does (span references
+// compare their lines).
+func runProduction(p policy.Policy, facts []events.Event, blobs *fixtures.Blobs) (marks, apps []events.Event) {
 	tenant, session := facts[0].Tenant, facts[0].Session
 	ec := eligibility.New(p, tenant, session)
+	if blobs != nil {
+		ec.SetContent(func(h string) ([]byte, error) { return blobs.GetBlob(context.Background(), h) })
+	}
 	sc := scheduler.New(p, tenant, session)
 	for i, ev := range facts {
 		if r, ok := ev.Data.(*events.ModelRequest); ok {

@@ -69,7 +69,7 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 	var marks, prodApps []events.Event
 	switch {
 	case c.pol != nil:
-		marks, prodApps = runProduction(base, facts)
+		marks, prodApps = runProduction(base, facts, fx.Blobs)
 	case c.marks != nil:
 		marks = c.marks(s)
 	}
@@ -99,7 +99,7 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 		}
 		r.beh[st] = b
 		for _, it := range final.Items() {
-			if it.Pruned {
+			if it.Pruned && (it.Applied == nil || it.Applied.Reason != events.ReasonSpanReference) {
 				pruned[it.ID] = true
 			}
 		}
@@ -136,7 +136,8 @@ func markTarget(m *events.Mark) string {
 	return m.Item
 }
 
-// latestPrunes returns the items whose latest mark is a PRUNE.
+// latestPrunes returns the items whose latest mark is a PRUNE that
+// removes the item (span references do not: see behaviour).
 func latestPrunes(marks []events.Event) []string {
 	last := map[string]events.Decision{}
 	var order []string
@@ -147,6 +148,9 @@ func latestPrunes(marks []events.Event) []string {
 			order = append(order, t)
 		}
 		last[t] = m.Decision
+		if m.Reason == events.ReasonSpanReference {
+			last[t] = events.Keep
+		}
 	}
 	var out []string
 	for _, t := range order {
@@ -180,6 +184,18 @@ func merge(facts, marks, apps []events.Event) []events.Event {
 	return out
 }
 
+// Evidence behind a span reference (L1
+// span, reason SPAN_REFERENCE). A span reference removes no item: it
+// renders a read's repeated runs as references to the same lines of an
+// earlier read, which projections renders only while that earlier read is
+// itself rendered as it was (otherwise the read is rendered whole). So a
+// probe's evidence inside a referenced run is present iff the earlier copy
+// is still rendered, which is exactly what the verbatim search of the
+// rendered text below finds: the reference line itself never counts. For
+// preservation a span-referenced item is not a pruned item (its content is
+// still in front of the model); its tokens count in reduction (removed,
+// with the rendered partial read as its placeholder).
+//
 // behaviour replays the merged log into the production projection and, at
 // each probe's request, renders the bundle as text and looks for the
 // probe's evidence verbatim. Evidence that is absent but whose holder is
@@ -281,11 +297,34 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		}
 		pres.refs++
 		_, inLog := texts[bi.ID]
-		if ownPlaceholder && inLog && strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") {
+		if ownPlaceholder && inLog && (strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") || spanRefsOK(bundle, bi)) {
 			pres.refsOK++
 		}
 	}
 	return nil
+}
+
+// spanRefsOK reports whether an item rendered with span references names,
+// in each, an earlier item of the bundle that is rendered whole (the item
+// itself is recovered by its own handle like any pruned item).
+func spanRefsOK(b projections.Bundle, bi projections.BundleItem) bool {
+	if len(bi.Spans) == 0 {
+		return false
+	}
+	for _, sp := range bi.Spans {
+		i, ok := placeholder.ParseHandle(sp.Item)
+		if !ok {
+			return false
+		}
+		found := false
+		for _, o := range b.Items {
+			found = found || o.Index == i && !o.Pruned && !o.HostPruned
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // preservation scores the decided prunes against the fixture labels and

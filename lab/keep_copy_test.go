@@ -46,7 +46,7 @@ func TestNewcomerPrunedAtItsFirstRequest(t *testing.T) {
 		}
 	}
 
-	marks, apps := runProduction(policy.Default(), facts)
+	marks, apps := runProduction(policy.Default(), facts, nil)
 	var app *events.Application
 	for _, a := range apps {
 		if x := a.Data.(*events.Application); x.Request == "r3" {
@@ -62,7 +62,7 @@ func TestNewcomerPrunedAtItsFirstRequest(t *testing.T) {
 
 	p := policy.Default()
 	p.Eligibility.KeepCopy = "last"
-	_, apps = runProduction(p, facts)
+	_, apps = runProduction(p, facts, nil)
 	for _, a := range apps {
 		if x := a.Data.(*events.Application); x.Request == "r3" {
 			t.Fatalf("keep_copy last applied at r3: %+v", x)

@@ -37,7 +37,7 @@ func TestRows(t *testing.T) {
 	for _, c := range r.Conditions {
 		names = append(names, c.Name)
 	}
-	want := "A B C D D+L3 E F DCP clear_tool_uses masking"
+	want := "A B C D D+L3 D+span E F DCP clear_tool_uses masking"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("rows %q, want %q", got, want)
 	}
@@ -149,8 +149,8 @@ func TestWriters(t *testing.T) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	if n := strings.Count(csvb.String(), "\n"); n != 11 {
-		t.Errorf("csv has %d lines, want header + 10 rows", n)
+	if n := strings.Count(csvb.String(), "\n"); n != 12 {
+		t.Errorf("csv has %d lines, want header + 11 rows", n)
 	}
 	for _, s := range []string{s1.String(), s2.String()} {
 		if !strings.HasPrefix(s, "<svg") || !strings.HasSuffix(s, "</svg>\n") {
