@@ -39,7 +39,7 @@ func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error)
 		r.close()
 		return nil, err
 	}
-	r.nc, err = nats.Connect(r.emb.ClientURL(), nats.Name("prunesched-bench"))
+	r.nc, err = nats.Connect(r.emb.ClientURL(), nats.Name("prunesched-bench"), nats.Timeout(store.ConnectTimeout))
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("connect: %w", err)

@@ -81,7 +81,7 @@ func startStore(t *testing.T, ctx context.Context, cfg store.Config) (*store.Sto
 
 func connectStore(t *testing.T, ctx context.Context, url string, cfg store.Config) (*store.Store, *nats.Conn) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.Timeout(store.ConnectTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		s.Embedded = emb
 		url = emb.ClientURL()
 	}
-	nc, err := nats.Connect(url, nats.Name("prunesched"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, nats.Name("prunesched"), nats.MaxReconnects(-1), nats.Timeout(store.ConnectTimeout))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)

@@ -66,6 +66,12 @@ type Config struct {
 	BlobCacheBytes int64
 }
 
+// ConnectTimeout bounds opening a NATS connection (nats.Timeout). nats.go's
+// default, 2 s, is exceeded on a loaded machine even over loopback (seen as
+// "i/o timeout" while the tests ran beside another test run); every
+// connection prunesched opens uses this instead.
+const ConnectTimeout = 10 * time.Second
+
 // Default values of Config fields.
 const (
 	DefaultReplicas        = 1

@@ -107,7 +107,7 @@ func startEmbedded(t testing.TB, dir string, sync bool) *Embedded {
 
 func connectTo(t testing.TB, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.Name("prunesched-store-test"))
+	nc, err := nats.Connect(url, nats.Name("prunesched-store-test"), nats.Timeout(ConnectTimeout))
 	require_NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
