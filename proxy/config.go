@@ -111,6 +111,13 @@ type Config struct {
 	Client *http.Client
 	// Now returns the time a request arrives (tests); nil is time.Now.
 	Now func() time.Time
+	// IdentityKey keys the HMAC of the request's credential that ends
+	// every session id (see Proxy.identity), so a session never spans two
+	// credentials. Keep it secret and stable: 'prunesched proxy' keeps it
+	// in the data directory (LoadOrCreateIdentityKey). Nil makes New
+	// generate a random key: sessions then do not continue across a
+	// restart (the same conversation gets a new session id).
+	IdentityKey []byte
 }
 
 func (c *Config) setDefaults() {
@@ -152,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if !events.ValidToken(c.Tenant) {
 		return fmt.Errorf("proxy config: Tenant %q: use letters, digits, '_' or '-'", c.Tenant)
+	}
+	if c.IdentityKey != nil && len(c.IdentityKey) < 16 {
+		return errors.New("proxy config: IdentityKey must be at least 16 bytes")
 	}
 	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 {
 		return errors.New("proxy config: Budget, RecordTimeout and MaxBodyBytes must not be negative")

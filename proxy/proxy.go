@@ -71,6 +71,15 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.IdentityKey == nil {
+		k, err := NewIdentityKey()
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		cfg.IdentityKey = k
+	} else {
+		cfg.IdentityKey = append([]byte(nil), cfg.IdentityKey...)
+	}
 	up, _ := parseUpstream("Upstream", cfg.Upstream, true)
 	oa, _ := parseUpstream("OpenAIUpstream", cfg.OpenAIUpstream, false)
 	if oa == nil {
