@@ -444,18 +444,16 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		defer st.mu.Unlock()
 		if err := p.recordLocked(ctx, pl, c); err != nil {
 			p.met.recordFailure()
+			if ctx.Err() != nil {
+				p.met.recordTimeout()
+			}
 			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
 		}
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		select {
-		case <-done:
-		default:
-			p.met.recordTimeout()
-			p.log.Warn("proxy: recording the response took longer than the record timeout; response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
-		}
+		p.log.Warn("proxy: recording the response took longer than the record timeout; response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
 	}
 }
 

@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		recordTO: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prunesched_proxy_record_timeouts_total",
-			Help: "Responses released to the client before their record was appended (it took longer than the record timeout).",
+			Help: "Responses whose record did not finish within the record timeout: the response was released to the client and the record failed.",
 		}),
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prunesched_proxy_upstream_errors_total",

@@ -328,5 +328,5 @@ func TestRecordTimeoutReleasesResponse(t *testing.T) {
 	default:
 		t.Fatal("the response ended without a record (the request failed open?)")
 	}
-	require_True(t, counter(t, b, "prunesched_proxy_record_timeouts_total") == 1, "record timeout not counted")
+	waitFor(t, "the record timeout to be counted", func() bool { return counter(t, b, "prunesched_proxy_record_timeouts_total") == 1 })
 }

@@ -458,7 +458,10 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			if cap != nil {
+			if cap != nil && !ended {
+				// Once recorded, the capture belongs to the record (which
+				// may still run past its timeout): bytes after the last
+				// event are not read.
 				cap.write(chunk)
 			}
 			if holdLast {
@@ -476,7 +479,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 			}
 		}
 		if err != nil {
-			if cap != nil && errors.Is(err, io.EOF) {
+			if cap != nil && !ended && errors.Is(err, io.EOF) {
 				cap.complete = true
 			}
 			end()
