@@ -18,6 +18,10 @@ type capture struct {
 	buf      bytes.Buffer // non-streamed body, or the partial SSE line
 	over     bool         // non-streamed body exceeded DefaultMaxCaptureBytes
 	complete bool         // the body was read to EOF
+	// terminal is set once the stream's last event has been read
+	// (message_stop, [DONE], response.completed): the client may act on
+	// it before the connection ends.
+	terminal bool
 
 	id    string
 	model string
@@ -273,8 +277,12 @@ func (c *capture) respCompleted(r *respResponse) {
 
 // event handles one SSE data payload.
 func (c *capture) event(data []byte) {
+	if string(data) == "[DONE]" {
+		c.terminal = true
+		return
+	}
 	if len(data) == 0 || data[0] != '{' {
-		return // "[DONE]" and keep-alives
+		return // keep-alives
 	}
 	switch c.api {
 	case APIAnthropic:
@@ -321,6 +329,8 @@ func (c *capture) event(data []byte) {
 			case "input_json_delta":
 				b.input.WriteString(e.Delta.PartialJSON)
 			}
+		case "message_stop":
+			c.terminal = true
 		case "message_delta":
 			if u := e.Usage.usage(); u != nil {
 				if c.usage == nil {
@@ -408,27 +418,43 @@ func (c *capture) event(data []byte) {
 			if e.Response != nil {
 				c.respCompleted(e.Response)
 			}
+			c.terminal = true
+		case "response.failed":
+			c.terminal = true
 		}
 	}
 }
 
 // record appends the model request (when prunesched rendered it) and the
-// assistant's content. It takes the session lock before returning, so the
-// next request of the session sees these facts, and appends in the
-// background.
+// assistant's content, under the session lock, before the end of the
+// response reaches the client: so the client's next request, which may
+// follow the moment it sees that end, is recorded after it. It waits at
+// most RecordTimeout: past it the response goes on (the record, cancelled
+// by the same deadline, fails), counted in
+// prunesched_proxy_record_timeouts_total.
 func (p *Proxy) record(pl *plan, c *capture) {
 	c.finish()
 	st := pl.st
-	st.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RecordTimeout)
+	done := make(chan struct{})
 	go func() {
-		defer st.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RecordTimeout)
+		defer close(done)
 		defer cancel()
+		st.mu.Lock()
+		defer st.mu.Unlock()
 		if err := p.recordLocked(ctx, pl, c); err != nil {
 			p.met.recordFailure()
+			if ctx.Err() != nil {
+				p.met.recordTimeout()
+			}
 			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
 		}
 	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.log.Warn("proxy: recording the response took longer than the record timeout; response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
+	}
 }
 
 func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {

@@ -169,7 +169,9 @@ func TestClaudeCodeCLI(t *testing.T) {
 	_ = a
 
 	// The log matches what happened.
-	items := b.items(t, events.DefaultTenant, res.SessionID)
+	// The proxy's session: Claude Code's session id plus its key's tag.
+	session := b.session(res.SessionID, f.requests()[len(f.requests())-1].header)
+	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "toolu_a2")
 	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a2: %+v", a2)
 	// Applied at the request the copy first appeared in (checked above);
@@ -180,7 +182,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned && it.Tool == "Read", "%s: %+v", id, it)
 	}
-	ds := b.decisions(t, events.DefaultTenant, res.SessionID)
+	ds := b.decisions(t, events.DefaultTenant, session)
 	pruned := 0
 	for _, d := range ds {
 		if d.Decision == events.Prune && d.Applied {
@@ -281,10 +283,10 @@ wire_api = "responses"
 			continue
 		}
 		byOutputs[countItems(req, "input", "type", "function_call_output")] = r.body
-		session = r.header.Get("Session-Id")
+		session = b.session(r.header.Get("Session-Id"), r.header)
 		require_True(t, r.header.Get("Authorization") == "Bearer "+secretKey, "authorization not forwarded")
 	}
-	require_True(t, session != "" && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
+	require_True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second cat: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
 	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of exec_command"), "second cat of a.txt not replaced: %q", got["call_a2"])
@@ -341,9 +343,9 @@ func TestOpenCodeCLI(t *testing.T) {
 			continue
 		}
 		byOutputs[countItems(req, "messages", "role", "tool")] = r.body
-		session = r.header.Get("X-Session-Id")
+		session = b.session(r.header.Get("X-Session-Id"), r.header)
 	}
-	require_True(t, session != "" && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
+	require_True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second read: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
 	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of read"), "second read of a.txt not replaced: %q", got["call_a2"])

@@ -27,6 +27,13 @@ const (
 	DefaultRecordTimeout = 30 * time.Second
 	// DefaultMaxBodyBytes bounds a client request body.
 	DefaultMaxBodyBytes = 256 << 20
+	// DefaultResponseHeaderTimeout bounds the wait for the upstream's
+	// response headers. Ten minutes: a non-streamed answer's headers come
+	// only when the whole answer is generated, which for a long output on
+	// a loaded model takes minutes, and ten minutes is the default request
+	// timeout of the Anthropic and OpenAI SDKs, so an agent would give up
+	// at about the same time. A streamed answer sends its headers at once.
+	DefaultResponseHeaderTimeout = 10 * time.Minute
 	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
 	// kept to read its usage (the client gets all of it regardless).
 	DefaultMaxCaptureBytes = 64 << 20
@@ -95,8 +102,15 @@ type Config struct {
 	Tenant string
 	// Budget is the time prunesched may add to a request (DefaultBudget).
 	Budget time.Duration
-	// RecordTimeout bounds background appends (DefaultRecordTimeout).
+	// RecordTimeout bounds background appends and recording a response,
+	// which the end of the response waits for (DefaultRecordTimeout).
 	RecordTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the upstream's response
+	// headers (DefaultResponseHeaderTimeout); past it the client gets 502
+	// and prunesched_proxy_upstream_errors_total{kind="timeout"} counts it.
+	// It applies to the default Client only: a Client set here brings its
+	// own timeouts.
+	ResponseHeaderTimeout time.Duration
 	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Backend is the log and pipeline. Required.
@@ -111,6 +125,13 @@ type Config struct {
 	Client *http.Client
 	// Now returns the time a request arrives (tests); nil is time.Now.
 	Now func() time.Time
+	// IdentityKey keys the HMAC of the request's credential that ends
+	// every session id (see Proxy.identity), so a session never spans two
+	// credentials. Keep it secret and stable: 'prunesched proxy' keeps it
+	// in the data directory (LoadOrCreateIdentityKey). Nil makes New
+	// generate a random key: sessions then do not continue across a
+	// restart (the same conversation gets a new session id).
+	IdentityKey []byte
 }
 
 func (c *Config) setDefaults() {
@@ -123,6 +144,9 @@ func (c *Config) setDefaults() {
 	if c.RecordTimeout == 0 {
 		c.RecordTimeout = DefaultRecordTimeout
 	}
+	if c.ResponseHeaderTimeout == 0 {
+		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -132,6 +156,7 @@ func (c *Config) setDefaults() {
 	if c.Client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		t.ResponseHeaderTimeout = c.ResponseHeaderTimeout
 		c.Client = &http.Client{Transport: t}
 	}
 	if c.Now == nil {
@@ -153,8 +178,11 @@ func (c *Config) Validate() error {
 	if !events.ValidToken(c.Tenant) {
 		return fmt.Errorf("proxy config: Tenant %q: use letters, digits, '_' or '-'", c.Tenant)
 	}
-	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 {
-		return errors.New("proxy config: Budget, RecordTimeout and MaxBodyBytes must not be negative")
+	if c.IdentityKey != nil && len(c.IdentityKey) < 16 {
+		return errors.New("proxy config: IdentityKey must be at least 16 bytes")
+	}
+	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 || c.ResponseHeaderTimeout < 0 {
+		return errors.New("proxy config: Budget, RecordTimeout, ResponseHeaderTimeout and MaxBodyBytes must not be negative")
 	}
 	return nil
 }

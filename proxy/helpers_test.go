@@ -108,6 +108,35 @@ func (b *bench) items(t testing.TB, tenant, session string) []projections.Item {
 	return out
 }
 
+// session is the session id the proxy gives a request with headers h
+// whose session name (client header or derived id) is name.
+func (b *bench) session(name string, h http.Header) string {
+	return name + b.px.credentialTag(h)
+}
+
+// sessionOf returns the sessions holding item.
+func (b *bench) sessionsOf(t testing.TB, tenant, item string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
+	var out []string
+	for _, r := range b.svc.Pipeline.Projection.Sessions() {
+		if r.Tenant != tenant {
+			continue
+		}
+		b.svc.Pipeline.Projection.View(r.Tenant, r.Session, func(s *projections.Session) {
+			for _, it := range s.Items() {
+				if it.ID == item {
+					out = append(out, r.Session)
+					return
+				}
+			}
+		})
+	}
+	return out
+}
+
 func (b *bench) decisions(t testing.TB, tenant, session string) []projections.Decision {
 	t.Helper()
 	var out []projections.Decision
@@ -165,6 +194,12 @@ type turn struct {
 // anthropicFake serves /v1/messages (SSE like the real API, or JSON) and
 // count_tokens, answering each request with script(body).
 func anthropicFake(f *fakeUpstream, script func(body map[string]any) turn) http.Handler {
+	return anthropicFakeH(f, func(_ http.Header, body map[string]any) turn { return script(body) })
+}
+
+// anthropicFakeH is anthropicFake with a script that also sees the
+// request's headers.
+func anthropicFakeH(f *fakeUpstream, script func(h http.Header, body map[string]any) turn) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := f.record(r)
 		if strings.HasSuffix(r.URL.Path, "/count_tokens") {
@@ -179,7 +214,7 @@ func anthropicFake(f *fakeUpstream, script func(body map[string]any) turn) http.
 			fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":%q}}`, err.Error())
 			return
 		}
-		tn := script(req)
+		tn := script(r.Header, req)
 		usage := map[string]any{"input_tokens": 120, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1,
 			"cache_creation": map[string]any{"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}}
 		for k, v := range f.usage {

@@ -28,7 +28,8 @@ type Metrics struct {
 	added    *prometheus.HistogramVec
 	replaced *prometheus.CounterVec
 	record   prometheus.Counter
-	upstream prometheus.Counter
+	recordTO prometheus.Counter
+	upstream *prometheus.CounterVec
 	breakpts prometheus.Counter
 }
 
@@ -56,16 +57,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "prunesched_proxy_record_failures_total",
 			Help: "Responses whose model request or assistant content could not be appended to the log.",
 		}),
-		upstream: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "prunesched_proxy_upstream_errors_total",
-			Help: "Requests the upstream could not be reached for (answered 502 by the proxy).",
+		recordTO: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_record_timeouts_total",
+			Help: "Responses whose record did not finish within the record timeout: the response was released to the client and the record failed.",
 		}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prunesched_proxy_upstream_errors_total",
+			Help: "Upstream failures by kind: 5xx (answered, passed on verbatim), timeout (no response headers within the timeout), unreachable (no answer), stream (the body broke off). A client's own cancel is not counted.",
+		}, []string{"kind"}),
 		breakpts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prunesched_proxy_cache_breakpoints_added_total",
 			Help: "cache_control breakpoints the proxy added before a newly pruned block.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.failOpen, m.added, m.replaced, m.record, m.upstream, m.breakpts)
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts)
 	return m
 }
 
@@ -99,9 +104,24 @@ func (m *Metrics) recordFailure() {
 	}
 }
 
-func (m *Metrics) upstreamError() {
+func (m *Metrics) recordTimeout() {
 	if m != nil {
-		m.upstream.Inc()
+		m.recordTO.Inc()
+	}
+}
+
+// Kinds of upstream errors: the kind label of
+// prunesched_proxy_upstream_errors_total.
+const (
+	UpstreamKind5xx         = "5xx"         // the upstream answered 5xx (passed on verbatim)
+	UpstreamKindTimeout     = "timeout"     // no response headers within the response-header timeout
+	UpstreamKindUnreachable = "unreachable" // no answer (connection refused, reset, DNS)
+	UpstreamKindStream      = "stream"      // the response body broke off before its end
+)
+
+func (m *Metrics) upstreamError(kind string) {
+	if m != nil {
+		m.upstream.WithLabelValues(kind).Inc()
 	}
 }
 

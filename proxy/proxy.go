@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -70,6 +71,15 @@ func New(cfg Config) (*Proxy, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.IdentityKey == nil {
+		k, err := NewIdentityKey()
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		cfg.IdentityKey = k
+	} else {
+		cfg.IdentityKey = append([]byte(nil), cfg.IdentityKey...)
 	}
 	up, _ := parseUpstream("Upstream", cfg.Upstream, true)
 	oa, _ := parseUpstream("OpenAIUpstream", cfg.OpenAIUpstream, false)
@@ -182,21 +192,58 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			resp, err = p.forward(r, api, raw, false)
 		}
 		if err != nil {
-			p.met.upstreamError()
-			p.log.Warn("proxy: upstream unreachable", "api", api, "err", err)
-			writeAPIError(w, api, http.StatusBadGateway, "api_error", "prunesched proxy: upstream unreachable")
+			p.upstreamFailed(w, r, api, err)
 			return
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode/100 == 5 {
+			p.met.upstreamError(UpstreamKind5xx)
+		}
 		var cap *capture
 		if pl != nil && resp.StatusCode/100 == 2 {
 			cap = newCapture(api, isSSE(resp.Header))
 		}
-		copyResponse(w, resp, cap)
-		if cap != nil {
-			p.record(pl, cap)
+		recorded := false
+		rec := func() {
+			if !recorded {
+				recorded = true
+				p.record(pl, cap)
+			}
 		}
+		err = copyResponse(w, resp, cap, rec)
+		if cap != nil {
+			rec()
+		}
+		p.streamBroke(r, api, err)
 	}
+}
+
+// upstreamFailed answers a request the upstream gave no response for. A
+// client that went away is neither answered nor counted: its own cancel
+// is not an upstream error.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, api API, err error) {
+	if r.Context().Err() != nil {
+		p.log.Debug("proxy: client went away before the upstream answered", "api", api, "path", r.URL.Path)
+		return
+	}
+	kind := UpstreamKindUnreachable
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		kind = UpstreamKindTimeout
+	}
+	p.met.upstreamError(kind)
+	p.log.Warn("proxy: upstream failed", "api", api, "path", r.URL.Path, "kind", kind, "err", err)
+	writeAPIError(w, api, http.StatusBadGateway, "api_error", "prunesched proxy: upstream "+kind)
+}
+
+// streamBroke counts an upstream body that broke off while the client was
+// still reading.
+func (p *Proxy) streamBroke(r *http.Request, api API, err error) {
+	if err == nil || r.Context().Err() != nil {
+		return
+	}
+	p.met.upstreamError(UpstreamKindStream)
+	p.log.Warn("proxy: upstream response broke off", "api", api, "path", r.URL.Path, "err", err)
 }
 
 // failOpen logs and counts a failure that sent the original upstream.
@@ -353,18 +400,25 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	req.ContentLength = r.ContentLength
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
-		p.met.upstreamError()
-		p.log.Warn("proxy: upstream unreachable", "path", r.URL.Path, "err", err)
-		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: upstream unreachable")
+		p.upstreamFailed(w, r, APIAnthropic, err)
 		return
 	}
 	defer resp.Body.Close()
-	copyResponse(w, resp, nil)
+	if resp.StatusCode/100 == 5 {
+		p.met.upstreamError(UpstreamKind5xx)
+	}
+	p.streamBroke(r, "", copyResponse(w, resp, nil, nil))
 }
 
 // copyResponse streams resp to w unchanged (status, headers, body),
-// flushing as bytes arrive, and feeds cap.
-func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture) {
+// flushing as bytes arrive, and feeds cap. With cap, beforeEnd runs once
+// before the end of the response can reach the client: before the bytes
+// that carry the stream's last event (cap.terminal), or, for a body that
+// is not an event stream, before its last bytes (held back one read, which
+// costs nothing: a JSON body is useless until whole); and at the latest
+// when the upstream body ends. It returns the error that broke off the
+// upstream body (nil at its end or when the client went away).
+func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, beforeEnd func()) error {
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
@@ -379,25 +433,61 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
+	ended := false
+	end := func() {
+		if !ended && cap != nil && beforeEnd != nil {
+			ended = true
+			beforeEnd()
+		}
+	}
+	write := func(b []byte) bool {
+		if len(b) == 0 {
+			return true
+		}
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	holdLast := cap != nil && !cap.sse
+	buf, held := make([]byte, 32<<10), make([]byte, 0, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
+			chunk := buf[:n]
+			if cap != nil && !ended {
+				// Once recorded, the capture belongs to the record (which
+				// may still run past its timeout): bytes after the last
+				// event are not read.
+				cap.write(chunk)
 			}
-			if fl != nil {
-				fl.Flush()
-			}
-			if cap != nil {
-				cap.write(buf[:n])
+			if holdLast {
+				if !write(held) {
+					return nil
+				}
+				held = append(held[:0], chunk...)
+			} else {
+				if cap != nil && cap.terminal {
+					end()
+				}
+				if !write(chunk) {
+					return nil
+				}
 			}
 		}
 		if err != nil {
-			if cap != nil && errors.Is(err, io.EOF) {
+			if cap != nil && !ended && errors.Is(err, io.EOF) {
 				cap.complete = true
 			}
-			return
+			end()
+			write(held)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
 		}
 	}
 }

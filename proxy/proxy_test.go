@@ -171,14 +171,17 @@ func TestAnthropicDuplicateReadPruned(t *testing.T) {
 	require_True(t, bytes.Count(reqs[3].body, []byte(`"cache_control"`)) == 2, "request 4: breakpoints %d", bytes.Count(reqs[3].body, []byte(`"cache_control"`)))
 
 	// The log: the facts, the model requests with usage, and the decision.
-	items := b.items(t, events.DefaultTenant, "sim-session-1")
+	// The session is the client's header plus the tag of its credential.
+	session := b.session("sim-session-1", reqs[0].header)
+	require_True(t, strings.HasPrefix(session, "sim-session-1-k"), "session %q", session)
+	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "toolu_a2")
 	require_True(t, a2 != nil && a2.Pruned && a2.Applied != nil && a2.Applied.Rung == events.L0, "toolu_a2 item: %+v", a2)
 	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
 		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
-	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, "sim-session-1")
+	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, session)
 	require_NoError(t, err)
 	var mrs int
 	for _, e := range evs {
@@ -406,7 +409,7 @@ func TestFailOpen(t *testing.T) {
 // TestSessionIdentity: header, derived id and lanes.
 func TestSessionIdentity(t *testing.T) {
 	t.Parallel()
-	p := &Proxy{cfg: Config{Tenant: "default"}, log: slog.New(slog.DiscardHandler)}
+	p := &Proxy{cfg: Config{Tenant: "default", IdentityKey: bytes.Repeat([]byte{7}, 32)}, log: slog.New(slog.DiscardHandler)}
 	mk := func(body string) *conversation {
 		c, err := parseAnthropic([]byte(body))
 		require_NoError(t, err)
@@ -422,7 +425,16 @@ func TestSessionIdentity(t *testing.T) {
 	h.Set(TenantHeader, "team-1")
 	ten, s, _ = p.identity(h, c)
 	require_True(t, ten == "team-1" && s == "a_b_c", "got %s %s", ten, s)
+	// A credential adds its keyed tag, always the same for one key.
+	h = http.Header{}
+	h.Set("X-Claude-Code-Session-Id", "7ef78460-70fe-4c7e-8941-73dc3d823a80")
+	h.Set("x-api-key", secretKey)
+	_, s, _ = p.identity(h, c)
+	_, s2, _ := p.identity(h, c)
+	require_True(t, s == s2 && strings.HasPrefix(s, "7ef78460-70fe-4c7e-8941-73dc3d823a80-k") && len(s) == 36+2+12 && events.ValidToken(s), "got %s", s)
+	_, dk, _ := p.identity(http.Header{"X-Api-Key": {secretKey}}, c)
 	_, d1, _ := p.identity(http.Header{}, c)
+	require_True(t, dk == d1+p.credentialTag(h), "derived with a credential %s, without %s", dk, d1)
 	_, d2, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"}]}`))
 	_, d3, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"other"}]}`))
 	require_True(t, strings.HasPrefix(d1, "derived-") && d1 == d2 && d1 != d3, "derived ids %s %s %s", d1, d2, d3)

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/prunesched/prunesched/proxy"
 	"github.com/prunesched/prunesched/service"
 )
+
+// identityKeyFile is the proxy's identity key inside the data directory.
+const identityKeyFile = "proxy-identity.key"
 
 func runProxy(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "proxy", "--upstream URL [flags]", `
@@ -31,12 +35,13 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	listen := fs.String("listen", "127.0.0.1:8788", "proxy address the agents call; loopback unless told otherwise")
 	upstream := fs.String("upstream", "", "model API base URL requests go to, e.g. https://api.anthropic.com (required)")
 	openaiUp := fs.String("openai-upstream", "", "base URL for the OpenAI paths (/v1/chat/completions, /v1/responses), e.g. https://api.openai.com; default --upstream")
-	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server")
+	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only")
 	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
 	apiListen := fs.String("api-listen", "127.0.0.1:7070", "prunesched API address (decisions, bundle, /metrics); empty runs none")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
+	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if err := parse(fs, args); err != nil {
@@ -56,6 +61,16 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	if err != nil {
 		return err
 	}
+	// The key of the credential tag in session ids, kept so sessions
+	// continue across restarts.
+	var idKey []byte
+	if *data != "" {
+		if idKey, err = proxy.LoadOrCreateIdentityKey(filepath.Join(*data, identityKeyFile)); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
+	}
 	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger})
 	if err != nil {
 		return err
@@ -63,7 +78,9 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	defer svc.Close()
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
-		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+		ResponseHeaderTimeout: *headerTimeout,
+		IdentityKey:           idKey,
+		Backend:               proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
 		return usagef("%v", err)

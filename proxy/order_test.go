@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// gateBackend blocks the first append that records a model request (the
+// record of a response) until release is closed, and closes entered when
+// it starts waiting.
+type gateBackend struct {
+	Backend
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	for _, e := range evs {
+		if _, ok := e.Data.(*events.ModelRequest); ok {
+			first := false
+			g.once.Do(func() { first = true })
+			if first {
+				close(g.entered)
+				select {
+				case <-g.release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			break
+		}
+	}
+	return g.Backend.Append(ctx, evs)
+}
+
+// TestRecordBeforeResponseEnds reproduces the ordering race of issue 15:
+// the client sends its next request the moment the previous response
+// ends (an SSE client on message_stop, a JSON client on the last byte),
+// and the upstream keeps the first response open until that next request
+// arrives. The first response's record (its model request and the
+// assistant's tool call) must be in the log before the client can see the
+// end of the response, so the next request is recorded after it. The
+// record's append is held by the test: while it is held, the upstream must
+// not have seen the next request.
+func TestRecordBeforeResponseEnds(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeUpstream{}
+			second := make(chan struct{})
+			var secondOnce sync.Once
+			inner := anthropicFake(f, func(req map[string]any) turn {
+				if countToolResults(req) == 0 {
+					return turn{tool: "Read", id: "toolu_o1", input: map[string]any{"file_path": "/p/a.txt"}}
+				}
+				secondOnce.Do(func() { close(second) })
+				return turn{text: "done"}
+			})
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if stream {
+					inner.ServeHTTP(w, r)
+				} else {
+					// A JSON answer with its Content-Length.
+					rec := httptest.NewRecorder()
+					inner.ServeHTTP(rec, r)
+					for k, v := range rec.Header() {
+						w.Header()[k] = v
+					}
+					w.Header().Set("Content-Length", strconv.Itoa(rec.Body.Len()))
+					// The connection stays busy below: the proxy must not
+					// send the next request on it.
+					w.Header().Set("Connection", "close")
+					w.WriteHeader(rec.Code)
+					_, _ = w.Write(rec.Body.Bytes())
+				}
+				// The first answer is all sent: keep its connection open
+				// until the next request arrives.
+				if w.(http.Flusher).Flush(); len(f.requests()) == 1 {
+					select {
+					case <-second:
+					case <-r.Context().Done():
+					}
+				}
+			})
+			g := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
+			var releaseOnce sync.Once
+			release := func() { releaseOnce.Do(func() { close(g.release) }) }
+			t.Cleanup(release)
+			b := setup(t, testPolicy(t), up, func(c *Config) {
+				g.Backend = c.Backend
+				c.Backend = g
+			})
+
+			user := map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "read a.txt"}}}
+			body := func(msgs ...any) []byte {
+				out, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 100, "stream": stream,
+					"tools": []any{map[string]any{"name": "Read"}}, "messages": msgs})
+				return out
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- func() error {
+					resp, err := http.Post(b.url+"/v1/messages", "application/json", bytes.NewReader(body(user)))
+					if err != nil {
+						return err
+					}
+					defer resp.Body.Close()
+					// Read the first answer up to its end as the client
+					// sees it.
+					if stream {
+						sc := bufio.NewScanner(resp.Body)
+						for sc.Scan() && !strings.Contains(sc.Text(), `"message_stop"`) {
+						}
+					} else {
+						var m map[string]any
+						if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+							return err
+						}
+					}
+					// The next request, at once.
+					next := body(user,
+						map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_o1", "name": "Read", "input": map[string]any{"file_path": "/p/a.txt"}}}},
+						map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_o1", "content": "alpha"}}})
+					resp2, err := http.Post(b.url+"/v1/messages", "application/json", bytes.NewReader(next))
+					if err != nil {
+						return err
+					}
+					_, _ = io.Copy(io.Discard, resp2.Body)
+					resp2.Body.Close()
+					_, _ = io.Copy(io.Discard, resp.Body)
+					return nil
+				}()
+			}()
+
+			select {
+			case <-g.entered:
+			case err := <-done:
+				t.Fatalf("the client finished (err %v) before the first response was recorded; upstream saw %d requests", err, len(f.requests()))
+			case <-time.After(30 * time.Second):
+				t.Fatal("the first response's record never started")
+			}
+			n := len(f.requests())
+			release()
+			require_True(t, n == 1, "the upstream saw the client's next request (%d requests) before the previous response was recorded", n)
+			select {
+			case err := <-done:
+				require_NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the client did not finish")
+			}
+
+			// In the log: request 1's model request and the assistant's
+			// tool call come before request 2's tool result.
+			sessions := b.sessionsOf(t, events.DefaultTenant, "toolu_o1")
+			require_True(t, len(sessions) == 1, "sessions %v", sessions)
+			evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sessions[0])
+			require_NoError(t, err)
+			var mr1, call, result uint64
+			for _, e := range evs {
+				switch e.Data.(type) {
+				case *events.ModelRequest:
+					if mr1 == 0 {
+						mr1 = e.Seq
+					}
+				case *events.ToolCall:
+					call = e.Seq
+				case *events.ToolResult:
+					result = e.Seq
+				}
+			}
+			require_True(t, mr1 > 0 && call > 0 && result > 0 && mr1 < result && call < result,
+				"log order: model request 1 at %d, tool call at %d, tool result at %d", mr1, call, result)
+		})
+	}
+}
+
+// counter sums the values of a counter family whose labels include the
+// given name=value pairs.
+func counter(t testing.TB, b *bench, name string, labels ...string) float64 {
+	t.Helper()
+	mf, err := b.svc.Registry.Gather()
+	require_NoError(t, err)
+	sum := 0.0
+	for _, fam := range mf {
+		if fam.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range fam.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestUpstreamErrorKinds: a client's own cancel is not an upstream error,
+// a 5xx is, and an upstream that sends no headers within the
+// response-header timeout is answered 502 and counted as a timeout.
+func TestUpstreamErrorKinds(t *testing.T) {
+	t.Parallel()
+	const errs = "prunesched_proxy_upstream_errors_total"
+	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
+
+	t.Run("client cancel", func(t *testing.T) {
+		t.Parallel()
+		entered := make(chan struct{})
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // so the server sees the proxy hang up
+			close(entered)
+			<-r.Context().Done()
+		})
+		b := setup(t, testPolicy(t), up, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/v1/messages", strings.NewReader(body))
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-entered
+		cancel()
+		require_True(t, <-errc != nil, "the canceled request succeeded")
+		waitFor(t, "the proxy to see the cancel", func() bool {
+			l := b.logs.String()
+			return strings.Contains(l, "client went away") || strings.Contains(l, "proxy: upstream")
+		})
+		require_True(t, counter(t, b, errs) == 0, "a client's cancel counted as an upstream error")
+	})
+
+	t.Run("5xx", func(t *testing.T) {
+		t.Parallel()
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"type":"error","error":{"type":"api_error","message":"down"}}`)
+		})
+		b := setup(t, testPolicy(t), up, nil)
+		for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+			resp, err := http.Post(b.url+path, "application/json", strings.NewReader(body))
+			require_NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require_True(t, resp.StatusCode == 503, "status %d", resp.StatusCode)
+		}
+		require_True(t, counter(t, b, errs, "kind", "5xx") == 2, "5xx not counted: %v", counter(t, b, errs))
+	})
+
+	t.Run("header timeout", func(t *testing.T) {
+		t.Parallel()
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // so the server sees the proxy hang up
+			<-r.Context().Done()               // never answers
+		})
+		b := setup(t, testPolicy(t), up, func(c *Config) { c.ResponseHeaderTimeout = 50 * time.Millisecond })
+		resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
+		require_NoError(t, err)
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require_True(t, resp.StatusCode == http.StatusBadGateway && strings.Contains(string(out), "upstream timeout"), "got %d %s", resp.StatusCode, out)
+		require_True(t, counter(t, b, errs, "kind", "timeout") == 1, "timeout not counted")
+	})
+}
+
+// TestRecordTimeoutReleasesResponse: a record slower than RecordTimeout
+// does not hold the response: the client gets it whole and the timeout is
+// counted.
+func TestRecordTimeoutReleasesResponse(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	g := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(g.release) })
+	b := setup(t, testPolicy(t), anthropicFake(f, func(map[string]any) turn { return turn{text: "ok"} }), func(c *Config) {
+		g.Backend = c.Backend
+		c.Backend = g
+		// Long enough for the request's own appends on a loaded
+		// machine; the record then waits it out at the gate.
+		c.RecordTimeout = 2 * time.Second
+	})
+	body := `{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
+	require_NoError(t, err)
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require_NoError(t, err)
+	require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
+	select {
+	case <-g.entered:
+	default:
+		t.Fatal("the response ended without a record (the request failed open?)")
+	}
+	waitFor(t, "the record timeout to be counted", func() bool { return counter(t, b, "prunesched_proxy_record_timeouts_total") == 1 })
+}
