@@ -435,7 +435,8 @@ func (c *capture) event(data []byte) {
 func (p *Proxy) record(pl *plan, c *capture) {
 	c.finish()
 	st := pl.st
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RecordTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
+	expired := p.cfg.RecordTimer(p.cfg.RecordTimeout)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -452,7 +453,9 @@ func (p *Proxy) record(pl *plan, c *capture) {
 	}()
 	select {
 	case <-done:
-	case <-ctx.Done():
+	case <-expired:
+		// The record, cancelled here, fails and counts the timeout.
+		cancel()
 		p.log.Warn("proxy: recording the response took longer than the record timeout; response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
 	}
 }

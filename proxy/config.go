@@ -125,6 +125,10 @@ type Config struct {
 	Client *http.Client
 	// Now returns the time a request arrives (tests); nil is time.Now.
 	Now func() time.Time
+	// RecordTimer starts the timer that ends the wait for a response's
+	// record (RecordTimeout), so a test can end it when it chooses instead
+	// of racing a clock; nil is time.After.
+	RecordTimer func(time.Duration) <-chan time.Time
 	// IdentityKey keys the HMAC of the request's credential that ends
 	// every session id (see Proxy.identity), so a session never spans two
 	// credentials. Keep it secret and stable: 'prunesched proxy' keeps it
@@ -161,6 +165,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.RecordTimer == nil {
+		c.RecordTimer = time.After
 	}
 }
 

@@ -309,12 +309,18 @@ func TestRecordTimeoutReleasesResponse(t *testing.T) {
 	f := &fakeUpstream{}
 	g := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(func() { close(g.release) })
+	// The record's timer fires once the record is waiting at the gate:
+	// no clock decides whether the request's own appends finished first.
+	fire := make(chan time.Time)
+	go func() {
+		<-g.entered
+		close(fire)
+	}()
 	b := setup(t, testPolicy(t), anthropicFake(f, func(map[string]any) turn { return turn{text: "ok"} }), func(c *Config) {
 		g.Backend = c.Backend
 		c.Backend = g
-		// Long enough for the request's own appends on a loaded
-		// machine; the record then waits it out at the gate.
-		c.RecordTimeout = 2 * time.Second
+		c.RecordTimeout = time.Hour
+		c.RecordTimer = func(time.Duration) <-chan time.Time { return fire }
 	})
 	body := `{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
