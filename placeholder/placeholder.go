@@ -91,6 +91,17 @@ func ParseHandle(s string) (int, bool) {
 	return n, true
 }
 
+// WriteRule writes why an item left as placeholders and the text view
+// show it: "L0 DUPLICATE_OUTPUT", or the reason alone when the rule has no
+// rung (errored inputs, manual prunes).
+func WriteRule(b *strings.Builder, r events.Rung, why events.Reason) {
+	if r != events.RungNone {
+		b.WriteString(string(r))
+		b.WriteByte(' ')
+	}
+	b.WriteString(string(why))
+}
+
 // Render returns the placeholder text. It is deterministic and copies no
 // payload beyond the one bounded argument and the residue.
 func Render(p Spec) string {
@@ -111,11 +122,7 @@ func Render(p Spec) string {
 		b.WriteString(" text")
 	}
 	b.WriteString(" removed: ")
-	if p.Rung != events.RungNone {
-		b.WriteString(string(p.Rung))
-		b.WriteByte(' ')
-	}
-	b.WriteString(string(p.Reason))
+	WriteRule(&b, p.Rung, p.Reason)
 	b.WriteString(", ")
 	b.WriteString(strconv.Itoa(p.Tokens))
 	b.WriteString(" tokens")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 )
 
 // RenderText renders the bundle as a readable transcript: a title line, a
@@ -103,21 +104,14 @@ func textHeader(bi *BundleItem, tokens int) string {
 	case bi.Pruned:
 		a := bi.Applied
 		h.WriteString("  (pruned ")
-		if a.Rung != events.RungNone {
-			h.WriteString(string(a.Rung))
-			h.WriteByte(' ')
-		}
-		fmt.Fprintf(&h, "%s, applied at request %s by %s)", a.Reason, a.Request, a.Trigger)
+		placeholder.WriteRule(&h, a.Rung, a.Reason)
+		fmt.Fprintf(&h, ", applied at request %s by %s)", a.Request, a.Trigger)
 	case bi.Restored:
 		h.WriteString("  (restored)")
 	}
 	if m := bi.LatestMark; m != nil && !m.Applied && m.Decision == events.Prune {
 		h.WriteString("  (pending PRUNE ")
-		if m.Rung != events.RungNone {
-			h.WriteString(string(m.Rung))
-			h.WriteByte(' ')
-		}
-		h.WriteString(string(m.Reason))
+		placeholder.WriteRule(&h, m.Rung, m.Reason)
 		h.WriteByte(')')
 	}
 	return h.String()
