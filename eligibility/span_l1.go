@@ -72,10 +72,17 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 	}
 	var best *spanProposal
 	var surv *item
+	var shared map[uint64]struct{}
 	for _, o := range c.spanCandidates(n) {
+		if shared == nil {
+			shared = make(map[uint64]struct{}, len(cl.lines))
+			for _, h := range cl.lines {
+				shared[h] = struct{}{}
+			}
+		}
 		oc := o.call
 		sp := &spanProposal{}
-		for _, r := range matchRuns(cl.lines, oc.lines, cl.nums, oc.nums, min) {
+		for _, r := range matchRuns(cl.lines, oc.lines, cl.nums, oc.nums, min, shared) {
 			s := placeholder.Span{
 				From: r.i + 1, To: r.i + r.n, Item: placeholder.Handle(int(o.idx)),
 				SrcFrom: r.j + 1, SrcTo: r.j + r.n,
@@ -245,11 +252,16 @@ func numAt(nums []int32, i int) int32 {
 // run of the old one; runs do not overlap. Numbered lines match when their
 // text does and their numbers keep one offset through the run, counting
 // up by one (a moved block of a numbered read); unnumbered lines match
-// only unnumbered ones. Deterministic: candidates are tried in increasing
-// position, the first longest wins.
-func matchRuns(nw, old []uint64, nwNums, oldNums []int32, min int) []lineRun {
-	pos := make(map[uint64][]int, len(old))
+// only unnumbered ones. inNew is the set of nw's hashes. Deterministic:
+// candidates are tried in increasing position, the first longest wins.
+func matchRuns(nw, old []uint64, nwNums, oldNums []int32, min int, inNew map[uint64]struct{}) []lineRun {
+	// Only old lines that the new output holds can start a run: the map
+	// stays as small as what the two share.
+	pos := make(map[uint64][]int)
 	for j, h := range old {
+		if _, ok := inNew[h]; !ok {
+			continue
+		}
 		if l := pos[h]; len(l) < maxSpanCandidates {
 			pos[h] = append(l, j)
 		}
