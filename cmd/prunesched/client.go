@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/service"
+	"github.com/spf13/pflag"
 )
 
 // client talks to a prunesched HTTP API: a running `serve`, or one started
@@ -32,7 +32,7 @@ type clientFlags struct {
 	server, data, tenant string
 }
 
-func addClientFlags(fs *flag.FlagSet, e *env) *clientFlags {
+func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 	cf := &clientFlags{}
 	def := e.getenv("PRUNESCHED_SERVER")
 	if def == "" {
@@ -84,7 +84,7 @@ func (c *client) getJSON(ctx context.Context, path string, raw bool, w io.Writer
 
 // parseAndConnect parses a client command's flags, checks it got nargs
 // positional arguments (want says which, for the usage error) and connects.
-func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *flag.FlagSet, args []string, nargs int, want string) (*client, error) {
+func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *pflag.FlagSet, args []string, nargs int, want string) (*client, error) {
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}

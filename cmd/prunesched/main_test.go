@@ -33,12 +33,14 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		if !strings.Contains(out, c.name) {
 			t.Errorf("help does not list %s", c.name)
 		}
-		code, _, errOut := runT(t, c.name, "--help")
-		if code != 0 {
-			t.Errorf("%s --help: exit %d", c.name, code)
-		}
-		if c.name != "version" && !strings.Contains(errOut, "Usage: prunesched "+c.name) {
-			t.Errorf("%s --help prints no usage:\n%s", c.name, errOut)
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runT(t, c.name, h)
+			if code != 0 {
+				t.Errorf("%s %s: exit %d", c.name, h, code)
+			}
+			if !strings.Contains(out, "Usage: prunesched "+c.name) || errOut != "" {
+				t.Errorf("%s %s: usage not on stdout alone:\nstdout %q\nstderr %q", c.name, h, out, errOut)
+			}
 		}
 	}
 }
