@@ -36,6 +36,18 @@ type Config struct {
 	Logger     *slog.Logger
 	// Progress receives one line per step; nil is silent.
 	Progress io.Writer
+	// Strict stops at the first file that fails; otherwise a failing file
+	// is reported in Report.Failed and the others are analysed.
+	Strict bool
+	// Now is the clock progress ETAs are measured with (nil: time.Now).
+	// It is never used by a decision.
+	Now func() time.Time
+}
+
+// FileError is a file the analysis could not read, import or append.
+type FileError struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
 }
 
 // Report is the whole analysis.
@@ -43,6 +55,10 @@ type Report struct {
 	Tokenizer     string          `json:"tokenizer"`
 	PolicyVersion string          `json:"policy_version"`
 	Sessions      []SessionReport `json:"sessions"`
+	// Files counts the input files; Failed lists those that failed (each
+	// error names the file and, for bad input, the line).
+	Files  int         `json:"files"`
+	Failed []FileError `json:"failed"`
 	// Imported holds the imported sessions, in the order of Sessions (not
 	// part of the JSON report), so later analyses need not import again.
 	Imported []importers.Session `json:"-"`
@@ -119,17 +135,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Format == "" {
 		cfg.Format = "auto"
 	}
-	// Import everything first: a bad file fails before anything starts.
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}, Files: len(cfg.Files), Failed: []FileError{}}
+	// Import everything first: with Strict, a bad file fails before
+	// anything starts; otherwise it is reported and the others go on.
 	type imported struct {
 		path string
 		s    importers.Session
 	}
 	var all []imported
 	seen := map[string]int{}
-	for _, path := range cfg.Files {
+	eta := newETA(cfg.Files, now)
+	for i, path := range cfg.Files {
 		sessions, err := importers.Import(path, cfg.Format)
+		eta.done(path)
 		if err != nil {
-			return nil, err
+			if cfg.Strict {
+				return nil, err
+			}
+			rep.Failed = append(rep.Failed, FileError{File: path, Error: err.Error()})
+			progress("[%d/%d] FAILED %v%s", i+1, len(cfg.Files), err, eta.String())
+			continue
 		}
 		for _, s := range sessions {
 			if len(s.Events) == 0 {
@@ -146,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			seen[name]++
 			all = append(all, imported{path, s})
 		}
-		progress("read %s: %d session(s)", path, len(sessions))
+		progress("[%d/%d] read %s: %d session(s)%s", i+1, len(cfg.Files), path, len(sessions), eta.String())
 	}
 	dir := cfg.DataDir
 	if dir == "" {
@@ -164,19 +193,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer svc.Close()
 	start := time.Now()
 	total := 0
+	kept := all[:0]
 	for _, im := range all {
 		if _, err := svc.Store.Append(ctx, im.s.Events); err != nil {
-			return nil, fmt.Errorf("append %s: %w", im.path, err)
+			err = fmt.Errorf("append %s: %w", im.path, err)
+			if cfg.Strict || ctx.Err() != nil {
+				return nil, err
+			}
+			rep.Failed = append(rep.Failed, FileError{File: im.path, Error: err.Error()})
+			progress("FAILED %v", err)
+			continue
 		}
+		kept = append(kept, im)
 		total += len(im.s.Events)
 		progress("appended %s: session %s, %d events", im.path, im.s.Events[0].Session, len(im.s.Events))
 	}
+	all = kept
 	progress("running the pipeline over %d events ...", total)
 	if err := waitIdle(ctx, svc, progress); err != nil {
 		return nil, err
 	}
 	progress("pipeline idle after %s", time.Since(start).Round(time.Millisecond))
-	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}}
 	for _, im := range all {
 		sr, err := sessionReport(ctx, svc, im.path, im.s)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
@@ -145,41 +147,66 @@ func sessionPath(session, rest string) string {
 }
 
 func runImport(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "import", "[flags] FILE...", "Import trace files into a running server. Formats: claude-code, opencode, native (JSONL), or auto.")
+	fs := newFlags(e, "import", "[flags] FILE|DIR...", `
+Import trace files into a running server (or a data directory with --data).
+Formats: `+strings.Join(importers.Formats(), ", ")+`, or auto. A directory is
+read recursively (files ending in .jsonl, .json, .traj or .md whose format is
+detected). A file that fails is reported with file:line and the others are
+still imported; the exit status is 1 if any failed (--strict stops at the
+first).`)
 	cf := addClientFlags(fs, e)
-	format := fs.String("format", "auto", "input format: auto, claude-code, opencode, native")
+	format := fs.String("format", "auto", "input format: auto, "+strings.Join(importers.Formats(), ", "))
+	strict := fs.Bool("strict", false, "stop at the first file that fails")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return usagef("no files given")
 	}
+	files, _, err := importers.Expand(fs.Args())
+	if err != nil {
+		return err
+	}
 	c, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	for _, path := range fs.Args() {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
-		}
-		out, err := c.do(ctx, "POST", "/v1/import", url.Values{"format": {*format}, "name": {filepath.Base(path)}}, bytes.NewReader(b), "application/octet-stream")
-		if err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
-		}
-		var res struct {
-			Sessions []struct {
-				Session, Format string
-				Events          int
+	var failed []analyze.FileError
+	for _, path := range files {
+		if err := importFile(ctx, e, c, path, *format); err != nil {
+			if *strict || ctx.Err() != nil {
+				return err
 			}
+			fmt.Fprintf(e.stderr, "%v\n", err)
+			failed = append(failed, analyze.FileError{File: path, Error: err.Error()})
 		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			return fmt.Errorf("import %s: bad response: %w", path, err)
+	}
+	return batchResult(e, len(files), failed)
+}
+
+// importFile sends one trace file to the server's import endpoint and
+// prints the sessions it made.
+func importFile(ctx context.Context, e *env, c *client, path, format string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", path, err)
+	}
+	out, err := c.do(ctx, "POST", "/v1/import", url.Values{"format": {format}, "name": {filepath.Base(path)}}, bytes.NewReader(b), "application/octet-stream")
+	if err != nil {
+		return fmt.Errorf("import %s: %w", path, err)
+	}
+	var res struct {
+		Sessions []struct {
+			Session, Format string
+			Events          int
 		}
-		for _, s := range res.Sessions {
-			fmt.Fprintf(e.stdout, "%s: session %s (%s), %d events\n", path, s.Session, s.Format, s.Events)
-		}
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("import %s: bad response: %w", path, err)
+	}
+	for _, s := range res.Sessions {
+		fmt.Fprintf(e.stdout, "%s: session %s (%s), %d events\n", path, s.Session, s.Format, s.Events)
 	}
 	return nil
 }

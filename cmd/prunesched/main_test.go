@@ -15,10 +15,16 @@ import (
 // runT runs the CLI in-process and returns its exit code and output.
 func runT(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runTEnv(t, nil, args...)
+}
+
+// runTEnv is runT with an environment.
+func runTEnv(t *testing.T, environ map[string]string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}, args)
+	code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: func(k string) string { return environ[k] }}, args)
 	return code, out.String(), errb.String()
 }
 
@@ -128,7 +134,7 @@ func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
 	dir := t.TempDir()
 	bundles := filepath.Join(dir, "bundles")
 	keep := filepath.Join(dir, "log")
-	code, out, errOut := runT(t, "analyze", "--json", "--bundles", bundles, "--keep", keep, sample)
+	code, out, errOut := runT(t, "analyze", "--progress", "--json", "--bundles", bundles, "--keep", keep, sample)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
