@@ -61,7 +61,15 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 			return nil, err
 		}
 		c.base = "http://" + svc.HTTPAddr
-		c.close = svc.Close
+		c.close = func() {
+			// Offline, this process is the pipeline: let it handle what
+			// the command wrote (a pin, a prune) before it stops, or the
+			// next command on the directory waits for the redelivery.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = svc.Pipeline.WaitIdle(wctx)
+			svc.Close()
+		}
 	}
 	return c, nil
 }
@@ -241,30 +249,6 @@ func runAppend(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(out)
 	return err
-}
-
-func runSessions(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "sessions", "[flags]", "List the sessions of a tenant.")
-	cf := addClientFlags(fs, e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	var res struct {
-		Sessions []string `json:"sessions"`
-	}
-	if done, err := c.getJSON(ctx, "/v1/sessions", *asJSON, e.stdout, &res); done || err != nil {
-		return err
-	}
-	for _, s := range res.Sessions {
-		fmt.Fprintln(e.stdout, s)
-	}
-	return nil
 }
 
 func runItem(ctx context.Context, e *env, args []string) error {
