@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -113,5 +114,23 @@ func TestStatsAndSessions(t *testing.T) {
 	code, out, errOut = runT(t, "sessions", "--data", keep)
 	if code != 0 || !strings.Contains(out, "SAVED") || !strings.Contains(out, "sample") || !strings.Contains(out, "3/3") {
 		t.Errorf("sessions: exit %d %s\n%s", code, errOut, out)
+	}
+}
+
+func TestVersionFromBuildInfo(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.time", Value: "2026-12-02T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	got := readBuildInfo(bi, true)
+	want := buildInfo{Version: "v1.2.3", Revision: "0123abcd", Time: "2026-12-02T10:00:00Z", Modified: true, Go: "go1.26.8"}
+	if got != want {
+		t.Errorf("readBuildInfo = %+v, want %+v", got, want)
+	}
+	if got := readBuildInfo(nil, false); got.Version != "(devel)" || got.Revision != "" {
+		t.Errorf("no build info: %+v", got)
+	}
+	code, out, _ := runT(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "prunesched ") || !strings.Contains(out, "revision:") {
+		t.Errorf("version: exit %d\n%s", code, out)
 	}
 }
