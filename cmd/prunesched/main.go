@@ -213,7 +213,7 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "revision:  %s\n", rev)
 	if bi.Time != "" {
-		fmt.Fprintf(e.stdout, "built at:  %s (commit time)\n", bi.Time)
+		fmt.Fprintf(e.stdout, "committed: %s\n", bi.Time)
 	}
 	if bi.Go != "" {
 		fmt.Fprintf(e.stdout, "go:        %s\n", bi.Go)
