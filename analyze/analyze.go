@@ -150,6 +150,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	seen := map[string]int{}
 	eta := newETA(cfg.Files, now)
 	for i, path := range cfg.Files {
+		if err := ctx.Err(); err != nil { // interrupted: stop between files
+			return nil, err
+		}
 		sessions, err := importers.Import(path, cfg.Format)
 		eta.done(path)
 		if err != nil {

@@ -70,17 +70,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestAnalyzeBadInputNamesTheLine(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.jsonl")
-	good, err := os.ReadFile(sample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(good), "\n")
-	lines[6] = strings.Replace(lines[6], `"role":"user"`, `"role":"robot"`, 1)
-	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := writeBadSample(t, t.TempDir())
 	code, _, errOut := runT(t, "analyze", "--quiet", bad)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)

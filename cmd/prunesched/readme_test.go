@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // readmeCommands returns every command line of README.md's fenced code
@@ -162,6 +163,7 @@ func TestReadmeExamples(t *testing.T) {
 			cancel()
 		}
 		var out, errb bytes.Buffer
+		start := time.Now()
 		code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: func(k string) string { return environ[k] }}, args)
 		cancel()
 		switch {
@@ -170,7 +172,7 @@ func TestReadmeExamples(t *testing.T) {
 		case !dry && code != 0:
 			t.Errorf("%s: exit %d: %s", name, code, errb.String())
 		default:
-			t.Logf("%s: exit %d (dry %v)", name, code, dry)
+			t.Logf("%s: exit %d (dry %v) %s", name, code, dry, time.Since(start))
 		}
 	}
 }
