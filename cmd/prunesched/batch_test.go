@@ -94,3 +94,25 @@ func TestAnalyzeDiscover(t *testing.T) {
 		t.Errorf("both transcripts not analysed:\n%s", out)
 	}
 }
+
+// TestImportBatchKeepsGoing: import takes a directory; the bad file is
+// named with its line, the good one imported, exit 1.
+func TestImportBatchKeepsGoing(t *testing.T) {
+	dir := t.TempDir()
+	writeBadSample(t, dir)
+	good, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "good.jsonl"), good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	code, out, errOut := runT(t, "import", dir, "--data", data)
+	if code != 1 || !strings.Contains(out, "good.jsonl: session sample") || !strings.Contains(errOut, "bad.jsonl:7") || !strings.Contains(errOut, "1 of 2 file(s) failed") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if code, out, _ = runT(t, "sessions", "--ids", "--data", data); code != 0 || strings.TrimSpace(out) != "sample" {
+		t.Errorf("sessions after import: exit %d %q", code, out)
+	}
+}

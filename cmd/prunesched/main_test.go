@@ -31,6 +31,11 @@ func runTEnv(t *testing.T, environ map[string]string, args ...string) (int, stri
 const sample = "../../examples/sample-session.jsonl"
 
 func TestHelpOnEveryCommand(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		if code, out, errOut := runT(t, h); code != 0 || !strings.Contains(out, "Usage: prunesched <command>") || errOut != "" {
+			t.Errorf("prunesched %s: exit %d, stdout %q, stderr %q", h, code, out, errOut)
+		}
+	}
 	code, out, _ := runT(t, "help")
 	if code != 0 {
 		t.Fatalf("help exit %d", code)
