@@ -77,15 +77,18 @@ type Tokens struct {
 
 // DecisionRow is the latest decision for one item.
 type DecisionRow struct {
-	Item            string          `json:"item"`
-	Decision        events.Decision `json:"decision"`
-	Rung            events.Rung     `json:"rung,omitempty"`
-	Reason          events.Reason   `json:"reason"`
-	Part            string          `json:"part,omitempty"`
-	Applied         bool            `json:"applied"`
-	AppliedAt       string          `json:"applied_at,omitempty"`
-	Trigger         events.Trigger  `json:"trigger,omitempty"`
-	TokensEstimated int             `json:"tokens_estimated"`
+	Item      string          `json:"item"`
+	Decision  events.Decision `json:"decision"`
+	Rung      events.Rung     `json:"rung,omitempty"`
+	Reason    events.Reason   `json:"reason"`
+	Part      string          `json:"part,omitempty"`
+	Applied   bool            `json:"applied"`
+	AppliedAt string          `json:"applied_at,omitempty"`
+	Trigger   events.Trigger  `json:"trigger,omitempty"`
+	// Pending is true when the timing scheduler holds the mark back (the
+	// list 'prunesched pending' prints).
+	Pending         bool `json:"pending"`
+	TokensEstimated int  `json:"tokens_estimated"`
 }
 
 // SessionReport is one session's figures.
@@ -108,10 +111,12 @@ type SessionReport struct {
 	PrunesByRung   map[string]int          `json:"prunes_by_rung"`
 	TokensByRung   map[string]int          `json:"tokens_by_rung"`
 	// AbstentionRate is ABSTAIN over all decided items.
-	AbstentionRate float64       `json:"abstention_rate"`
-	Applied        int           `json:"applied"`
-	Pending        int           `json:"pending"`
-	Decisions      []DecisionRow `json:"decisions"`
+	AbstentionRate float64 `json:"abstention_rate"`
+	// Applied counts the latest marks an application applied; Pending
+	// those the timing scheduler holds back (its pending list).
+	Applied   int           `json:"applied"`
+	Pending   int           `json:"pending"`
+	Decisions []DecisionRow `json:"decisions"`
 	// Economics prices the session under no pruning, immediate
 	// application and the timing scheduler; Applications are the
 	// scheduler's applications in the log; Calibration compares the cache
@@ -289,11 +294,25 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 	sr.Items, sr.ToolCalls = st.Items, st.ToolCalls
 	sr.Tokens = Tokens{Raw: st.Tokens.Raw, Rendered: st.Tokens.Rendered, Removed: st.Tokens.Removed, Placeholder: st.Tokens.Placeholder,
 		HostCompacted: st.Tokens.HostCompacted, HostPruned: st.Tokens.HostPruned}
-	sr.Applied, sr.Pending = st.Applied, st.Pending
+	// Pending is the scheduler's pending list, the one rule 'pending' and
+	// 'decisions' use (a PRUNE of an item the host already compacted away,
+	// or already pruned by another mark, waits for nothing).
+	pend, err := svc.Pipeline.Scheduler.Pending(ctx, ev0.TenantOrDefault(), ev0.Session)
+	if err != nil {
+		return sr, err
+	}
+	waiting := map[string]bool{}
+	for _, p := range pend {
+		waiting[p.Mark] = true
+	}
+	sr.Applied = st.Applied
 	decided := 0
 	for _, d := range ds {
+		if waiting[d.Mark] {
+			sr.Pending++
+		}
 		sr.Decisions = append(sr.Decisions, DecisionRow{Item: d.Item, Decision: d.Decision, Rung: d.Rung, Reason: d.Reason, Part: d.Part,
-			Applied: d.Applied, AppliedAt: d.AppliedAt, Trigger: d.Trigger, TokensEstimated: d.TokensEstimated})
+			Applied: d.Applied, AppliedAt: d.AppliedAt, Trigger: d.Trigger, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated})
 		sr.DecisionCounts[d.Decision]++
 		decided++
 		if d.Decision == events.Prune {

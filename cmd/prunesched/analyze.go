@@ -205,7 +205,7 @@ func printReport(w io.Writer, rep *analyze.Report, all bool) {
 			switch {
 			case d.Applied:
 				applied = "at " + d.AppliedAt
-			case d.Decision == events.Prune:
+			case d.Pending:
 				applied = "pending"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", d.Item, d.Decision, orDash(string(d.Rung)), d.Reason, applied, d.TokensEstimated)
