@@ -37,3 +37,21 @@ func BenchmarkObserveL4(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(evs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkObserveNoSpans is BenchmarkObserve with span references off:
+// the ratio of the two is what span matching costs.
+func BenchmarkObserveNoSpans(b *testing.B) {
+	evs := session(20000)
+	p := policy.Default()
+	f := false
+	p.Eligibility.SpanRefs = &f
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := New(p, "t", "s1")
+		for _, e := range evs {
+			c.Observe(e)
+		}
+	}
+	b.ReportMetric(float64(len(evs))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -196,8 +196,9 @@ type call struct {
 	srcVersion   string
 	srcHash      string
 	// lines are the FNV-64a hashes of the output's lines (L1 span, only
-	// when span references are on and the call is a content read).
+	// when span references are on and the output has span_min_lines).
 	lines []uint64
+	nums  []int32 // line numbers of a numbered read (see hashLines)
 
 	// fail is set when the call failed (out of line: few calls fail).
 	fail *callFailure
@@ -263,6 +264,7 @@ type Core struct {
 	latestSrc   map[string]*item   // L1: source identity -> latest observation
 	firstSrc    map[string]*item   // L1: first observation of the current version's run
 	readsByPath map[string][]*item // L2: recent content reads of a path
+	spanIdx     map[uint64][]*item // L1 span: line hash -> outputs holding it
 	targets     map[string]*target // errored: failures per target
 	planIn      *item
 	planOut     *item
@@ -341,7 +343,7 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
 		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
-		sSpan: c.el.SpanRefs && c.el.RungEnabled("L1"),
+		sSpan: c.el.SpanRefsEnabled() && c.el.RungEnabled("L1"),
 	}
 	c.resetIndexes()
 	return c
@@ -353,6 +355,7 @@ func (c *Core) resetIndexes() {
 	c.latestSrc = map[string]*item{}
 	c.firstSrc = map[string]*item{}
 	c.readsByPath = map[string][]*item{}
+	c.spanIdx = map[uint64][]*item{}
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}
 	c.planIn, c.planOut = nil, nil
@@ -866,10 +869,10 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 	}
 	c.l0(out)
 	c.l1(out)
+	c.l2(out) // before l1Span: a read that supersedes o does not refer to it
 	if c.slotOn[sSpan] {
 		c.l1Span(out, p)
 	}
-	c.l2(out)
 	c.l4Register(out)
 }
 

@@ -7,8 +7,8 @@
 //
 // It owns the evidence ladder (identical_l0.go, source_l1.go, supersede.go,
 // residue_l3.go, predicted_l4.go; keep_copy.go says which of two copies
-// stays; span_l1.go is the opt-in L1 span, a partial prune that renders a
-// read's repeated runs as references to an earlier read, whose lines it
+// stays; span_l1.go is the L1 span, a partial prune that renders an
+// output's repeated runs as references to an earlier output, whose lines it
 // reads through SetContent when outputs are stored by content address),
 // the tool determinism classes
 // (determinism.go) and the shell-command classifier (shell.go), errored-call

@@ -21,6 +21,27 @@ func numbered(from, to int) string {
 	return b.String()
 }
 
+// shifted renders lines from..to of a.go's earlier text, now numbered
+// from+by..to+by, as after an edit that added by lines above them.
+func shifted(from, to, by int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "%6d→\tfunc handler%d(w http.ResponseWriter, r *http.Request) { serve(w, r, %d) }\n", i+by, i, i)
+	}
+	return b.String()
+}
+
+// testLog is a test run's output: n identical failure lines around a
+// summary line that varies.
+func testLog(summary string, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "--- FAIL: TestHandler%d (0.00s)\n    handler_test.go:%d: got 500, want 200\n", i, 10+i)
+	}
+	b.WriteString(summary + "\n")
+	return b.String()
+}
+
 func readLines(p string, off, lim int) map[string]any {
 	return map[string]any{"file_path": p, "offset": off, "limit": lim}
 }
@@ -38,7 +59,7 @@ func TestSpanReference(t *testing.T) {
 		// ranges is the span evidence wanted ("from-to=from-to", ...).
 		ranges []string
 	}{
-		{"off by default", "", func(s *sess) string {
+		{"off when span_refs is false", "eligibility:\n  span_refs: false\n", func(s *sess) string {
 			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
 			s.req()
 			return s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{Output: strPtr(numbered(20, 49))})
@@ -53,13 +74,40 @@ func TestSpanReference(t *testing.T) {
 			s.req()
 			return s.toolR("Read", readLines("a.go", 21, 30), &events.ToolResult{Output: strPtr(numbered(21, 50))})
 		}, events.Prune, events.ReasonSpanReference, []string{"1-10=21-30"}},
-		{"a write between: another version", spanOn, func(s *sess) string {
+		{"on by default", "", func(s *sess) string {
+			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
+			s.req()
+			return s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{Output: strPtr(numbered(20, 49))})
+		}, events.Prune, events.ReasonSpanReference, []string{"1-30=20-49"}},
+		{"a write between: the lines it left alone still repeat", spanOn, func(s *sess) string {
 			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
 			s.tool("Edit", edit("a.go"), "ok")
 			return s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{Output: strPtr(numbered(20, 49))})
+		}, events.Prune, events.ReasonSpanReference, []string{"1-30=20-49"}},
+		{"an edit above moved the lines: renumbered", spanOn, func(s *sess) string {
+			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
+			s.tool("Edit", edit("a.go"), "ok")
+			return s.toolR("Read", readLines("a.go", 25, 30), &events.ToolResult{Output: strPtr(shifted(20, 49, 5))})
+		}, events.Prune, events.ReasonSpanReference, []string{"1-30=20-49@25"}},
+		{"numbers that do not count up by one do not match", spanOn, func(s *sess) string {
+			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
+			var b strings.Builder
+			for i := 20; i <= 49; i++ {
+				fmt.Fprintf(&b, "%6d→\tfunc handler%d(w http.ResponseWriter, r *http.Request) { serve(w, r, %d) }\n", 2*i, i, i)
+			}
+			return s.toolR("Read", readLines("a.go", 40, 60), &events.ToolResult{Output: strPtr(b.String())})
 		}, "", "", nil},
-		{"another file", spanOn, func(s *sess) string {
+		{"the same lines in another output", spanOn, func(s *sess) string {
 			s.toolR("Read", read("b.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
+			return s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{Output: strPtr(numbered(20, 49))})
+		}, events.Prune, events.ReasonSpanReference, []string{"1-30=20-49"}},
+		{"a re-run repeats its failures: the new summary stays", spanOn, func(s *sess) string {
+			s.tool("Bash", map[string]any{"command": "go test ./..."}, testLog("FAIL ok 3.1s", 12))
+			s.tool("Edit", edit("a.go"), "ok")
+			return s.tool("Bash", map[string]any{"command": "go test ./..."}, testLog("FAIL ok 2.9s", 12))
+		}, events.Prune, events.ReasonSpanReference, []string{"1-24=1-24"}},
+		{"no repeated lines", spanOn, func(s *sess) string {
+			s.toolR("Read", read("b.go"), &events.ToolResult{Output: strPtr(testLog("x", 30))})
 			return s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{Output: strPtr(numbered(20, 49))})
 		}, "", "", nil},
 		{"runs shorter than span_min_lines", spanOn + "  span_min_lines: 40\n", func(s *sess) string {
@@ -79,7 +127,7 @@ func TestSpanReference(t *testing.T) {
 			s.reqs(3)
 			s.want("c1", events.Prune, events.ReasonSuperseded)
 			return id
-		}, events.Keep, events.ReasonUniqueEvidence, []string{"20-49=1-30"}}, // the refused proposal's evidence
+		}, events.Keep, events.ReasonSurvivingCopy, nil}, // never a reference to what it supersedes
 		{"the earlier read was pruned before", spanOn, func(s *sess) string {
 			s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
 			s.feed(&events.PruneRequest{Item: "c1", By: "ann"})

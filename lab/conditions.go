@@ -15,7 +15,7 @@ const (
 	CondC       = "C"
 	CondD       = "D"
 	CondL3      = "D+L3"
-	CondSpan    = "D+span"
+	CondNoSpan  = "D-span"
 	CondE       = "E"
 	CondF       = "F"
 	PeerDCP     = "DCP"
@@ -48,37 +48,37 @@ type condition struct {
 	foreignPlaceholder bool
 }
 
-func prod(rungs []string, errored bool) *policy.Policy {
+// prod is the production policy with the given rungs, errored-input
+// pruning and span references on or off.
+func prod(rungs []string, errored, spans bool) *policy.Policy {
 	p := policy.Default()
 	p.Eligibility.Rungs = rungs
 	if !errored {
 		f := false
 		p.Eligibility.ErroredInputs = &f
 	}
+	if !spans {
+		f := false
+		p.Eligibility.SpanRefs = &f
+	}
 	p.SetDefaults()
 	return &p
-}
-
-// withSpans turns span references on in p.
-func withSpans(p *policy.Policy) *policy.Policy {
-	p.Eligibility.SpanRefs = true
-	return p
 }
 
 // conditions lists the rows in report order.
 func conditions() []condition {
 	return []condition{
 		{name: CondA, kind: "condition", primary: StrategyNone, desc: "raw history: no pruning"},
-		{name: CondB, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1"}, false),
+		{name: CondB, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1"}, false, false),
 			desc: "exact duplicates only (production L0/L1 under version controls)"},
-		{name: CondC, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1"}, true),
+		{name: CondC, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1"}, true, false),
 			desc: "B + errored-input pruning with residues (production)"},
-		{name: CondD, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2"}, true),
-			desc: "C + superseded observations, L2 (production)"},
-		{name: CondL3, kind: "opt-in", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2", "L3"}, true),
+		{name: CondD, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2"}, true, true),
+			desc: "C + superseded observations, L2, + span references, L1 span (the shipped default)"},
+		{name: CondL3, kind: "opt-in", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2", "L3"}, true, true),
 			desc: "D + completed-work residue, L3 (production; opt-in: off by default since this lab found its false prunes)"},
-		{name: CondSpan, kind: "opt-in", primary: StrategyScheduled, pol: withSpans(prod([]string{"L0", "L1", "L2"}, true)),
-			desc: "D + span references, L1 span (production; opt-in: eligibility.span_refs)"},
+		{name: CondNoSpan, kind: "opt-out", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2"}, true, false),
+			desc: "D without span references (eligibility.span_refs: false)"},
 		{name: CondE, kind: "condition", primary: StrategyImmediate, desc: "aggressive heuristic pruning (deletes, never summarises)",
 			marks: func(s *fixtures.Session) []events.Event { return peers.Aggressive(s.Events, peers.DefaultAggressive()) }},
 		{name: CondF, kind: "condition", primary: StrategyImmediate, desc: "oracle: exactly the items the fixture labels safe",

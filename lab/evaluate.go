@@ -9,6 +9,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/lab/peers"
+	"github.com/prunesched/prunesched/lateruse"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
@@ -26,6 +27,16 @@ type sessionRun struct {
 	beh      map[string]behCounts                   // strategy -> probe outcomes
 	ledgers  map[string]map[string]scheduler.Ledger // provider -> strategy -> ledger
 	prodSame bool                                   // production run's applications equal the replay's
+	lu       luCounts                               // the later-use signal against the labels
+}
+
+// luCounts scores the later-use signal (lateruse) against the fixture
+// labels over the items removed under the row's own timing: a positive is
+// a removed item labelled needed or trap (a false prune), a negative one
+// labelled safe (proven redundant); a later-used item labelled keep
+// (nothing proves it either way) is undetermined.
+type luCounts struct {
+	removed, laterUsed, tp, fp, fn, undetermined int
 }
 
 type count struct {
@@ -113,7 +124,49 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 		pruned[it] = true
 	}
 	r.red.marked = preservation(s, pruned, &r.pres)
+	if c.primary != StrategyNone {
+		rs, err := lateruse.Evaluate(ctx, facts, marks, appsBy[c.primary], fx.Blobs)
+		if err != nil {
+			return nil, fmt.Errorf("condition %s session %s: %w", c.name, s.ID, err)
+		}
+		r.lu = scoreLaterUse(s, rs)
+	}
 	return r, nil
+}
+
+// scoreLaterUse compares the later-use verdicts with the labels (copy
+// roles settled by what was removed, as preservation does).
+func scoreLaterUse(s *fixtures.Session, rs []lateruse.Removal) luCounts {
+	used := map[string]bool{}
+	removed := map[string]bool{}
+	for _, r := range rs {
+		if r.Partial {
+			continue // a span reference: its runs are still rendered elsewhere
+		}
+		removed[r.Item] = true
+		used[r.Item] = used[r.Item] || r.LaterUsed
+	}
+	labels := copyRoles(s.Labels, removed)
+	var lu luCounts
+	for id := range removed {
+		lu.removed++
+		l := labels[id]
+		truth := l.Class == fixtures.Needed || l.Class == fixtures.Trap
+		switch {
+		case used[id] && truth:
+			lu.tp++
+		case used[id] && l.Class == fixtures.Safe:
+			lu.fp++
+		case used[id]:
+			lu.undetermined++ // labelled keep: nothing proves it needed or safe
+		case truth:
+			lu.fn++
+		}
+		if used[id] {
+			lu.laterUsed++
+		}
+	}
+	return lu
 }
 
 func sameIDs(a, b []events.Event) bool {
@@ -161,29 +214,6 @@ func latestPrunes(marks []events.Event) []string {
 	return out
 }
 
-// merge puts facts, marks and applications in one log: marks right after
-// the fact that caused them, an application right before the request it
-// was decided for.
-func merge(facts, marks, apps []events.Event) []events.Event {
-	byCause := map[int][]events.Event{}
-	for _, m := range marks {
-		ci := m.Data.(*events.Mark).CauseIndex
-		byCause[ci] = append(byCause[ci], m)
-	}
-	byAfter := map[int][]events.Event{}
-	for _, a := range apps {
-		ai := a.Data.(*events.Application).AfterIndex
-		byAfter[ai] = append(byAfter[ai], a)
-	}
-	out := make([]events.Event, 0, len(facts)+len(marks)+len(apps))
-	for i, f := range facts {
-		out = append(out, byAfter[i]...)
-		out = append(out, f)
-		out = append(out, byCause[i]...)
-	}
-	return out
-}
-
 // Evidence behind a span reference (L1
 // span, reason SPAN_REFERENCE). A span reference removes no item: it
 // renders a read's repeated runs as references to the same lines of an
@@ -210,7 +240,7 @@ func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 	}
 	sess := projections.NewSession(facts[0].Tenant, facts[0].Session)
 	fi := 0
-	for _, ev := range merge(facts, marks, apps) {
+	for _, ev := range events.MergeLog(facts, marks, apps) {
 		if ev.IsFact() {
 			if ps := probesAt[fi]; len(ps) > 0 {
 				bundle := sess.Bundle()

@@ -52,6 +52,20 @@ func WriteTable(w io.Writer, r *Results) error {
 		return err
 	}
 
+	fmt.Fprintf(w, "\nLATER-USE SIGNAL (a proxy for a false prune on real sessions, validated here against the labels: positive = a removed item labelled needed or trap)\n")
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "row\tremoved\tlater-used\tfalse prunes found\tflagged safe\tflagged keep\tfalse prunes missed\tprecision\trecall\t")
+	for _, c := range r.Conditions {
+		if c.Timing == StrategyNone {
+			continue
+		}
+		l := c.LaterUse
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t\n", c.Name, l.Removed, l.LaterUsed, l.TruePositives, l.FalsePositives, l.Undetermined, l.FalseNegatives, l.Precision, l.Recall)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(w, "\nECONOMICS (prompt cost in USD over all sessions, production cache model; change vs A; FD = mean first divergence, radius = cached tokens invalidated)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tprovider\tstrategy\tcost\tchange %\tcache read\tcache write\tuncached\tapplications\tmean FD\tradius\t")

@@ -47,6 +47,27 @@ type ConditionResult struct {
 	Preservation Preservation `json:"preservation"`
 	Behaviour    Behaviour    `json:"behaviour"`
 	Economics    Economics    `json:"economics"`
+	// LaterUse validates the later-use signal (a proxy for a false prune on
+	// real sessions, package lateruse) against this row's labels.
+	LaterUse LaterUse `json:"later_use"`
+}
+
+// LaterUse scores the later-use signal against the fixture labels, over
+// the items removed under the row's own timing: a positive is a removed
+// item labelled needed or trap (a false prune), a negative one labelled
+// safe; the signal predicts a positive when the item is later-used.
+// Later-used items labelled keep (no label proves them needed or safe)
+// are Undetermined and left out of precision. Precision is 1 and Recall 1
+// when there is nothing to find or nothing flagged.
+type LaterUse struct {
+	Removed        int     `json:"removed"`
+	LaterUsed      int     `json:"later_used"`
+	TruePositives  int     `json:"true_positives"`
+	FalsePositives int     `json:"false_positives"`
+	FalseNegatives int     `json:"false_negatives"`
+	Undetermined   int     `json:"undetermined"`
+	Precision      float64 `json:"precision"`
+	Recall         float64 `json:"recall"`
 }
 
 // Count is items and their stored tokens.

@@ -143,8 +143,15 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 	red := &cr.Reduction
 	red.ByClass, red.ByCategory, red.ByReason = map[string]Count{}, map[string]Count{}, map[string]Count{}
 	var pres presCounts
+	var lu luCounts
 	beh := map[string]behCounts{}
 	for _, r := range per {
+		lu.removed += r.lu.removed
+		lu.laterUsed += r.lu.laterUsed
+		lu.tp += r.lu.tp
+		lu.fp += r.lu.fp
+		lu.fn += r.lu.fn
+		lu.undetermined += r.lu.undetermined
 		red.TokensRemoved += r.red.removed
 		red.PlaceholderTokens += r.red.placeholder
 		red.ItemsRemoved += r.red.items
@@ -196,6 +203,14 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 		pres.falseItems = pres.falseItems[:12]
 	}
 	cr.Preservation.FalsePruneExamples = pres.falseItems
+	cr.LaterUse = LaterUse{Removed: lu.removed, LaterUsed: lu.laterUsed, TruePositives: lu.tp,
+		FalsePositives: lu.fp, FalseNegatives: lu.fn, Undetermined: lu.undetermined, Precision: 1, Recall: 1}
+	if lu.tp+lu.fp > 0 {
+		cr.LaterUse.Precision = ratio(lu.tp, lu.tp+lu.fp)
+	}
+	if lu.tp+lu.fn > 0 {
+		cr.LaterUse.Recall = ratio(lu.tp, lu.tp+lu.fn)
+	}
 	b := beh[c.primary]
 	cr.Behaviour = Behaviour{
 		Probes: b.probes, Passed: b.passed, ProbePassRate: ratio(b.passed, b.probes),

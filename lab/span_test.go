@@ -10,7 +10,7 @@ import (
 )
 
 // TestSpanProbes checks that the span fixtures exercise span references:
-// under D+span the range read of each span_range episode is a span
+// under D (span references are on by default) the range read of each span_range episode is a span
 // reference to the whole read its probe needs, and the probe's evidence is
 // present in the bundle rendered at the probe's request (through the whole
 // read, the reference line itself never counts).
@@ -21,7 +21,7 @@ func TestSpanProbes(t *testing.T) {
 	}
 	var cond condition
 	for _, c := range conditions() {
-		if c.name == CondSpan {
+		if c.name == CondD {
 			cond = c
 		}
 	}
@@ -93,6 +93,6 @@ func TestSpanProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b := r.beh[StrategyScheduled]; b.passed != b.probes || r.pres.falsePr != 0 {
-		t.Errorf("D+span: %d/%d probes passed, %d false prunes", b.passed, b.probes, r.pres.falsePr)
+		t.Errorf("D: %d/%d probes passed, %d false prunes", b.passed, b.probes, r.pres.falsePr)
 	}
 }

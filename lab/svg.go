@@ -10,7 +10,7 @@ import (
 
 // Chart colours, by row kind and by strategy.
 var (
-	kindColour     = map[string]string{"condition": "#1f77b4", "opt-in": "#2ca02c", "peer": "#d62728"}
+	kindColour     = map[string]string{"condition": "#1f77b4", "opt-in": "#2ca02c", "opt-out": "#9467bd", "peer": "#d62728"}
 	strategyColour = map[string]string{StrategyNone: "#7f7f7f", StrategyImmediate: "#ff7f0e", StrategyScheduled: "#1f77b4"}
 )
 
@@ -113,7 +113,7 @@ func WriteSavedVsFalseSVG(w io.Writer, r *Results) error {
 		s.text(x+8, y+dy, "start", 12, "bold", c.Name)
 	}
 	lx := 670.0
-	for k, kind := range []string{"condition", "opt-in", "peer"} {
+	for k, kind := range []string{"condition", "opt-in", "opt-out", "peer"} {
 		y := 70 + float64(k)*20
 		s.circle(lx, y-4, 5, kindColour[kind])
 		s.text(lx+10, y, "start", 11, "normal", kind)

@@ -197,7 +197,7 @@ func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev e
 		return s, nil, nil
 	}
 	s := &eligSession{core: eligibility.New(w.policy, k.tenant, k.session), known: map[string]bool{}}
-	if bl, ok := w.log.(blobGetter); ok && w.policy.Eligibility.SpanRefs {
+	if bl, ok := w.log.(blobGetter); ok && w.policy.Eligibility.SpanRefsEnabled() {
 		// Span references compare the lines of reads stored by content
 		// address. The core outlives this call's context (a batch's), so
 		// its fetches are not cancelled with it.

@@ -22,6 +22,13 @@ type Span struct {
 	SrcFrom, SrcTo int
 	// Hash is RunHash of the replaced lines.
 	Hash string
+	// Renumbered is set when both outputs carry line numbers (a numbered
+	// read: Claude Code's "   12→", OpenCode's "12: " or "00012| ") and the run sits
+	// at other line numbers here than there, as after an edit above it:
+	// the replaced lines are the earlier item's lines with their numbers
+	// counting from Renumbered instead. Zero when the lines are the same
+	// bytes.
+	Renumbered int
 }
 
 // SpanEvidenceKind is the Evidence.Kind of one span in a SPAN_REFERENCE
@@ -43,9 +50,14 @@ func RunHash(lines []string) string {
 }
 
 // SpanRanges formats a span's ranges as the evidence value "10-57=3-50":
-// lines 10-57 of the read are lines 3-50 of the earlier read.
+// lines 10-57 of the read are lines 3-50 of the earlier read; with
+// "@130" appended when they are renumbered to count from 130.
 func SpanRanges(s Span) string {
-	return strconv.Itoa(s.From) + "-" + strconv.Itoa(s.To) + "=" + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo)
+	v := strconv.Itoa(s.From) + "-" + strconv.Itoa(s.To) + "=" + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo)
+	if s.Renumbered > 0 {
+		v += "@" + strconv.Itoa(s.Renumbered)
+	}
+	return v
 }
 
 // ParseSpanRanges decodes SpanRanges' format into s's ranges. Both ranges
@@ -58,6 +70,13 @@ func ParseSpanRanges(v string, s *Span) error {
 	var err error
 	if s.From, s.To, err = parseRange(a); err != nil {
 		return fmt.Errorf("span ranges %q: %w", v, err)
+	}
+	s.Renumbered = 0
+	if bb, num, ok := strings.Cut(b, "@"); ok {
+		b = bb
+		if s.Renumbered, err = atoiStrict(num); err != nil || s.Renumbered < 1 || s.Renumbered > maxLine {
+			return fmt.Errorf("span ranges %q: bad renumbering %q", v, num)
+		}
 	}
 	if s.SrcFrom, s.SrcTo, err = parseRange(b); err != nil {
 		return fmt.Errorf("span ranges %q: %w", v, err)
@@ -100,14 +119,53 @@ func atoiStrict(s string) (int, error) {
 
 // RenderSpan is the one line that stands for a referenced run:
 // "[prunesched: lines 10-57 = #12 lines 3-50, sha256:abcd1234]" (the
-// hash shortened to 8 hex digits). It carries identity, never content.
+// hash shortened to 8 hex digits), or for a renumbered run
+// "[prunesched: lines 10-57 = #12 lines 3-50 numbered from 130,
+// sha256:abcd1234]". It carries identity, never content.
 func RenderSpan(s Span) string {
 	h := strings.TrimPrefix(s.Hash, "sha256:")
 	if len(h) > 8 {
 		h = h[:8]
 	}
+	num := ""
+	if s.Renumbered > 0 {
+		num = " numbered from " + strconv.Itoa(s.Renumbered)
+	}
 	return "[prunesched: lines " + strconv.Itoa(s.From) + "-" + strconv.Itoa(s.To) + " = " + s.Item +
-		" lines " + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo) + ", sha256:" + h + "]"
+		" lines " + strconv.Itoa(s.SrcFrom) + "-" + strconv.Itoa(s.SrcTo) + num + ", sha256:" + h + "]"
+}
+
+// LineNumber splits a numbered read's line into its line number and the
+// text after the number's separator: Claude Code's Read ("    12→text",
+// older "    12\ttext") and OpenCode's read ("12: text", older
+// "00012| text"), with leading spaces. ok is false for a line without such a prefix.
+func LineNumber(line string) (n int, rest string, ok bool) {
+	i := 0
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	j := i
+	for j < len(line) && j-i < 9 && line[j] >= '0' && line[j] <= '9' {
+		j++
+	}
+	if j == i || j-i >= 9 {
+		return 0, "", false
+	}
+	switch {
+	case strings.HasPrefix(line[j:], "→"):
+		rest = line[j+len("→"):]
+	case strings.HasPrefix(line[j:], "\t"):
+		rest = line[j+1:]
+	case strings.HasPrefix(line[j:], ": "), strings.HasPrefix(line[j:], "| "):
+		rest = line[j+2:]
+	default:
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(line[i:j])
+	if err != nil || n < 1 {
+		return 0, "", false
+	}
+	return n, rest, true
 }
 
 // SpanSaving is what replacing the run lines (one span) with its

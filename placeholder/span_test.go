@@ -13,6 +13,39 @@ func TestRenderSpan(t *testing.T) {
 	if got := SpanRanges(s); got != "10-57=3-50" {
 		t.Errorf("SpanRanges = %q", got)
 	}
+	s.Renumbered = 130
+	if got, want := RenderSpan(s), "[prunesched: lines 10-57 = #12 lines 3-50 numbered from 130, sha256:abcd1234]"; got != want {
+		t.Errorf("RenderSpan renumbered = %q, want %q", got, want)
+	}
+	if got := SpanRanges(s); got != "10-57=3-50@130" {
+		t.Errorf("SpanRanges renumbered = %q", got)
+	}
+}
+
+func TestLineNumber(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		rest string
+		ok   bool
+	}{
+		{"    12→func A() {", 12, "func A() {", true},
+		{"     1\tpackage a", 1, "package a", true},
+		{"12: {", 12, "{", true},
+		{"00012| x", 12, "x", true},
+		{"     7→", 7, "", true},
+		{"func A() {", 0, "", false},
+		{"12 apples", 0, "", false},
+		{"0→x", 0, "", false},
+		{"1234567890→x", 0, "", false},
+		{"", 0, "", false},
+		{"   ", 0, "", false},
+	} {
+		n, rest, ok := LineNumber(tc.in)
+		if n != tc.n || rest != tc.rest || ok != tc.ok {
+			t.Errorf("LineNumber(%q) = %d, %q, %v; want %d, %q, %v", tc.in, n, rest, ok, tc.n, tc.rest, tc.ok)
+		}
+	}
 }
 
 func TestParseSpanRanges(t *testing.T) {
@@ -24,6 +57,8 @@ func TestParseSpanRanges(t *testing.T) {
 		{"", false}, {"10-57", false}, {"10-57=3-49", false}, {"0-5=1-6", false},
 		{"5-4=5-4", false}, {"01-5=1-5", false}, {"+1-5=1-5", false}, {"1-5=1-5=1", false},
 		{"1-2000000000=1-2000000000", false}, {"a-b=c-d", false},
+		{"10-57=3-50@130", true}, {"10-57=3-50@0", false}, {"10-57=3-50@", false}, {"10-57=3-50@x", false},
+		{"10-57=3-50@01", false}, {"10-57@3=3-50", false},
 	} {
 		var s Span
 		err := ParseSpanRanges(tc.in, &s)
@@ -69,7 +104,7 @@ func TestApplySpans(t *testing.T) {
 // log: never panics, and what it accepts formats back to itself with
 // ranges of equal length starting at line 1 or later.
 func FuzzParseSpanRanges(f *testing.F) {
-	for _, s := range []string{"10-57=3-50", "1-1=1-1", "0-0=0-0", "9-8=7-6", "-1-2=3-4", "1-2=3"} {
+	for _, s := range []string{"10-57=3-50", "1-1=1-1", "0-0=0-0", "9-8=7-6", "-1-2=3-4", "1-2=3", "1-2=3-4@9"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -81,5 +116,20 @@ func FuzzParseSpanRanges(f *testing.F) {
 			t.Fatalf("%q accepted as %+v", v, s)
 		}
 		_, _ = ApplySpans("a\nb\nc", []Span{s})
+	})
+}
+
+func FuzzLineNumber(f *testing.F) {
+	for _, s := range []string{"    12→x", "1\tx", "12: x", "00012| x", "x", "", "999999999→"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		n, rest, ok := LineNumber(line)
+		if !ok {
+			return
+		}
+		if n < 1 || !strings.HasSuffix(line, rest) || len(rest) >= len(line) {
+			t.Fatalf("LineNumber(%q) = %d, %q", line, n, rest)
+		}
 	})
 }

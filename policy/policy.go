@@ -27,7 +27,7 @@ type Policy struct {
 }
 
 // behaviourRevision is mixed into Version; see there.
-const behaviourRevision = "rev2"
+const behaviourRevision = "rev3"
 
 // Default returns the shipped policy.
 func Default() Policy {

@@ -477,3 +477,36 @@ func (s *Session) survivorOf(it *itemState) *itemState {
 	}
 	return s.items[i]
 }
+
+// RenderedText is the item's content as the bundle renders it: the
+// placeholder of a pruned item, an output with its span references
+// applied, a tool input as sent. The later-use signal compares it with
+// Original.
+func (bi *BundleItem) RenderedText(ctx context.Context, blobs BlobGetter) (string, error) {
+	return bi.content(ctx, blobs)
+}
+
+// Original is the item's own content, whatever renders in its place: a
+// message's text, a tool input's arguments, a tool output's bytes.
+func (bi *BundleItem) Original(ctx context.Context, blobs BlobGetter) (string, error) {
+	switch bi.Kind {
+	case ItemText, ItemThinking:
+		return bi.Text, nil
+	case ItemToolUse:
+		return string(bi.Input), nil
+	}
+	if bi.Output != nil {
+		return *bi.Output, nil
+	}
+	if bi.Hash == "" {
+		return "", nil
+	}
+	if blobs == nil {
+		return "", fmt.Errorf("output of item %s (%s): no blob store", bi.ID, bi.Hash)
+	}
+	data, err := blobs.GetBlob(ctx, bi.Hash)
+	if err != nil {
+		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
+	}
+	return string(data), nil
+}

@@ -62,6 +62,7 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 	if len(chosen) == 0 {
 		return nil
 	}
+	chosen = flatten(chosen)
 	app := c.build(m, req, chosen, trig)
 	ev := events.New(id, c.tenant, c.session, at, app)
 	c.Observe(ev)

@@ -21,6 +21,9 @@ type candidate struct {
 	// boundary is true for an item inside a subtask that closed since the
 	// previous request: it applies at this request (subtask_boundary).
 	boundary bool
+	// deps are the restores of span references that name this prune's
+	// item (see candidates): they apply with it, and net counts them.
+	deps []candidate
 }
 
 // PendingMark is a mark waiting to be applied.
@@ -105,7 +108,7 @@ func (c *Core) effectiveMap(f int) map[string]*mark {
 // not undo an applied one (only a KEEP or a Restore fact does).
 func (c *Core) candidates(f int) []candidate {
 	s := c.spanAt(f)
-	var out []candidate
+	var out, held []candidate
 	// Map order is fine: out is sorted by (position, seq) below, a total
 	// order (an item has one winner).
 	for _, m := range c.effectiveMap(f) {
@@ -129,8 +132,46 @@ func (c *Core) candidates(f int) []candidate {
 		case d == events.Prune && !pruned:
 			ph := c.placeholder(it, m.m)
 			out = append(out, candidate{mk: m, it: it, pos: pos, prune: true, net: it.tokens - ph, ph: ph})
+		case d == events.Prune && pruned && spanned(it, f) != (m.m.Reason == events.ReasonSpanReference):
+			// From a span reference to a whole removal (a rung proved more
+			// since), priced like any prune of what is rendered now; or
+			// from a whole removal back to a span reference (the whole
+			// removal's proof fell away), a partial restore that applies
+			// at once like any restore. A span reference replaced by
+			// another stays as applied: the projection renders the item
+			// whole when the lines it names are gone.
+			ph := c.placeholder(it, m.m)
+			out = append(out, candidate{mk: m, it: it, pos: pos, prune: ph < size, net: size - ph, ph: ph})
 		case d == events.Keep && pruned:
-			out = append(out, candidate{mk: m, it: it, pos: pos, net: size - it.tokens, ph: -size})
+			cd := candidate{mk: m, it: it, pos: pos, net: size - it.tokens, ph: -size}
+			if sp, surv := it.spanAt(f); sp {
+				if j, ok := c.byID[surv]; ok {
+					if sv := c.items[j]; !sv.pruned(f) {
+						// A span reference refused because the item it
+						// names is marked for removal: its lines are still
+						// rendered, so the reference holds until that
+						// removal applies, and then goes with it.
+						held = append(held, cd)
+						continue
+					}
+				}
+			}
+			out = append(out, cd)
+		}
+	}
+	if len(held) > 0 {
+		at := make(map[string]int, len(out))
+		for i := range out {
+			if out[i].prune {
+				at[out[i].it.id] = i
+			}
+		}
+		for _, cd := range held {
+			_, surv := cd.it.spanAt(f)
+			if i, ok := at[surv]; ok {
+				out[i].deps = append(out[i].deps, cd)
+				out[i].net += cd.net
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -139,6 +180,35 @@ func (c *Core) candidates(f int) []candidate {
 		}
 		return out[i].mk.seq < out[j].mk.seq
 	})
+	return out
+}
+
+// spanned reports whether it renders as a span reference at f.
+func spanned(it *item, f int) bool {
+	sp, _ := it.spanAt(f)
+	return sp
+}
+
+// flatten lists chosen candidates with the span restores that go with
+// them (candidate.deps) after each, every one with its own net.
+func flatten(chosen []candidate) []candidate {
+	n := 0
+	for _, cd := range chosen {
+		n += len(cd.deps)
+	}
+	if n == 0 {
+		return chosen
+	}
+	out := make([]candidate, 0, len(chosen)+n)
+	for _, cd := range chosen {
+		deps := cd.deps
+		cd.deps = nil
+		for _, d := range deps {
+			cd.net -= d.net
+		}
+		out = append(out, cd)
+		out = append(out, deps...)
+	}
 	return out
 }
 

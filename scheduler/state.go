@@ -26,6 +26,30 @@ type change struct {
 	eff         int
 	pruned      bool
 	placeholder int
+	// span is set when the applied prune is a span reference (the item
+	// still rendered, its repeated runs as reference lines); spanSurv is
+	// the item whose lines it names.
+	span     bool
+	spanSurv string
+}
+
+// pruned reports whether the item renders pruned (whole or as a span
+// reference) in the bundle of the request at fact index f.
+func (it *item) pruned(f int) bool {
+	p, _ := it.stateAt(f)
+	return p
+}
+
+// spanAt reports whether the item renders as a span reference in the
+// bundle of the request at fact index f, and the item whose lines the
+// reference names.
+func (it *item) spanAt(f int) (bool, string) {
+	for i := len(it.changes) - 1; i >= 0; i-- {
+		if c := it.changes[i]; c.eff <= f {
+			return c.pruned && c.span, c.spanSurv
+		}
+	}
+	return false, ""
 }
 
 // stateAt returns whether the item renders pruned in the bundle of the
@@ -313,6 +337,12 @@ func (c *Core) applyMark(m *mark, eff int) {
 	if m.m.Decision == events.Prune {
 		ch.pruned = true
 		ch.placeholder = c.placeholder(it, m.m)
+		if m.m.Reason == events.ReasonSpanReference {
+			ch.span = true
+			if r := m.m.Recoverability; r != nil {
+				ch.spanSurv = r.Survivor
+			}
+		}
 	}
 	// Keep changes ordered by eff (applications can be observed late).
 	k := sort.Search(len(it.changes), func(i int) bool { return it.changes[i].eff > eff })

@@ -21,13 +21,14 @@ func DefaultClearToolUses() ClearToolUsesConfig {
 // ClearToolUses returns the marks of Anthropic's server-side tool-result
 // clearing. The client keeps sending the full history, so at every request
 // whose full prompt (the raw context) exceeds the trigger, the results of
-// every tool use but the Keep most recent are cleared; inputs stay
+// every tool use but the Keep most recent are cleared (the prompt as the
+// provider counts it, see promptTokens); inputs stay
 // (clear_tool_inputs false). exclude_tools and clear_at_least are unset.
 func ClearToolUses(facts []events.Event, cfg ClearToolUsesConfig) []events.Event {
 	v := newView(facts)
 	m := newMarker(v, "clear_tool_uses")
 	for _, f := range v.requests {
-		if v.raw[f] <= cfg.TriggerTokens {
+		if promptTokens(v, f) <= cfg.TriggerTokens {
 			continue
 		}
 		var uses []*call
@@ -43,4 +44,18 @@ func ClearToolUses(facts []events.Event, cfg ClearToolUsesConfig) []events.Event
 		}
 	}
 	return m.marks
+}
+
+// promptTokens is the input a request's prompt had: what the provider
+// reported (system prompt and tool definitions included, which the log
+// does not hold) when the request carries usage, else the raw context
+// before it. The client sends the full history, so it is the unpruned
+// prompt either way.
+func promptTokens(v *view, f int) int {
+	if r, ok := v.facts[f].Data.(*events.ModelRequest); ok && r.Usage != nil {
+		if u := r.Usage.InputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens; u > 0 {
+			return u
+		}
+	}
+	return v.raw[f]
 }

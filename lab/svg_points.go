@@ -1,0 +1,60 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+)
+
+// Point is one labelled point of a scatter chart (WritePointsSVG).
+type Point struct {
+	Label string
+	// Kind picks the colour, as the lab's charts colour row kinds
+	// ("condition", "opt-in", "opt-out", "peer").
+	Kind string
+	X, Y float64
+}
+
+// WritePointsSVG draws labelled points on two axes that start at zero,
+// with a legend of the kinds present: the chart analyze --compare draws
+// for real traces (tokens saved against later-used items), in the same
+// style as the lab's saved-vs-false-prunes chart. note is printed under
+// the plot. Deterministic.
+func WritePointsSVG(w io.Writer, title, xlabel, ylabel, note string, pts []Point) error {
+	s := newSVG(760, 520, title)
+	xmax, ymax := 1.0, 1.0
+	for _, p := range pts {
+		xmax, ymax = max(xmax, p.X), max(ymax, p.Y)
+	}
+	xmax, ymax = niceMax(xmax*1.05), niceMax(ymax*1.1)
+	fx, fy := s.axes(90, 50, 560, 380, xmax, ymax, xlabel, ylabel, true)
+	var kinds []string
+	seen := map[string]bool{}
+	for i, p := range pts {
+		x, y := fx(p.X), fy(p.Y)
+		s.circle(x, y, 6, colourOf(p.Kind))
+		dy := -9.0
+		if i%2 == 1 {
+			dy = 17
+		}
+		s.text(x+8, y+dy, "start", 12, "bold", p.Label)
+		if !seen[p.Kind] {
+			seen[p.Kind] = true
+			kinds = append(kinds, p.Kind)
+		}
+	}
+	lx := 670.0
+	for k, kind := range kinds {
+		y := 70 + float64(k)*20
+		s.circle(lx, y-4, 5, colourOf(kind))
+		s.text(lx+10, y, "start", 11, "normal", kind)
+	}
+	s.text(380, 505, "middle", 11, "normal", note)
+	return s.write(w)
+}
+
+func colourOf(kind string) string {
+	if c, ok := kindColour[kind]; ok {
+		return c
+	}
+	return fmt.Sprintf("#%06x", 0x7f7f7f)
+}
