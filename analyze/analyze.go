@@ -36,6 +36,18 @@ type Config struct {
 	Logger     *slog.Logger
 	// Progress receives one line per step; nil is silent.
 	Progress io.Writer
+	// Strict stops at the first file that fails; otherwise a failing file
+	// is reported in Report.Failed and the others are analysed.
+	Strict bool
+	// Now is the clock progress ETAs are measured with (nil: time.Now).
+	// It is never used by a decision.
+	Now func() time.Time
+}
+
+// FileError is a file the analysis could not read, import or append.
+type FileError struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
 }
 
 // Report is the whole analysis.
@@ -43,6 +55,10 @@ type Report struct {
 	Tokenizer     string          `json:"tokenizer"`
 	PolicyVersion string          `json:"policy_version"`
 	Sessions      []SessionReport `json:"sessions"`
+	// Files counts the input files; Failed lists those that failed (each
+	// error names the file and, for bad input, the line).
+	Files  int         `json:"files"`
+	Failed []FileError `json:"failed"`
 	// Imported holds the imported sessions, in the order of Sessions (not
 	// part of the JSON report), so later analyses need not import again.
 	Imported []importers.Session `json:"-"`
@@ -61,15 +77,18 @@ type Tokens struct {
 
 // DecisionRow is the latest decision for one item.
 type DecisionRow struct {
-	Item            string          `json:"item"`
-	Decision        events.Decision `json:"decision"`
-	Rung            events.Rung     `json:"rung,omitempty"`
-	Reason          events.Reason   `json:"reason"`
-	Part            string          `json:"part,omitempty"`
-	Applied         bool            `json:"applied"`
-	AppliedAt       string          `json:"applied_at,omitempty"`
-	Trigger         events.Trigger  `json:"trigger,omitempty"`
-	TokensEstimated int             `json:"tokens_estimated"`
+	Item      string          `json:"item"`
+	Decision  events.Decision `json:"decision"`
+	Rung      events.Rung     `json:"rung,omitempty"`
+	Reason    events.Reason   `json:"reason"`
+	Part      string          `json:"part,omitempty"`
+	Applied   bool            `json:"applied"`
+	AppliedAt string          `json:"applied_at,omitempty"`
+	Trigger   events.Trigger  `json:"trigger,omitempty"`
+	// Pending is true when the timing scheduler holds the mark back (the
+	// list 'prunesched pending' prints).
+	Pending         bool `json:"pending"`
+	TokensEstimated int  `json:"tokens_estimated"`
 }
 
 // SessionReport is one session's figures.
@@ -92,10 +111,12 @@ type SessionReport struct {
 	PrunesByRung   map[string]int          `json:"prunes_by_rung"`
 	TokensByRung   map[string]int          `json:"tokens_by_rung"`
 	// AbstentionRate is ABSTAIN over all decided items.
-	AbstentionRate float64       `json:"abstention_rate"`
-	Applied        int           `json:"applied"`
-	Pending        int           `json:"pending"`
-	Decisions      []DecisionRow `json:"decisions"`
+	AbstentionRate float64 `json:"abstention_rate"`
+	// Applied counts the latest marks an application applied; Pending
+	// those the timing scheduler holds back (its pending list).
+	Applied   int           `json:"applied"`
+	Pending   int           `json:"pending"`
+	Decisions []DecisionRow `json:"decisions"`
 	// Economics prices the session under no pruning, immediate
 	// application and the timing scheduler; Applications are the
 	// scheduler's applications in the log; Calibration compares the cache
@@ -119,17 +140,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Format == "" {
 		cfg.Format = "auto"
 	}
-	// Import everything first: a bad file fails before anything starts.
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}, Files: len(cfg.Files), Failed: []FileError{}}
+	// Import everything first: with Strict, a bad file fails before
+	// anything starts; otherwise it is reported and the others go on.
 	type imported struct {
 		path string
 		s    importers.Session
 	}
 	var all []imported
 	seen := map[string]int{}
-	for _, path := range cfg.Files {
-		sessions, err := importers.Import(path, cfg.Format)
-		if err != nil {
+	eta := newETA(cfg.Files, now)
+	for i, path := range cfg.Files {
+		if err := ctx.Err(); err != nil { // interrupted: stop between files
 			return nil, err
+		}
+		sessions, err := importers.Import(path, cfg.Format)
+		eta.done(path)
+		if err != nil {
+			if cfg.Strict {
+				return nil, err
+			}
+			rep.Failed = append(rep.Failed, FileError{File: path, Error: err.Error()})
+			progress("[%d/%d] FAILED %v%s", i+1, len(cfg.Files), err, eta.String())
+			continue
 		}
 		for _, s := range sessions {
 			if len(s.Events) == 0 {
@@ -146,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			seen[name]++
 			all = append(all, imported{path, s})
 		}
-		progress("read %s: %d session(s)", path, len(sessions))
+		progress("[%d/%d] read %s: %d session(s)%s", i+1, len(cfg.Files), path, len(sessions), eta.String())
 	}
 	dir := cfg.DataDir
 	if dir == "" {
@@ -164,19 +201,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer svc.Close()
 	start := time.Now()
 	total := 0
+	kept := all[:0]
 	for _, im := range all {
 		if _, err := svc.Store.Append(ctx, im.s.Events); err != nil {
-			return nil, fmt.Errorf("append %s: %w", im.path, err)
+			err = fmt.Errorf("append %s: %w", im.path, err)
+			if cfg.Strict || ctx.Err() != nil {
+				return nil, err
+			}
+			rep.Failed = append(rep.Failed, FileError{File: im.path, Error: err.Error()})
+			progress("FAILED %v", err)
+			continue
 		}
+		kept = append(kept, im)
 		total += len(im.s.Events)
 		progress("appended %s: session %s, %d events", im.path, im.s.Events[0].Session, len(im.s.Events))
 	}
+	all = kept
 	progress("running the pipeline over %d events ...", total)
 	if err := waitIdle(ctx, svc, progress); err != nil {
 		return nil, err
 	}
 	progress("pipeline idle after %s", time.Since(start).Round(time.Millisecond))
-	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}}
 	for _, im := range all {
 		sr, err := sessionReport(ctx, svc, im.path, im.s)
 		if err != nil {
@@ -249,11 +294,25 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 	sr.Items, sr.ToolCalls = st.Items, st.ToolCalls
 	sr.Tokens = Tokens{Raw: st.Tokens.Raw, Rendered: st.Tokens.Rendered, Removed: st.Tokens.Removed, Placeholder: st.Tokens.Placeholder,
 		HostCompacted: st.Tokens.HostCompacted, HostPruned: st.Tokens.HostPruned}
-	sr.Applied, sr.Pending = st.Applied, st.Pending
+	// Pending is the scheduler's pending list, the one rule 'pending' and
+	// 'decisions' use (a PRUNE of an item the host already compacted away,
+	// or already pruned by another mark, waits for nothing).
+	pend, err := svc.Pipeline.Scheduler.Pending(ctx, ev0.TenantOrDefault(), ev0.Session)
+	if err != nil {
+		return sr, err
+	}
+	waiting := map[string]bool{}
+	for _, p := range pend {
+		waiting[p.Mark] = true
+	}
+	sr.Applied = st.Applied
 	decided := 0
 	for _, d := range ds {
+		if waiting[d.Mark] {
+			sr.Pending++
+		}
 		sr.Decisions = append(sr.Decisions, DecisionRow{Item: d.Item, Decision: d.Decision, Rung: d.Rung, Reason: d.Reason, Part: d.Part,
-			Applied: d.Applied, AppliedAt: d.AppliedAt, Trigger: d.Trigger, TokensEstimated: d.TokensEstimated})
+			Applied: d.Applied, AppliedAt: d.AppliedAt, Trigger: d.Trigger, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated})
 		sr.DecisionCounts[d.Decision]++
 		decided++
 		if d.Decision == events.Prune {

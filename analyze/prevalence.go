@@ -223,11 +223,19 @@ type TokenCounter interface {
 // RunPrevalence runs the analysis (Run) and measures the prevalence of each
 // shape in the analysed sessions against the policy's decisions.
 func RunPrevalence(ctx context.Context, cfg Config) (*PrevalenceReport, error) {
+	prev, _, err := RunPrevalenceReport(ctx, cfg)
+	return prev, err
+}
+
+// RunPrevalenceReport is RunPrevalence that also returns the analysis it
+// measured (with the files that failed).
+func RunPrevalenceReport(ctx context.Context, cfg Config) (*PrevalenceReport, *Report, error) {
 	rep, err := Run(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Prevalence(rep, rep.Imported, cfg.Policy, tokens.New())
+	prev, err := Prevalence(rep, rep.Imported, cfg.Policy, tokens.New())
+	return prev, rep, err
 }
 
 // Prevalence measures the shapes in sessions (the imported sessions, in the

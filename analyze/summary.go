@@ -50,7 +50,7 @@ func WriteSummary(w io.Writer, rep *Report) {
 	writeDecisionRow(w, "**all**", tot, rungs)
 
 	fmt.Fprintf(w, "\n### Economics (prompt cost in USD, tokens sent, cost reduction / token reduction)\n\n")
-	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | cost hindsight | tokens none | tokens immediate | tokens scheduled | tokens hindsight | ratio immediate | ratio scheduled | ratio hindsight | applications |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | cost hindsight | tokens none | tokens immediate | tokens scheduled | tokens hindsight | ratio immediate | ratio scheduled | ratio hindsight | applications (marks applied) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var c [4]float64
 	var t [4]int
 	const sn, si, ss, sh = scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight
@@ -64,13 +64,13 @@ func WriteSummary(w io.Writer, rep *Report) {
 			// Never at another provider's rates: no cost, no ratio, and
 			// out of the priced total.
 			unpriced++
-			fmt.Fprintf(w, "| %s | %s | unpriced | unpriced | unpriced | unpriced | %d | %d | %d | %d | - | - | - | %d |\n", name(s), unpricedLabel(e),
-				e.TokensSent[sn], e.TokensSent[si], e.TokensSent[ss], e.TokensSent[sh], len(s.Applications))
+			fmt.Fprintf(w, "| %s | %s | unpriced | unpriced | unpriced | unpriced | %d | %d | %d | %d | - | - | - | %d (%d) |\n", name(s), unpricedLabel(e),
+				e.TokensSent[sn], e.TokensSent[si], e.TokensSent[ss], e.TokensSent[sh], len(s.Applications), s.Applied)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %.4f | %.4f | %.4f | %.4f | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d |\n", name(s), e.Provider, e.None, e.Immediate, e.Scheduled, e.Hindsight,
+		fmt.Fprintf(w, "| %s | %s | %.4f | %.4f | %.4f | %.4f | %d | %d | %d | %d | %.2f | %.2f | %.2f | %d (%d) |\n", name(s), e.Provider, e.None, e.Immediate, e.Scheduled, e.Hindsight,
 			e.TokensSent[sn], e.TokensSent[si], e.TokensSent[ss], e.TokensSent[sh],
-			e.Ratio[si], e.Ratio[ss], e.Ratio[sh], len(s.Applications))
+			e.Ratio[si], e.Ratio[ss], e.Ratio[sh], len(s.Applications), s.Applied)
 		for i, v := range [4]float64{e.None, e.Immediate, e.Scheduled, e.Hindsight} {
 			c[i] += v
 		}

@@ -328,14 +328,23 @@ func (s *Server) decisions(w http.ResponseWriter, r *http.Request, tenant, sessi
 func (s *Server) stats(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	var (
 		st   projections.Stats
+		info projections.SessionInfo
 		serr error
 	)
-	s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) { st, serr = p.Stats(r.Context(), nil, s.cfg.Tokens) })
+	s.cfg.Pipeline.Projection.View(tenant, session, func(p *projections.Session) {
+		st, serr = p.Stats(r.Context(), nil, s.cfg.Tokens)
+		info = p.Info()
+	})
 	if serr != nil {
 		writeError(w, http.StatusInternalServerError, serr)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	// The stats' fields, plus "info": format, agent, title, start, items,
+	// prunes (what 'prunesched sessions' lists).
+	writeJSON(w, http.StatusOK, struct {
+		projections.Stats
+		Info projections.SessionInfo `json:"info"`
+	}{st, info})
 }
 
 // ControlRequest is the body of pin, unpin, prune and restore.
@@ -430,7 +439,11 @@ func statusOf(err error) int {
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session string) {
-	pend, _ := s.cfg.Pipeline.Scheduler.Pending(tenant, session)
+	pend, err := s.cfg.Pipeline.Scheduler.Pending(r.Context(), tenant, session)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
 	if pend == nil {
 		pend = []scheduler.PendingMark{}
 	}

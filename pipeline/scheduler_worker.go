@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -315,38 +316,7 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 		if err != nil {
 			return nil, nil, fmt.Errorf("rebuild scheduler for %s/%s: %w", k.tenant, k.session, err)
 		}
-		// Applications are fed at the fact position they were decided at.
-		apps := map[int][]events.Event{}
-		for _, e := range evs {
-			if a, ok := e.Data.(*events.Application); ok {
-				apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
-			}
-			w.sawTime(e.Time)
-		}
-		for _, e := range evs {
-			if e.Type == events.TypeMark {
-				s.seen[e.ID] = true
-				s.core.Observe(e)
-				s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
-			}
-		}
-		for _, e := range evs {
-			if !e.IsFact() || e.Seq >= seq {
-				continue
-			}
-			for _, a := range apps[s.facts] {
-				w.observeApplication(s, a, false)
-			}
-			if mr, ok := e.Data.(*events.ModelRequest); ok {
-				if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-					w.observeApplication(s, *app, false)
-					repair = append(repair, *app)
-				}
-			}
-			s.core.Observe(e)
-			s.facts++
-			s.lastSeq = e.Seq
-		}
+		repair = w.replay(s, evs, seq)
 		if len(repair) > 0 {
 			w.logger.Info("scheduler: publishing applications of earlier requests missing from the log",
 				"tenant", k.tenant, "session", k.session, "applications", len(repair), "before_seq", seq)
@@ -354,6 +324,47 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 	}
 	st.sessions[k] = s
 	return s, repair, nil
+}
+
+// replay rebuilds session state s from the session's events evs: every
+// mark, then the facts before seq with the applications at the positions
+// they were decided at, deciding again at each model request that has no
+// application. It returns the applications so decided (to be published by
+// a worker that owns the session; discarded by a read-only view).
+func (w *SchedulerWorker) replay(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event) {
+	// Applications are fed at the fact position they were decided at.
+	apps := map[int][]events.Event{}
+	for _, e := range evs {
+		if a, ok := e.Data.(*events.Application); ok {
+			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
+		}
+		w.sawTime(e.Time)
+	}
+	for _, e := range evs {
+		if e.Type == events.TypeMark {
+			s.seen[e.ID] = true
+			s.core.Observe(e)
+			s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
+		}
+	}
+	for _, e := range evs {
+		if !e.IsFact() || e.Seq >= seq {
+			continue
+		}
+		for _, a := range apps[s.facts] {
+			w.observeApplication(s, a, false)
+		}
+		if mr, ok := e.Data.(*events.ModelRequest); ok {
+			if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
+				w.observeApplication(s, *app, false)
+				repair = append(repair, *app)
+			}
+		}
+		s.core.Observe(e)
+		s.facts++
+		s.lastSeq = e.Seq
+	}
+	return repair
 }
 
 // DecideLive is the render-time path: an adapter is about to send request
@@ -464,15 +475,30 @@ func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known 
 }
 
 // Pending returns the marks the session's scheduler holds back, with the
-// reason each waits, as of the facts the worker has processed. It reports
-// false when the worker has not seen the session.
-func (w *SchedulerWorker) Pending(tenant, session string) ([]scheduler.PendingMark, bool) {
+// reason each waits, as of the facts in the log. When this process's worker
+// has no state for the session (it was not written since the process
+// started: a restart, or a data directory opened offline), the state is
+// rebuilt from the log for this answer alone, the way the worker would
+// rebuild it, and nothing is published.
+func (w *SchedulerWorker) Pending(ctx context.Context, tenant, session string) ([]scheduler.PendingMark, error) {
 	st := w.partition(w.log.PartitionOf(tenant, session))
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	s, ok := st.sessions[sessionKey{tenant, session}]
-	if !ok {
-		return nil, false
+	if ok {
+		defer st.mu.Unlock()
+		return s.core.Pending(), nil
 	}
-	return s.core.Pending(), true
+	st.mu.Unlock()
+	evs, err := w.log.ReadSession(ctx, tenant, session)
+	if err != nil {
+		return nil, fmt.Errorf("pending of %s/%s: %w", tenant, session, err)
+	}
+	s = &schedSession{core: scheduler.New(w.policy, tenant, session), seen: map[string]bool{}}
+	w.replay(s, evs, math.MaxUint64)
+	for _, e := range evs { // applications decided after the last fact (render calls)
+		if a, ok := e.Data.(*events.Application); ok && a.AfterIndex >= s.facts {
+			w.observeApplication(s, e, false)
+		}
+	}
+	return s.core.Pending(), nil
 }

@@ -72,6 +72,11 @@ type Session struct {
 	provider, model string
 	cwd             string // the session's working directory (placeholders name paths relative to it)
 
+	// format, agent and title are from SessionStarted; started is the
+	// earliest event time observed.
+	format, agent, title string
+	started              time.Time
+
 	dangling   int // application entries naming an unknown mark id
 	unresolved int // applied marks or restores naming an unknown item
 	stale      int // applied PRUNE marks ignored (older than a restore, or a thinking block)
@@ -244,9 +249,19 @@ func (s *Session) Observe(ev events.Event) {
 	s.seen[ev.ID] = struct{}{}
 	pos := s.pos
 	s.pos++
+	if !ev.Time.IsZero() && (s.started.IsZero() || ev.Time.Before(s.started)) {
+		s.started = ev.Time
+	}
 
 	switch p := ev.Data.(type) {
 	case *events.SessionStarted:
+		s.format = p.Format
+		if p.Agent != "" {
+			s.agent = p.Agent
+		}
+		if p.Title != "" {
+			s.title = p.Title
+		}
 		if p.CWD != "" {
 			s.cwd = p.CWD
 		}
@@ -572,4 +587,41 @@ func (s *Session) computeLatestMarks() (map[string]*markState, []string) {
 // pruned reports whether the item renders as our placeholder.
 func (it *itemState) pruned() bool {
 	return it.applied != nil && it.applied.mark.m.Decision == events.Prune && !it.HostCompacted && !it.HostPruned
+}
+
+// SessionInfo describes a session for listings: where it came from, when it
+// started, its size and what was pruned.
+type SessionInfo struct {
+	Session string `json:"session"`
+	// Format, Agent and Title are from the session_started event (Agent
+	// defaults to the format).
+	Format  string    `json:"format,omitempty"`
+	Agent   string    `json:"agent,omitempty"`
+	Title   string    `json:"title,omitempty"`
+	Started time.Time `json:"started"`
+	Items   int       `json:"items"`
+	// Prunes counts the latest PRUNE marks, Applied those an application
+	// put into effect.
+	Prunes  int `json:"prunes"`
+	Applied int `json:"applied"`
+}
+
+// Info returns the session's SessionInfo.
+func (s *Session) Info() SessionInfo {
+	ds := s.Decisions()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	in := SessionInfo{Session: s.session, Format: s.format, Agent: s.agent, Title: s.title, Started: s.started, Items: len(s.items)}
+	if in.Agent == "" {
+		in.Agent = s.format
+	}
+	for _, d := range ds {
+		if d.Decision == events.Prune {
+			in.Prunes++
+			if d.Applied {
+				in.Applied++
+			}
+		}
+	}
+	return in
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -13,16 +14,28 @@ import (
 )
 
 func runAnalyze(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "analyze", "[flags] FILE...", `
+	fs := newFlags(e, "analyze", "[flags] FILE|DIR... | --discover", `
 One shot, offline: start a temporary embedded log, import the files, run the
 whole pipeline (eligibility, scheduler, projections: the same workers serve
-runs) and report per session: items, tool calls, tokens raw / rendered /
-removed / placeholder, and decisions by kind and rung.`)
+runs) and report: first what pruning saved (dollars and tokens, scheduled
+and immediate, against no pruning), then per session: items, tool calls,
+tokens raw / rendered / removed / placeholder, and decisions by kind and rung.
+
+A directory is read recursively: files ending in .jsonl, .json, .traj or .md
+whose format is detected. --discover reads the transcripts Claude Code
+(~/.claude/projects/*/*.jsonl) and Codex (~/.codex/sessions/**/rollout-*.jsonl)
+keep under your home (see docs/cli.md; OpenCode's database needs
+'opencode export' first). A file that fails is reported with file:line and
+the others still run; the exit status is 1 if any failed (--strict stops at
+the first).`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	format := fs.String("format", "auto", "input format: auto, "+strings.Join(importers.Formats(), ", "))
 	bundles := fs.String("bundles", "", "also write each session's final bundle to DIR as ID.anthropic.json, ID.openai.json and ID.txt")
 	keep := fs.String("keep", "", "keep the log in DIR (then 'prunesched item --data DIR SESSION ITEM' recovers originals); default: a temporary directory")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
+	discover := fs.Bool("discover", false, "analyze the Claude Code and Codex transcripts found under your home directory")
+	strict := fs.Bool("strict", false, "stop at the first file that fails")
+	progressFlag := fs.Bool("progress", false, "per-file progress with an ETA on stderr (default: only when stderr is a terminal)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	all := fs.Bool("all-decisions", false, "list every decision in the readable report (default: prunes only)")
 	summary := fs.Bool("summary", false, "print Markdown tables over all sessions (decisions by rung, economics, calibration) instead of the per-session report")
@@ -30,44 +43,116 @@ removed / placeholder, and decisions by kind and rung.`)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		return usagef("no files given")
+	if fs.NArg() == 0 && !*discover {
+		return usagef("no files given (or --discover)")
 	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
 		return err
 	}
-	cfg := analyze.Config{Files: fs.Args(), Format: *format, Policy: pol, DataDir: *keep, BundlesDir: *bundles}
-	if !*quiet {
+	showProgress := !*quiet && (*progressFlag || isTerminal(e.stderr))
+	files, err := inputFiles(e, fs.Args(), *discover, showProgress)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no transcripts found")
+	}
+	cfg := analyze.Config{Files: files, Format: *format, Policy: pol, DataDir: *keep, BundlesDir: *bundles, Strict: *strict}
+	if showProgress {
 		cfg.Progress = e.stderr
 	}
+	var failed []analyze.FileError
 	if *prevalence {
-		prev, err := analyze.RunPrevalence(ctx, cfg)
+		prev, rep, err := analyze.RunPrevalenceReport(ctx, cfg)
 		if err != nil {
 			return err
 		}
+		failed = rep.Failed
 		if *asJSON {
-			return printJSON(e.stdout, prev)
+			if err := printJSON(e.stdout, prev); err != nil {
+				return err
+			}
+		} else {
+			analyze.WritePrevalence(e.stdout, prev)
 		}
-		analyze.WritePrevalence(e.stdout, prev)
-		return nil
+		return batchResult(e, len(files), failed)
 	}
 	rep, err := analyze.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSON(e.stdout, rep)
-	}
-	if *summary {
+	switch {
+	case *asJSON:
+		if err := printJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	case *summary:
 		analyze.WriteSummary(e.stdout, rep)
+	default:
+		printReport(e.stdout, rep, *all)
+	}
+	return batchResult(e, len(files), rep.Failed)
+}
+
+// inputFiles expands the command line's files and directories (and, with
+// discover, the agents' transcript directories) into trace files.
+func inputFiles(e *env, args []string, discover, verbose bool) ([]string, error) {
+	files, skipped, err := importers.Expand(args)
+	if err != nil {
+		return nil, err
+	}
+	if verbose && len(skipped) > 0 {
+		fmt.Fprintf(e.stderr, "skipped %d file(s) in the directories whose format is not detected (first: %s)\n", len(skipped), skipped[0])
+	}
+	if discover {
+		home, err := os.UserHomeDir()
+		if h := e.getenv("HOME"); h != "" {
+			home, err = h, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--discover: %w", err)
+		}
+		for _, f := range importers.Discover(home, e.getenv) {
+			fmt.Fprintf(e.stderr, "discover: %s: %d transcript(s) in %s\n", f.Agent, len(f.Files), f.Where)
+			if f.Note != "" {
+				fmt.Fprintf(e.stderr, "discover: %s: %s\n", f.Agent, f.Note)
+			}
+			files = append(files, f.Files...)
+		}
+	}
+	return files, nil
+}
+
+// batchResult prints the batch's failures (each names file:line) and their
+// count on stderr; any failure makes the command exit 1.
+func batchResult(e *env, total int, failed []analyze.FileError) error {
+	if len(failed) == 0 {
 		return nil
 	}
-	printReport(e.stdout, rep, *all)
-	return nil
+	fmt.Fprintf(e.stderr, "\n%d of %d file(s) failed:\n", len(failed), total)
+	for _, f := range failed {
+		fmt.Fprintf(e.stderr, "  %s\n", f.Error)
+	}
+	return fmt.Errorf("%d of %d file(s) failed (the others were analysed; --strict stops at the first)", len(failed), total)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func printReport(w io.Writer, rep *analyze.Report, all bool) {
+	sv := analyze.NewSavings()
+	for _, s := range rep.Sessions {
+		sv.AddEconomics(s.Economics)
+	}
+	fmt.Fprintf(w, "%s\n\n", sv.Headline())
 	fmt.Fprintf(w, "tokenizer: %s\npolicy:    %s\n", rep.Tokenizer, rep.PolicyVersion)
 	for _, s := range rep.Sessions {
 		fmt.Fprintf(w, "\n%s  (%s, session %s)\n", s.Source, s.Format, s.Session)
@@ -82,7 +167,18 @@ func printReport(w io.Writer, rep *analyze.Report, all bool) {
 		for _, d := range events.Decisions {
 			fmt.Fprintf(w, " %s %d", d, s.DecisionCounts[d])
 		}
-		fmt.Fprintf(w, " (abstention %.1f%%); applied %d, pending %d\n", 100*s.AbstentionRate, s.Applied, s.Pending)
+		fmt.Fprintf(w, " (abstention %.1f%%); applied %d marks in %d applications, pending %d\n", 100*s.AbstentionRate, s.Applied, len(s.Applications), s.Pending)
+		if e := s.Economics; e != nil {
+			one := analyze.NewSavings()
+			one.AddEconomics(e)
+			if e.Unpriced {
+				fmt.Fprintf(w, "  saved: %s tokens (%.1f%%), unpriced model %s\n", analyze.Thousands(one.SavedTokens("scheduled")), one.PctTokens("scheduled"), e.Model)
+			} else {
+				fmt.Fprintf(w, "  saved: %s (%.1f%%) and %s tokens (%.1f%%); immediate: %s and %s tokens\n",
+					analyze.USD(one.SavedUSD("scheduled")), one.PctUSD("scheduled"), analyze.Thousands(one.SavedTokens("scheduled")), one.PctTokens("scheduled"),
+					analyze.USD(one.SavedUSD("immediate")), analyze.Thousands(one.SavedTokens("immediate")))
+			}
+		}
 		if len(s.PrunesByRung) > 0 {
 			rungs := make([]string, 0, len(s.PrunesByRung))
 			for r := range s.PrunesByRung {
@@ -105,9 +201,12 @@ func printReport(w io.Writer, rep *analyze.Report, all bool) {
 				fmt.Fprintln(tw, "  ITEM\tDECISION\tRUNG\tREASON\tAPPLIED\tTOKENS")
 			}
 			n++
-			applied := "pending"
-			if d.Applied {
+			applied := "-"
+			switch {
+			case d.Applied:
 				applied = "at " + d.AppliedAt
+			case d.Pending:
+				applied = "pending"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", d.Item, d.Decision, orDash(string(d.Rung)), d.Reason, applied, d.TokensEstimated)
 		}

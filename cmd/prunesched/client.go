@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +14,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/service"
+	"github.com/spf13/pflag"
 )
 
 // client talks to a prunesched HTTP API: a running `serve`, or one started
@@ -32,7 +34,7 @@ type clientFlags struct {
 	server, data, tenant string
 }
 
-func addClientFlags(fs *flag.FlagSet, e *env) *clientFlags {
+func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 	cf := &clientFlags{}
 	def := e.getenv("PRUNESCHED_SERVER")
 	if def == "" {
@@ -59,7 +61,15 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 			return nil, err
 		}
 		c.base = "http://" + svc.HTTPAddr
-		c.close = svc.Close
+		c.close = func() {
+			// Offline, this process is the pipeline: let it handle what
+			// the command wrote (a pin, a prune) before it stops, or the
+			// next command on the directory waits for the redelivery.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = svc.Pipeline.WaitIdle(wctx)
+			svc.Close()
+		}
 	}
 	return c, nil
 }
@@ -84,7 +94,7 @@ func (c *client) getJSON(ctx context.Context, path string, raw bool, w io.Writer
 
 // parseAndConnect parses a client command's flags, checks it got nargs
 // positional arguments (want says which, for the usage error) and connects.
-func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *flag.FlagSet, args []string, nargs int, want string) (*client, error) {
+func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *pflag.FlagSet, args []string, nargs int, want string) (*client, error) {
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -145,41 +155,66 @@ func sessionPath(session, rest string) string {
 }
 
 func runImport(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "import", "[flags] FILE...", "Import trace files into a running server. Formats: claude-code, opencode, native (JSONL), or auto.")
+	fs := newFlags(e, "import", "[flags] FILE|DIR...", `
+Import trace files into a running server (or a data directory with --data).
+Formats: `+strings.Join(importers.Formats(), ", ")+`, or auto. A directory is
+read recursively (files ending in .jsonl, .json, .traj or .md whose format is
+detected). A file that fails is reported with file:line and the others are
+still imported; the exit status is 1 if any failed (--strict stops at the
+first).`)
 	cf := addClientFlags(fs, e)
-	format := fs.String("format", "auto", "input format: auto, claude-code, opencode, native")
+	format := fs.String("format", "auto", "input format: auto, "+strings.Join(importers.Formats(), ", "))
+	strict := fs.Bool("strict", false, "stop at the first file that fails")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return usagef("no files given")
 	}
+	files, _, err := importers.Expand(fs.Args())
+	if err != nil {
+		return err
+	}
 	c, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	for _, path := range fs.Args() {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
-		}
-		out, err := c.do(ctx, "POST", "/v1/import", url.Values{"format": {*format}, "name": {filepath.Base(path)}}, bytes.NewReader(b), "application/octet-stream")
-		if err != nil {
-			return fmt.Errorf("import %s: %w", path, err)
-		}
-		var res struct {
-			Sessions []struct {
-				Session, Format string
-				Events          int
+	var failed []analyze.FileError
+	for _, path := range files {
+		if err := importFile(ctx, e, c, path, *format); err != nil {
+			if *strict || ctx.Err() != nil {
+				return err
 			}
+			fmt.Fprintf(e.stderr, "%v\n", err)
+			failed = append(failed, analyze.FileError{File: path, Error: err.Error()})
 		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			return fmt.Errorf("import %s: bad response: %w", path, err)
+	}
+	return batchResult(e, len(files), failed)
+}
+
+// importFile sends one trace file to the server's import endpoint and
+// prints the sessions it made.
+func importFile(ctx context.Context, e *env, c *client, path, format string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", path, err)
+	}
+	out, err := c.do(ctx, "POST", "/v1/import", url.Values{"format": {format}, "name": {filepath.Base(path)}}, bytes.NewReader(b), "application/octet-stream")
+	if err != nil {
+		return fmt.Errorf("import %s: %w", path, err)
+	}
+	var res struct {
+		Sessions []struct {
+			Session, Format string
+			Events          int
 		}
-		for _, s := range res.Sessions {
-			fmt.Fprintf(e.stdout, "%s: session %s (%s), %d events\n", path, s.Session, s.Format, s.Events)
-		}
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("import %s: bad response: %w", path, err)
+	}
+	for _, s := range res.Sessions {
+		fmt.Fprintf(e.stdout, "%s: session %s (%s), %d events\n", path, s.Session, s.Format, s.Events)
 	}
 	return nil
 }
@@ -214,30 +249,6 @@ func runAppend(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(out)
 	return err
-}
-
-func runSessions(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "sessions", "[flags]", "List the sessions of a tenant.")
-	cf := addClientFlags(fs, e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	var res struct {
-		Sessions []string `json:"sessions"`
-	}
-	if done, err := c.getJSON(ctx, "/v1/sessions", *asJSON, e.stdout, &res); done || err != nil {
-		return err
-	}
-	for _, s := range res.Sessions {
-		fmt.Fprintln(e.stdout, s)
-	}
-	return nil
 }
 
 func runItem(ctx context.Context, e *env, args []string) error {

@@ -36,6 +36,9 @@ seed gives byte-identical results.json.`)
 	if *sessions < 1 {
 		return usagef("--sessions must be at least 1")
 	}
+	if err := ctx.Err(); err != nil { // interrupted before it started
+		return err
+	}
 	cfg := lab.Config{Seed: *seed, Sessions: *sessions}
 	if !*quiet {
 		cfg.Progress = e.stderr

@@ -6,21 +6,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/prunesched/prunesched/policy"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version overrides the module version when set at build time with
+// -ldflags "-X main.version=..."; empty reads it from the build info.
+var version = ""
 
 // command is one subcommand.
 type command struct {
@@ -49,7 +52,8 @@ func commands() []command {
 		{"worker", "run one pipeline worker against an external NATS server", runWorker},
 		{"import", "import trace files (claude-code, opencode, native JSONL) into a running server", runImport},
 		{"append", "append native JSONL events to a running server", runAppend},
-		{"sessions", "list the sessions of a tenant", runSessions},
+		{"sessions", "list the sessions of a tenant: agent, title, start, items, prunes, dollars saved", runSessions},
+		{"stats", "show tokens and dollars saved, per session and for the tenant by day", runStats},
 		{"decisions", "list the decisions (certificates) of a session", runDecisions},
 		{"item", "print an original item from the log, whatever the bundle shows", runItem},
 		{"bundle", "print a session's rendered bundle (anthropic, openai or text)", runBundle},
@@ -64,10 +68,7 @@ func commands() []command {
 		{"proxy", "prune live agents' requests: an Anthropic / OpenAI API proxy in front of the model", runProxy},
 		{"bench", "measure the pipeline against raw JetStream and the render path against the request budget", runBench},
 		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
-		{"version", "print the version", func(_ context.Context, e *env, _ []string) error {
-			fmt.Fprintln(e.stdout, "prunesched", version)
-			return nil
-		}},
+		{"version", "print the module version, VCS revision and build time", runVersion},
 	}
 }
 
@@ -92,7 +93,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			switch {
 			case err == nil:
 				return 0
-			case errors.Is(err, flag.ErrHelp):
+			case errors.Is(err, pflag.ErrHelp):
 				return 0
 			case errors.As(err, &ue):
 				fmt.Fprintf(e.stderr, "prunesched %s: %v\nRun 'prunesched %s --help' for usage.\n", c.name, err, c.name)
@@ -117,25 +118,105 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'prunesched <command> --help' for a command's flags.")
 }
 
-// newFlags returns a flag set that prints usage to e.stderr and returns
-// errors rather than exiting.
-func newFlags(e *env, name, usage, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// newFlags returns a flag set (github.com/spf13/pflag: flags are accepted
+// before, between and after the positional arguments, and "--" ends them)
+// that returns errors rather than exiting. --help / -h print the usage to
+// e.stdout; parse errors are reported on e.stderr by run.
+func newFlags(e *env, name, usage, help string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	fs.SortFlags = false
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: prunesched %s %s\n\n%s\n\nFlags:\n", name, usage, strings.TrimSpace(help))
+		fmt.Fprintf(e.stdout, "Usage: prunesched %s %s\n\n%s\n\nFlags:\n", name, usage, strings.TrimSpace(help))
+		fs.SetOutput(e.stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(e.stderr)
 	}
 	return fs
 }
 
 // parse parses flags, mapping flag errors to usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
+func parse(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
 		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+// noArgs is the usage error of a command that takes no positional
+// arguments but got some.
+func noArgs(fs *pflag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return nil
+}
+
+// buildInfo is what 'prunesched version' prints: the module version, the VCS
+// revision and time, and whether the tree had uncommitted changes.
+type buildInfo struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+}
+
+// readBuildInfo reads the build info the Go toolchain embeds (go install
+// and go build record the module version and, in a VCS checkout, vcs.*).
+func readBuildInfo(bi *debug.BuildInfo, ok bool) buildInfo {
+	out := buildInfo{Version: "(devel)"}
+	if ok {
+		out.Go = bi.GoVersion
+		if v := bi.Main.Version; v != "" {
+			out.Version = v
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				out.Revision = s.Value
+			case "vcs.time":
+				out.Time = s.Value
+			case "vcs.modified":
+				out.Modified = s.Value == "true"
+			}
+		}
+	}
+	if version != "" {
+		out.Version = version
+	}
+	return out
+}
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "version", "[--json]", "Print the module version, the VCS revision and time it was built from (with +dirty when the tree had uncommitted changes), and the Go version, from the binary's build info.")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	bi := readBuildInfo(debug.ReadBuildInfo())
+	if *asJSON {
+		return printJSON(e.stdout, bi)
+	}
+	fmt.Fprintf(e.stdout, "prunesched %s\n", bi.Version)
+	rev := bi.Revision
+	if rev == "" {
+		rev = "unknown (built without VCS information)"
+	} else if bi.Modified {
+		rev += "+dirty"
+	}
+	fmt.Fprintf(e.stdout, "revision:  %s\n", rev)
+	if bi.Time != "" {
+		fmt.Fprintf(e.stdout, "committed: %s\n", bi.Time)
+	}
+	if bi.Go != "" {
+		fmt.Fprintf(e.stdout, "go:        %s\n", bi.Go)
 	}
 	return nil
 }

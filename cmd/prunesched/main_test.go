@@ -15,16 +15,27 @@ import (
 // runT runs the CLI in-process and returns its exit code and output.
 func runT(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runTEnv(t, nil, args...)
+}
+
+// runTEnv is runT with an environment.
+func runTEnv(t *testing.T, environ map[string]string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}, args)
+	code := run(ctx, &env{stdout: &out, stderr: &errb, getenv: func(k string) string { return environ[k] }}, args)
 	return code, out.String(), errb.String()
 }
 
 const sample = "../../examples/sample-session.jsonl"
 
 func TestHelpOnEveryCommand(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		if code, out, errOut := runT(t, h); code != 0 || !strings.Contains(out, "Usage: prunesched <command>") || errOut != "" {
+			t.Errorf("prunesched %s: exit %d, stdout %q, stderr %q", h, code, out, errOut)
+		}
+	}
 	code, out, _ := runT(t, "help")
 	if code != 0 {
 		t.Fatalf("help exit %d", code)
@@ -33,12 +44,14 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		if !strings.Contains(out, c.name) {
 			t.Errorf("help does not list %s", c.name)
 		}
-		code, _, errOut := runT(t, c.name, "--help")
-		if code != 0 {
-			t.Errorf("%s --help: exit %d", c.name, code)
-		}
-		if c.name != "version" && !strings.Contains(errOut, "Usage: prunesched "+c.name) {
-			t.Errorf("%s --help prints no usage:\n%s", c.name, errOut)
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runT(t, c.name, h)
+			if code != 0 {
+				t.Errorf("%s %s: exit %d", c.name, h, code)
+			}
+			if !strings.Contains(out, "Usage: prunesched "+c.name) || errOut != "" {
+				t.Errorf("%s %s: usage not on stdout alone:\nstdout %q\nstderr %q", c.name, h, out, errOut)
+			}
 		}
 	}
 }
@@ -62,17 +75,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestAnalyzeBadInputNamesTheLine(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.jsonl")
-	good, err := os.ReadFile(sample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(good), "\n")
-	lines[6] = strings.Replace(lines[6], `"role":"user"`, `"role":"robot"`, 1)
-	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad := writeBadSample(t, t.TempDir())
 	code, _, errOut := runT(t, "analyze", "--quiet", bad)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
@@ -126,7 +129,7 @@ func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
 	dir := t.TempDir()
 	bundles := filepath.Join(dir, "bundles")
 	keep := filepath.Join(dir, "log")
-	code, out, errOut := runT(t, "analyze", "--json", "--bundles", bundles, "--keep", keep, sample)
+	code, out, errOut := runT(t, "analyze", "--progress", "--json", "--bundles", bundles, "--keep", keep, sample)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -194,8 +194,11 @@ func (e *Embedded) Shutdown() {
 // they log message payloads, which can hold user content.
 type serverLogger struct{ l *slog.Logger }
 
-// Noticef logs at Info.
-func (s *serverLogger) Noticef(format string, v ...any) { s.l.Info(fmt.Sprintf(format, v...)) }
+// Noticef logs at Debug: nats-server's notices are its start-up banner
+// (ASCII art, version, limits, store directory) and routine chatter; the
+// one line that matters, "embedded nats-server started", is logged at Info
+// by StartEmbedded. Warnings and errors keep their levels.
+func (s *serverLogger) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
 
 // Warnf logs at Warn.
 func (s *serverLogger) Warnf(format string, v ...any) { s.l.Warn(fmt.Sprintf(format, v...)) }

@@ -8,7 +8,6 @@
 package claudecode
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	lines "github.com/prunesched/prunesched/importers/internal/jsonl"
 )
 
 // Format is the format name of Claude Code transcripts.
@@ -114,30 +114,20 @@ type fileInfo struct {
 }
 
 func parse(r io.Reader, name string) ([]record, *fileInfo, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), events.MaxLineBytes)
 	info := &fileInfo{usage: map[string]*events.Usage{}}
 	var recs []record
-	n := 0
-	for sc.Scan() {
-		n++
-		b := bytes.TrimSpace(sc.Bytes())
-		if n == 1 {
-			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-		}
-		if len(b) == 0 {
-			continue
-		}
+	err := lines.Each(r, name, func(n int, b []byte) error {
 		rec, keep, err := parseLine(b, n, info)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s:%d: %w", name, n, err)
+			return fmt.Errorf("%s:%d: %w", name, n, err)
 		}
 		if keep {
 			recs = append(recs, rec)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%s:%d: %w", name, n+1, err)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return recs, info, nil
 }

@@ -2,6 +2,7 @@ package claudecode
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -219,6 +220,7 @@ func TestEmpty(t *testing.T) {
 func FuzzClaudeCode(f *testing.F) {
 	for _, in := range []string{
 		jsonl(lineUser, lineA1, lineA2, lineR1),
+		jsonl(lineUser, lineA1+lineA2, lineR1),
 		jsonl(lineSide, lineProg, lineBash, lineBashR),
 		jsonl(lineList, lineCompac, lineSumm),
 		jsonl(`{"type":"assistant","uuid":"a","message":{"id":"m","content":[{"type":"redacted_thinking","data":"x"},{"type":"text","text":"t"}]}}`),
@@ -236,4 +238,25 @@ func FuzzClaudeCode(f *testing.F) {
 			tracetest.Check(t, s)
 		}
 	})
+}
+
+// TestConcatenatedObjectsOnOneLine: a real transcript had two JSON objects
+// written on one line ("invalid JSON at byte 1784: invalid character '{'
+// after top-level value"); each is imported, as if on its own line.
+func TestConcatenatedObjectsOnOneLine(t *testing.T) {
+	want := importString(t, jsonl(lineUser, lineA1, lineA2, lineR1))
+	got := importString(t, jsonl(lineUser, lineA1+lineA2, lineR1))
+	if len(got.Events) != len(want.Events) {
+		t.Fatalf("%d events, want %d", len(got.Events), len(want.Events))
+	}
+	for i := range want.Events {
+		// Event ids name the line, so they differ; types and payloads do not.
+		if got.Events[i].Type != want.Events[i].Type || !reflect.DeepEqual(got.Events[i].Data, want.Events[i].Data) {
+			t.Errorf("event %d: %s %+v, want %s %+v", i, got.Events[i].Type, got.Events[i].Data, want.Events[i].Type, want.Events[i].Data)
+		}
+	}
+	// A truncated second object still names the line.
+	if _, err := Import(strings.NewReader(jsonl(lineUser, lineA1+`{"type":"user",`)), "x.jsonl"); err == nil || !strings.HasPrefix(err.Error(), "x.jsonl:2: invalid JSON") {
+		t.Errorf("error %v", err)
+	}
 }

@@ -18,7 +18,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/importers/internal/jsonl"
 )
 
 // Format is the format name of Codex CLI rollouts.
@@ -90,24 +90,14 @@ type eventMsg struct {
 func Import(r io.Reader, name string) ([]build.Session, error) {
 	c := &converter{name: name, b: build.New(Format, name), calls: map[string][]*call{}}
 	c.b.Started().Agent = "codex"
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), events.MaxLineBytes)
-	n := 0
-	for sc.Scan() {
-		n++
-		b := bytes.TrimSpace(sc.Bytes())
-		if n == 1 {
-			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-		}
-		if len(b) == 0 {
-			continue
-		}
+	err := jsonl.Each(r, name, func(n int, b []byte) error {
 		if err := c.line(n, b); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+			return fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w", name, n+1, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	s, err := c.b.Finish("codex-start")
 	if err != nil {

@@ -128,6 +128,8 @@ func FuzzCodex(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"response_item","payload":{"type":"function_call_output","call_id":"@","output":{"content":"x"}}}`))
 	f.Add([]byte(`{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":-5}}}}`))
+	// Two records on one line (split by the shared line reader).
+	f.Add([]byte(`{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c1"}}{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"ok"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ss, err := Import(bytes.NewReader(data), "fuzz.jsonl")
 		if err != nil {

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
+)
+
+// sessionSavings is one session's listing: its info and what pruning saved.
+type sessionSavings struct {
+	info    projections.SessionInfo
+	ledgers map[string]*scheduler.Ledger
+	savings analyze.Savings
+}
+
+// fetchSessions reads the tenant's sessions (or the one named) with their
+// info (the stats endpoint) and economics ledgers (the economics endpoint:
+// the same replay as analyze, so the numbers agree).
+func fetchSessions(ctx context.Context, c *client, only string) ([]sessionSavings, error) {
+	names := []string{only}
+	if only == "" {
+		var res struct {
+			Sessions []string `json:"sessions"`
+		}
+		if _, err := c.getJSON(ctx, "/v1/sessions", false, nil, &res); err != nil {
+			return nil, err
+		}
+		names = res.Sessions
+	}
+	out := make([]sessionSavings, 0, len(names))
+	for _, name := range names {
+		var st struct {
+			Info projections.SessionInfo `json:"info"`
+		}
+		if _, err := c.getJSON(ctx, sessionPath(name, "/stats"), false, nil, &st); err != nil {
+			return nil, fmt.Errorf("session %s: %w", name, err)
+		}
+		var eco struct {
+			Ledgers map[string]*scheduler.Ledger `json:"ledgers"`
+		}
+		if _, err := c.getJSON(ctx, sessionPath(name, "/economics"), false, nil, &eco); err != nil {
+			return nil, fmt.Errorf("session %s: %w", name, err)
+		}
+		ss := sessionSavings{info: st.Info, ledgers: eco.Ledgers, savings: analyze.NewSavings()}
+		if ss.info.Session == "" {
+			ss.info.Session = name
+		}
+		ss.savings.AddLedgers(eco.Ledgers)
+		out = append(out, ss)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].info.Started.Before(out[j].info.Started) })
+	return out, nil
+}
+
+// savingsJSON is the --json form of a Savings: against no pruning, what the
+// scheduler and immediate application saved, and the scheduler against
+// immediate application.
+type savingsJSON struct {
+	Sessions int `json:"sessions"`
+	// Unpriced sessions count in the tokens, not in the dollars.
+	Unpriced int `json:"unpriced"`
+	// CostNone is the prompt cost (USD) without pruning; TokensNone the
+	// tokens sent without pruning.
+	CostNone   float64 `json:"cost_none"`
+	TokensNone int     `json:"tokens_none"`
+	// SavedUSD and SavedTokens: the scheduler against no pruning.
+	SavedUSD       float64 `json:"saved_usd"`
+	SavedPct       float64 `json:"saved_pct"`
+	SavedTokens    int     `json:"saved_tokens"`
+	SavedTokensPct float64 `json:"saved_tokens_pct"`
+	// ImmediateSavedUSD and ImmediateSavedTokens: immediate application
+	// against no pruning (negative: it cost more).
+	ImmediateSavedUSD    float64 `json:"immediate_saved_usd"`
+	ImmediateSavedTokens int     `json:"immediate_saved_tokens"`
+	// VsImmediateUSD is what the scheduler saved against immediate
+	// application.
+	VsImmediateUSD float64 `json:"vs_immediate_usd"`
+}
+
+func toSavingsJSON(s analyze.Savings) savingsJSON {
+	sc, im := scheduler.StrategyScheduled, scheduler.StrategyImmediate
+	return savingsJSON{
+		Sessions: s.Sessions, Unpriced: s.Unpriced,
+		CostNone: s.Cost[scheduler.StrategyNone], TokensNone: s.Tokens[scheduler.StrategyNone],
+		SavedUSD: s.SavedUSD(sc), SavedPct: s.PctUSD(sc), SavedTokens: s.SavedTokens(sc), SavedTokensPct: s.PctTokens(sc),
+		ImmediateSavedUSD: s.SavedUSD(im), ImmediateSavedTokens: s.SavedTokens(im),
+		VsImmediateUSD: s.Cost[im] - s.Cost[sc],
+	}
+}
+
+// byDay splits sessions' ledgers by the UTC day of each request.
+func byDay(ss []sessionSavings) (days []string, per map[string]analyze.Savings) {
+	per = map[string]analyze.Savings{}
+	for _, s := range ss {
+		split := map[string]map[string]*scheduler.Ledger{}
+		for st, l := range s.ledgers {
+			if l == nil {
+				continue
+			}
+			for _, r := range l.Requests {
+				d := r.Time.UTC().Format(time.DateOnly)
+				if split[d] == nil {
+					split[d] = map[string]*scheduler.Ledger{}
+				}
+				dl := split[d][st]
+				if dl == nil {
+					dl = &scheduler.Ledger{Unpriced: l.Unpriced}
+					split[d][st] = dl
+				}
+				dl.Total.Tokens += r.Tokens
+				dl.Total.Cost += r.Cost
+			}
+		}
+		for d, ls := range split {
+			sv, ok := per[d]
+			if !ok {
+				sv = analyze.NewSavings()
+				days = append(days, d)
+			}
+			sv.AddLedgers(ls)
+			per[d] = sv
+		}
+	}
+	sort.Strings(days)
+	return days, per
+}
+
+func runStats(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "stats", "[flags] [SESSION]", `
+Show what pruning saved: prompt dollars and tokens sent, per session and for
+the whole tenant by day (the UTC day of each request), for the scheduler and
+for immediate application, both against no pruning, and the scheduler
+against immediate application. The numbers are the economics ledgers of
+GET /v1/sessions/{s}/economics (the replay analyze reports). Sessions whose
+model has no price are counted in tokens only.`)
+	cf := addClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usagef("want at most one SESSION")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ss, err := fetchSessions(ctx, c, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fleet := analyze.NewSavings()
+	for _, s := range ss {
+		fleet.Merge(s.savings)
+	}
+	days, per := byDay(ss)
+	if *asJSON {
+		type sessJSON struct {
+			projections.SessionInfo
+			Savings savingsJSON `json:"savings"`
+		}
+		type dayJSON struct {
+			Day     string      `json:"day"`
+			Savings savingsJSON `json:"savings"`
+		}
+		out := struct {
+			Sessions []sessJSON  `json:"sessions"`
+			Days     []dayJSON   `json:"days"`
+			Total    savingsJSON `json:"total"`
+		}{Sessions: []sessJSON{}, Days: []dayJSON{}, Total: toSavingsJSON(fleet)}
+		for _, s := range ss {
+			out.Sessions = append(out.Sessions, sessJSON{s.info, toSavingsJSON(s.savings)})
+		}
+		for _, d := range days {
+			out.Days = append(out.Days, dayJSON{d, toSavingsJSON(per[d])})
+		}
+		return printJSON(e.stdout, out)
+	}
+	if len(ss) == 0 {
+		fmt.Fprintln(e.stdout, "no sessions")
+		return nil
+	}
+	fmt.Fprintln(e.stdout, fleet.Headline())
+	fmt.Fprintln(e.stdout)
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	for _, s := range ss {
+		writeSavingsRow(tw, s.info.Session, s.info.Agent, s.savings)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+	tw = newTable(e.stdout)
+	fmt.Fprintln(tw, "DAY (UTC)\tSESSIONS\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	for _, d := range days {
+		writeSavingsRow(tw, d, fmt.Sprint(per[d].Sessions), per[d])
+	}
+	writeSavingsRow(tw, "total", fmt.Sprint(fleet.Sessions), fleet)
+	return tw.Flush()
+}
+
+// writeSavingsRow writes name, a second column and the savings columns.
+func writeSavingsRow(w io.Writer, name, second string, s analyze.Savings) {
+	j := toSavingsJSON(s)
+	saved, imm, vs := "unpriced", "unpriced", "-"
+	if s.Unpriced < s.Sessions {
+		saved = fmt.Sprintf("%s (%.1f%%)", analyze.USD(j.SavedUSD), j.SavedPct)
+		imm = analyze.USD(j.ImmediateSavedUSD)
+		vs = analyze.USD(j.VsImmediateUSD)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s (%.1f%%)\t%s / %s tok\t%s\n", name, orDash(second), saved,
+		analyze.Thousands(j.SavedTokens), j.SavedTokensPct, imm, analyze.Thousands(j.ImmediateSavedTokens), vs)
+}
+
+func runSessions(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "sessions", "[flags]", `
+List the tenant's sessions, oldest first: agent, title, start, items, prunes
+(applied/marked) and the dollars the scheduler saved against no pruning.
+--ids prints the session ids alone, one per line.`)
+	cf := addClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	ids := fs.Bool("ids", false, "print only the session ids")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if *ids {
+		var res struct {
+			Sessions []string `json:"sessions"`
+		}
+		if _, err := c.getJSON(ctx, "/v1/sessions", false, nil, &res); err != nil {
+			return err
+		}
+		for _, s := range res.Sessions {
+			fmt.Fprintln(e.stdout, s)
+		}
+		return nil
+	}
+	ss, err := fetchSessions(ctx, c, "")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type row struct {
+			projections.SessionInfo
+			Savings savingsJSON `json:"savings"`
+		}
+		out := struct {
+			Sessions []row `json:"sessions"`
+		}{Sessions: []row{}}
+		for _, s := range ss {
+			out.Sessions = append(out.Sessions, row{s.info, toSavingsJSON(s.savings)})
+		}
+		return printJSON(e.stdout, out)
+	}
+	if len(ss) == 0 {
+		fmt.Fprintln(e.stdout, "no sessions")
+		return nil
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tTITLE\tSTARTED (UTC)\tITEMS\tPRUNES\tSAVED")
+	for _, s := range ss {
+		in := s.info
+		started := "-"
+		if !in.Started.IsZero() {
+			started = in.Started.UTC().Format("2006-01-02 15:04")
+		}
+		saved := "unpriced"
+		if s.savings.Unpriced == 0 {
+			saved = analyze.USD(s.savings.SavedUSD(scheduler.StrategyScheduled))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", in.Session, orDash(in.Agent), orDash(abbreviate(in.Title, 40)), started, in.Items, in.Applied, in.Prunes, saved)
+	}
+	return tw.Flush()
+}
+
+// abbreviate cuts s to n runes with an ellipsis.
+func abbreviate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
