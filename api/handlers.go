@@ -423,6 +423,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, store.ErrIDConflict):
+		return http.StatusConflict
 	case errors.As(err, &fe), errors.As(err, &le):
 		return http.StatusBadRequest
 	}

@@ -23,10 +23,22 @@ import (
 // valid outputs may already be stored by then; that is harmless, they are
 // content-addressed.
 //
+// Facts are idempotent forever: a fact whose id the session already holds
+// (the id index, Config.IDBucket, remembers every stored fact) is not
+// published again and comes back with the stored copy's sequence, however
+// long ago it was stored; so does a repeat of an id within the batch. The
+// same id with different content (compared on the stored encoding) is an
+// *EventError wrapping ErrIDConflict, and the whole batch is rejected
+// before anything is published.
+//
 // Events are published asynchronously with at most Config.MaxPending in
 // flight, each with Nats-Msg-Id = events.MsgID(e). An event the server
 // reports as a duplicate (same id within the Duplicates window) is not an
-// error: it is returned with the sequence of the copy already stored.
+// error: it is returned with the sequence of the copy already stored. The
+// facts' index entries are written once their events are acknowledged;
+// a crash in between leaves a fact unindexed, which a retry within the
+// Duplicates window repairs (the server acknowledges the duplicate) and a
+// retry after it does not.
 //
 // Append is not atomic. On a publish failure it still waits for every
 // outstanding acknowledgement, then returns the first failure (an
@@ -49,17 +61,31 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	}
 	out := make([]events.Event, len(evs))
 	msgs := make([]*nats.Msg, len(evs))
+	digests := make([]string, len(evs))
 	for i, e := range evs {
 		stored, msg, err := s.prepare(ctx, e)
 		if err != nil {
 			return nil, &EventError{Index: i, ID: e.ID, Err: err}
 		}
 		out[i], msgs[i] = stored, msg
+		if stored.IsFact() {
+			digests[i] = digestOf(msg.Data)
+		}
+	}
+	// skip marks facts not to publish: stored before (Seq known) or an
+	// earlier copy in this batch (alias). A conflict rejects the batch
+	// before anything is published.
+	skip, alias, err := s.known(ctx, out, digests)
+	if err != nil {
+		return nil, err
 	}
 
 	futs := make([]jetstream.PubAckFuture, len(msgs))
 	var firstErr error
 	for i, m := range msgs {
+		if skip[i] {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish: %w", err)}
 			break
@@ -102,13 +128,63 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 			}
 		}
 	}
+	if firstErr == nil {
+		firstErr = s.indexIDs(ctx, out, digests, skip)
+	}
 	if firstErr != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(evs), firstErr)
+	}
+	for i, j := range alias {
+		out[i].Seq = out[j].Seq
 	}
 	if dups > 0 {
 		s.log.Debug("append: duplicates acknowledged", slog.Int("events", len(evs)), slog.Int("duplicates", dups))
 	}
 	return out, nil
+}
+
+// known settles which facts of a prepared batch are stored already: by the
+// id index (any time before), or earlier in the batch (alias maps such an
+// index to the first copy's). A known id with a different digest is an
+// *EventError wrapping ErrIDConflict, returned before anything is
+// published.
+func (s *Store) known(ctx context.Context, out []events.Event, digests []string) (skip []bool, alias map[int]int, err error) {
+	skip = make([]bool, len(out))
+	first := map[string]int{}
+	for i, e := range out {
+		if !e.IsFact() {
+			continue
+		}
+		k := events.MsgID(e)
+		j, seen := first[k]
+		if !seen {
+			first[k] = i
+			continue
+		}
+		if digests[j] != digests[i] {
+			return nil, nil, &EventError{Index: i, ID: e.ID, Err: fmt.Errorf("event %d of the batch has this id with other content: %w", j, ErrIDConflict)}
+		}
+		skip[i] = true
+		if alias == nil {
+			alias = map[int]int{}
+		}
+		alias[i] = j
+	}
+	stored, err := s.lookupIDs(ctx, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, ent := range stored {
+		if ent == nil || skip[i] {
+			continue
+		}
+		if ent.digest != digests[i] {
+			return nil, nil, &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("stored at sequence %d: %w", ent.seq, ErrIDConflict)}
+		}
+		skip[i] = true
+		out[i].Seq = ent.seq
+	}
+	return skip, alias, nil
 }
 
 // AppendGuarded stores one event only if the last fact of its session is

@@ -21,10 +21,14 @@ type Config struct {
 	Replicas int
 	// Duplicates is the stream's deduplication window: a second publish of
 	// the same Nats-Msg-Id within it is acknowledged as a duplicate and not
-	// stored. Default 2 minutes (the JetStream default). Outside the window a
-	// republished event is stored again, so readers must tolerate a repeated
-	// event id.
+	// stored. Default 2 minutes (the JetStream default). Facts are
+	// deduplicated at any later time too, by the id index (IDBucket);
+	// marks and applications, whose ids derive from their causes, only
+	// within this window.
 	Duplicates time.Duration
+	// IDBucket is the key-value bucket indexing stored fact ids (see
+	// Append). Default DefaultIDBucket.
+	IDBucket string
 	// BlobBucket is the object store bucket for tool outputs. Default
 	// DefaultBlobBucket.
 	BlobBucket string
@@ -95,6 +99,9 @@ func (c *Config) setDefaults() {
 	if c.BlobBucket == "" {
 		c.BlobBucket = DefaultBlobBucket
 	}
+	if c.IDBucket == "" {
+		c.IDBucket = DefaultIDBucket
+	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
 	}
@@ -132,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if !bucketRe.MatchString(c.BlobBucket) {
 		errs = append(errs, fmt.Errorf("blob bucket: invalid name %q (letters, digits, '_' or '-')", c.BlobBucket))
+	}
+	if !bucketRe.MatchString(c.IDBucket) {
+		errs = append(errs, fmt.Errorf("id bucket: invalid name %q (letters, digits, '_' or '-')", c.IDBucket))
 	}
 	if c.MaxPending < 1 {
 		errs = append(errs, fmt.Errorf("max pending: %d, want at least 1", c.MaxPending))

@@ -49,6 +49,7 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	blobs  jetstream.ObjectStore
+	ids    jetstream.KeyValue
 	cfg    Config
 	log    *slog.Logger
 
@@ -102,6 +103,16 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update blob bucket %s: %w", cfg.BlobBucket, err)
 	}
+	ids, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.IDBucket,
+		Description: "prunesched stored fact ids (tenant.session.hash(id) -> sequence and content digest)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store: create or update id bucket %s: %w", cfg.IDBucket, err)
+	}
 	logger.Debug("store opened",
 		slog.String("stream", scfg.Name),
 		slog.String("blob_bucket", cfg.BlobBucket),
@@ -109,7 +120,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		slog.Int("partitions", cfg.Partitions),
 		slog.Duration("duplicates", cfg.Duplicates))
 	return &Store{
-		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
+		nc: nc, js: js, stream: stream, blobs: blobs, ids: ids, cfg: cfg, log: logger,
 		putting: map[string]*hashLock{},
 		cache:   newBlobCache(cfg.BlobCacheBytes),
 	}, nil
