@@ -39,8 +39,14 @@ type Config struct {
 	NATSListen string
 	// SyncAlways makes the embedded server fsync every write.
 	SyncAlways bool
-	// HTTPListen starts the HTTP API there; empty starts none.
+	// HTTPListen starts the HTTP API there; empty starts none. An address
+	// beyond loopback needs Auth.
 	HTTPListen string
+	// Auth requires bearer tokens on the API and binds each to a tenant
+	// (see api.Config.Auth); nil serves loopback without authentication.
+	Auth *api.Auth
+	// OpenMetrics serves /metrics without a token when Auth is set.
+	OpenMetrics bool
 	// Workers selects which workers run ("eligibility", "scheduler",
 	// "projection"); empty runs all.
 	Workers []string
@@ -95,6 +101,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.HTTPListen != "" && cfg.Auth == nil && !loopbackAddr(cfg.HTTPListen) {
+		return nil, fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", cfg.HTTPListen)
+	}
 	s := &Service{logger: logger, Registry: prometheus.NewRegistry(), Tokens: tokens.New()}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := s.Tokens.Check(); err != nil {
@@ -148,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}()
 	if cfg.HTTPListen != "" {
-		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: nc, Logger: logger.With("component", "api")})
+		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: nc, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics})
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
@@ -212,4 +221,18 @@ func splitListen(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("NATS listen address %q: bad port", addr)
 	}
 	return host, p, nil
+}
+
+// loopbackAddr reports whether a listen address binds loopback only: a
+// loopback IP or "localhost". An empty host (every interface) is not.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
