@@ -39,7 +39,8 @@ func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error)
 		r.close()
 		return nil, err
 	}
-	r.nc, err = nats.Connect(r.emb.ClientURL(), nats.Name("prunesched-bench"), nats.Timeout(store.ConnectTimeout))
+	// The admin identity: the bench creates and deletes its own streams.
+	r.nc, err = r.emb.ConnectAdmin("prunesched-bench")
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("connect: %w", err)

@@ -235,7 +235,7 @@ func TestExternalNATSSameCodePath(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ext, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir()}, nil)
+	ext, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir(), Listen: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,8 @@ func TestExternalNATSSameCodePath(t *testing.T) {
 		}
 		return b
 	}
-	external := decisionsVia(Config{NATSURL: ext.ClientURL()})
+	// As the service user, over TCP: it may create the stream, not update it.
+	external := decisionsVia(Config{NATSURL: ext.ServiceURL()})
 	embedded := decisionsVia(Config{DataDir: t.TempDir()})
 	if !bytes.Equal(external, embedded) {
 		t.Errorf("decisions differ between an external server and the embedded one:\n%s\n---\n%s", external, embedded)

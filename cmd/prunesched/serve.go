@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/api"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/service"
 )
 
@@ -19,7 +20,7 @@ data under --data; --nats uses an external server instead (same code path).
 Restarting on the same data directory keeps every session.`)
 	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server ($PRUNESCHED_DATA, else $XDG_DATA_HOME/prunesched, else ~/.local/share/prunesched)")
 	natsURL := fs.String("nats", "", "external NATS server URL (nats://host:4222); empty runs NATS embedded")
-	natsListen := fs.String("nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (-1 = a free port); loopback unless told otherwise")
+	natsListen := fs.String("nats-listen", "", "also accept TCP clients of the embedded NATS server at this address (e.g. 127.0.0.1:4222; -1 = a free port) as user \"prunesched\" with the password in DATA/nats-service.password; empty: in-process only, no port")
 	listen := fs.String("listen", "127.0.0.1:7070", "HTTP API address; loopback unless told otherwise (beyond loopback needs --auth-file)")
 	authFile := fs.String("auth-file", "", "require 'Authorization: Bearer TOKEN' on the API; the file holds one 'TOKEN TENANT' per line and the tenant comes from the token (see docs/security.md)")
 	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
@@ -62,8 +63,8 @@ Restarting on the same data directory keeps every session.`)
 	where := "embedded NATS, data in " + *data
 	if *natsURL != "" {
 		where = "NATS at " + *natsURL
-	} else if svc.Embedded != nil {
-		where += " (NATS clients: " + svc.Embedded.ClientURL() + ")"
+	} else if svc.Embedded != nil && svc.Embedded.ClientURL() != "" {
+		where += " (NATS clients: " + svc.Embedded.ClientURL() + ", user " + store.ServiceUser + ", password in " + svc.Embedded.CredentialsPath() + ")"
 	}
 	logger.Info("prunesched serving", "http", "http://"+svc.HTTPAddr, "log", where, "policy", pol.Version())
 	fmt.Fprintf(e.stdout, "prunesched serving on http://%s (%s)\n", svc.HTTPAddr, where)

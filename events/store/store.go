@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -62,9 +63,13 @@ type Store struct {
 	cache *blobCache
 }
 
-// Open creates or updates the event stream and the blob bucket and returns a
+// Open creates or updates the event stream and the buckets and returns a
 // Store using them. Calling it again with the same Config is harmless; a
-// changed Replicas or Duplicates updates the existing stream.
+// changed Replicas or Duplicates updates the existing stream. When the
+// stream and buckets already exist as configured, Open only looks them up,
+// so an identity without the right to update streams (the embedded
+// server's service user, see ServicePermissions) can open a store an admin
+// identity created.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (*Store, error) {
 	if nc == nil {
 		return nil, errors.New("open store: nil connection")
@@ -90,11 +95,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	scfg := StreamConfig(cfg)
-	stream, err := js.CreateOrUpdateStream(ctx, scfg)
+	stream, err := ensureStream(ctx, js, scfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update stream %s: %w", scfg.Name, err)
 	}
-	blobs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	blobs, err := ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      cfg.BlobBucket,
 		Description: "prunesched tool outputs by content address (sha256)",
 		Storage:     jetstream.FileStorage,
@@ -103,7 +108,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update blob bucket %s: %w", cfg.BlobBucket, err)
 	}
-	ids, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	ids, err := ensureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.IDBucket,
 		Description: "prunesched stored fact ids (tenant.session.hash(id) -> sequence and content digest)",
 		History:     1,
@@ -166,6 +171,67 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 			Destination: dst,
 		},
 	}
+}
+
+// ensureStream returns the stream, creating it, or updating it only when
+// its configuration differs from want in a field prunesched sets.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, want.Name)
+	if err == nil && streamMatches(st.CachedInfo().Config, want) {
+		return st, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return js.CreateStream(ctx, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return js.UpdateStream(ctx, want)
+}
+
+// streamMatches compares the fields StreamConfig sets.
+func streamMatches(have, want jetstream.StreamConfig) bool {
+	sameTransform := (have.SubjectTransform == nil) == (want.SubjectTransform == nil) &&
+		(have.SubjectTransform == nil || *have.SubjectTransform == *want.SubjectTransform)
+	return sameTransform && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Description == want.Description && have.Retention == want.Retention &&
+		have.Discard == want.Discard && have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes &&
+		have.MaxAge == want.MaxAge && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.Duplicates == want.Duplicates && have.DenyDelete == want.DenyDelete &&
+		have.DenyPurge == want.DenyPurge && have.AllowDirect == want.AllowDirect
+}
+
+// ensureObjectStore returns the bucket, creating it, or updating it only
+// when its replica count differs.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.ObjectStore(ctx, want.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return js.CreateObjectStore(ctx, want)
+	case err != nil:
+		return nil, err
+	}
+	if st, err := obs.Status(ctx); err == nil && st.Replicas() == want.Replicas {
+		return obs, nil
+	}
+	return js.CreateOrUpdateObjectStore(ctx, want)
+}
+
+// ensureKeyValue returns the bucket, creating it, or updating it only when
+// its replica count differs.
+func ensureKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return js.CreateKeyValue(ctx, want)
+	case err != nil:
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if kst, ok := st.(*jetstream.KeyValueBucketStatus); err == nil && ok && kst.StreamInfo().Config.Replicas == want.Replicas {
+		return kv, nil
+	}
+	return js.CreateOrUpdateKeyValue(ctx, want)
 }
 
 // adoptPartitions settles cfg.Partitions against the stream as it exists:
