@@ -435,7 +435,11 @@ func statusOf(err error) int {
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session string) {
-	pend, _ := s.cfg.Pipeline.Scheduler.Pending(tenant, session)
+	pend, err := s.cfg.Pipeline.Scheduler.Pending(r.Context(), tenant, session)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	if pend == nil {
 		pend = []scheduler.PendingMark{}
 	}

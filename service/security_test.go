@@ -191,3 +191,22 @@ func clipBody(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestDataDirInUseRefused: a second start on a data directory a running
+// service holds (serve, proxy --data, an offline client --data) fails with
+// an error saying so.
+func TestDataDirInUseRefused(t *testing.T) {
+	dir := t.TempDir()
+	svc := startT(t, dir)
+	defer svc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	second, err := Start(ctx, Config{DataDir: dir, Policy: policy.Default()})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second service opened the data directory")
+	}
+	if !strings.Contains(err.Error(), "in use by another prunesched process") {
+		t.Errorf("error %q does not say the directory is in use", err)
+	}
+}

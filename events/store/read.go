@@ -159,7 +159,19 @@ func checkSubject(subject string, e events.Event) bool {
 // Sessions lists the sessions that have at least one fact, sorted by tenant
 // then session. It reads the stream's per-subject counts, not the events.
 func (s *Store) Sessions(ctx context.Context) ([]SessionRef, error) {
-	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(events.KindFilter(events.KindFact)))
+	return s.sessionsOn(ctx, events.KindFilter(events.KindFact))
+}
+
+// SessionsWithMarks lists the sessions of partition p that have at least
+// one mark (Facts counts their marks here), sorted like Sessions. The
+// scheduler uses it to find the marks that may still wait after a restart.
+func (s *Store) SessionsWithMarks(ctx context.Context, p int) ([]SessionRef, error) {
+	return s.sessionsOn(ctx, events.PartitionFilter(events.KindMark, p))
+}
+
+// sessionsOn lists the sessions with messages on filter and their counts.
+func (s *Store) sessionsOn(ctx context.Context, filter string) ([]SessionRef, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: stream info: %w", err)
 	}
