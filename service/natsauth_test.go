@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/internal/permtest"
 )
 
 var deployPasswords = map[string]string{
@@ -135,33 +135,15 @@ func TestDeployTenantUsersIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	viol := make(chan error, 16)
-	acme, err := connect("acme", nats.CustomInboxPrefix("_INBOX_acme"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { viol <- err }))
+	onErr, viol := permtest.Violations()
+	acme, err := connect("acme", nats.CustomInboxPrefix("_INBOX_acme"), onErr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer acme.Close()
-	// denied runs op and waits for the server's permissions violation (a
-	// denied request gets no reply, only that asynchronous error).
 	denied := func(what string, op func(ctx context.Context) error) {
 		t.Helper()
-		opCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- op(opCtx) }()
-		select {
-		case err := <-viol:
-			if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(err.Error(), "Permissions Violation") {
-				t.Errorf("%s: %v", what, err)
-			}
-			cancel()
-			<-done
-		case err := <-done:
-			if err == nil {
-				t.Errorf("%s: allowed", what)
-			}
-		}
+		permtest.Denied(t, ctx, viol, what, "", op)
 	}
 	js, err := jetstream.New(acme)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -31,17 +29,7 @@ func startT(t *testing.T, dir string) *Service {
 
 func httpDo(t *testing.T, method, url string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return httpAs(t, method, url, "", nil, body)
 }
 
 // TestServeEndToEndAndRestart appends the sample session over HTTP, reads

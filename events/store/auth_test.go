@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/permtest"
 )
 
 // TestEmbeddedListensNowhereByDefault: without Listen the server has no
@@ -66,10 +67,8 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 	ctx := testCtx(t)
 	e := startEmbedded(t, "", false)
 	openStore(t, connectAdmin(t, e), Config{})
-	// The server answers a denied publish with an asynchronous
-	// permissions violation, not a reply: wait for that.
-	viol := make(chan error, 16)
-	svc, err := e.Connect("svc", nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { viol <- err }))
+	onErr, viol := permtest.Violations()
+	svc, err := e.Connect("svc", onErr)
 	require_NoError(t, err)
 	t.Cleanup(svc.Close)
 	s := openStore(t, svc, Config{})
@@ -79,20 +78,7 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 	js := s.JS()
 	denied := func(subject string, op func(ctx context.Context) error) {
 		t.Helper()
-		opCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- op(opCtx) }()
-		select {
-		case err := <-viol:
-			require_Contains(t, err.Error(), "Permissions Violation for Publish to \""+subject+"\"")
-			cancel()
-			<-done
-		case err := <-done:
-			if err == nil {
-				t.Errorf("%s: allowed", subject)
-			}
-		}
+		permtest.Denied(t, ctx, viol, subject, "\""+subject+"\"", op)
 	}
 	st, err := js.Stream(ctx, events.StreamName)
 	require_NoError(t, err)

@@ -20,8 +20,8 @@ import (
 const DefaultMaxPayload = 8 << 20
 
 // EmbeddedConfig configures the in-process nats-server of the single-binary
-// mode. The zero value, with a DataDir, is a loopback server on a random
-// free port with JetStream's default fsync interval.
+// mode. The zero value, with a DataDir, listens on no port (clients connect
+// in-process, with credentials) and uses JetStream's default fsync interval.
 type EmbeddedConfig struct {
 	// DataDir is where JetStream keeps its files (the server's store_dir;
 	// the server itself creates a "jetstream" directory inside it).

@@ -186,7 +186,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return nil, err
 	}
-	return js.UpdateStream(ctx, want)
+	st, err = js.UpdateStream(ctx, want)
+	if err != nil {
+		// The service identity may not update streams: the server then
+		// answers nothing and the request times out.
+		return nil, fmt.Errorf("its configuration differs and updating it failed (it needs an identity allowed to update streams, see docs/security.md): %w", err)
+	}
+	return st, nil
 }
 
 // streamMatches compares the fields StreamConfig sets.
