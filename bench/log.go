@@ -45,7 +45,7 @@ func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error)
 		r.close()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	r.st, err = store.Open(ctx, r.nc, store.Config{Tokens: tokens.New()}, nil)
+	r.st, err = store.Open(ctx, r.nc, store.Config{Tokens: tokens.New(), SoleWriter: true}, nil)
 	if err != nil {
 		r.close()
 		return nil, err

@@ -205,6 +205,9 @@ func (s *Service) connect(ctx context.Context, cfg Config, logger *slog.Logger) 
 		return nil, err
 	}
 	s.NC = nc
+	// Without a listener no other process reaches the server: this store
+	// is the only writer of facts.
+	scfg.SoleWriter = !ecfg.Listen
 	return store.Open(ctx, nc, scfg, storeLog)
 }
 

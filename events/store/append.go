@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,21 +25,21 @@ import (
 // content-addressed.
 //
 // Facts are idempotent forever: a fact whose id the session already holds
-// (the id index, Config.IDBucket, remembers every stored fact) is not
-// published again and comes back with the stored copy's sequence, however
-// long ago it was stored; so does a repeat of an id within the batch. The
-// same id with different content (compared on the stored encoding) is an
-// *EventError wrapping ErrIDConflict, and the whole batch is rejected
-// before anything is published.
+// in the log is not published again and comes back with the stored copy's
+// sequence, however long ago it was stored; so does a repeat of an id
+// within the batch. The same id with different content (compared on the
+// stored encoding) is an *EventError wrapping ErrIDConflict, and the whole
+// batch is rejected before anything is published. Appends to one session
+// are serialised within this process; the session's ids are cached (see
+// Config.IDCacheEntries) and read again from the log whenever its fact
+// count shows another writer.
 //
 // Events are published asynchronously with at most Config.MaxPending in
 // flight, each with Nats-Msg-Id = events.MsgID(e). An event the server
 // reports as a duplicate (same id within the Duplicates window) is not an
-// error: it is returned with the sequence of the copy already stored. The
-// facts' index entries are written once their events are acknowledged;
-// a crash in between leaves a fact unindexed, which a retry within the
-// Duplicates window repairs (the server acknowledges the duplicate) and a
-// retry after it does not.
+// error: it is returned with the sequence of the copy already stored (a
+// concurrent writer's copy of the same id is not compared: the server
+// deduplicates it by id alone).
 //
 // Append is not atomic. On a publish failure it still waits for every
 // outstanding acknowledgement, then returns the first failure (an
@@ -61,7 +62,7 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	}
 	out := make([]events.Event, len(evs))
 	msgs := make([]*nats.Msg, len(evs))
-	digests := make([]string, len(evs))
+	digests := make([][sha256.Size]byte, len(evs))
 	for i, e := range evs {
 		stored, msg, err := s.prepare(ctx, e)
 		if err != nil {
@@ -72,10 +73,16 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 			digests[i] = digestOf(msg.Data)
 		}
 	}
-	// skip marks facts not to publish: stored before (Seq known) or an
-	// earlier copy in this batch (alias). A conflict rejects the batch
-	// before anything is published.
-	skip, alias, err := s.known(ctx, out, digests)
+	// The facts' sessions stay locked in this process until their ids are
+	// recorded. skip marks facts not to publish: stored before (Seq set)
+	// or an earlier copy in this batch (alias). A conflict rejects the
+	// batch before anything is published.
+	locks, err := s.lockSessions(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockSessions(locks)
+	skip, alias, err := s.known(out, digests, locks)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +115,7 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	// Wait for every future that was started, even after a failure, so no
 	// acknowledgement is left dangling and the first failure is reported.
 	dups := 0
+	published, dup := make([]bool, len(futs)), make([]bool, len(futs))
 	for i, f := range futs {
 		if f == nil {
 			continue
@@ -115,8 +123,10 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 		select {
 		case ack := <-f.Ok():
 			out[i].Seq = ack.Sequence
+			published[i] = true
 			if ack.Duplicate {
 				dups++
+				dup[i] = true
 			}
 		case err := <-f.Err():
 			if firstErr == nil {
@@ -128,9 +138,7 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 			}
 		}
 	}
-	if firstErr == nil {
-		firstErr = s.indexIDs(ctx, out, digests, skip)
-	}
+	s.recordIDs(out, digests, published, dup, firstErr != nil, locks)
 	if firstErr != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(evs), firstErr)
 	}
@@ -141,50 +149,6 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 		s.log.Debug("append: duplicates acknowledged", slog.Int("events", len(evs)), slog.Int("duplicates", dups))
 	}
 	return out, nil
-}
-
-// known settles which facts of a prepared batch are stored already: by the
-// id index (any time before), or earlier in the batch (alias maps such an
-// index to the first copy's). A known id with a different digest is an
-// *EventError wrapping ErrIDConflict, returned before anything is
-// published.
-func (s *Store) known(ctx context.Context, out []events.Event, digests []string) (skip []bool, alias map[int]int, err error) {
-	skip = make([]bool, len(out))
-	first := map[string]int{}
-	for i, e := range out {
-		if !e.IsFact() {
-			continue
-		}
-		k := events.MsgID(e)
-		j, seen := first[k]
-		if !seen {
-			first[k] = i
-			continue
-		}
-		if digests[j] != digests[i] {
-			return nil, nil, &EventError{Index: i, ID: e.ID, Err: fmt.Errorf("event %d of the batch has this id with other content: %w", j, ErrIDConflict)}
-		}
-		skip[i] = true
-		if alias == nil {
-			alias = map[int]int{}
-		}
-		alias[i] = j
-	}
-	stored, err := s.lookupIDs(ctx, out)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, ent := range stored {
-		if ent == nil || skip[i] {
-			continue
-		}
-		if ent.digest != digests[i] {
-			return nil, nil, &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("stored at sequence %d: %w", ent.seq, ErrIDConflict)}
-		}
-		skip[i] = true
-		out[i].Seq = ent.seq
-	}
-	return skip, alias, nil
 }
 
 // AppendGuarded stores one event only if the last fact of its session is

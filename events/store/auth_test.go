@@ -85,7 +85,6 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 	cfg := st.CachedInfo().Config
 	cfg.MaxMsgs = 1
 	denied("$JS.API.STREAM.DELETE.PRUNESCHED", func(ctx context.Context) error { return js.DeleteStream(ctx, events.StreamName) })
-	denied("$JS.API.STREAM.DELETE.KV_"+DefaultIDBucket, func(ctx context.Context) error { return js.DeleteKeyValue(ctx, DefaultIDBucket) })
 	denied("$JS.API.STREAM.DELETE.OBJ_"+DefaultBlobBucket, func(ctx context.Context) error { return js.DeleteObjectStore(ctx, DefaultBlobBucket) })
 	denied("$JS.API.STREAM.PURGE.PRUNESCHED", func(ctx context.Context) error { return st.Purge(ctx) })
 	denied("$JS.API.STREAM.UPDATE.PRUNESCHED", func(ctx context.Context) error { _, err := js.UpdateStream(ctx, cfg); return err })

@@ -26,7 +26,8 @@ func benchBatch(session, prefix string, n int) []events.Event {
 
 func benchAppend(b *testing.B, sync bool, batch int) {
 	srv := startEmbedded(b, "", sync)
-	s := openStore(b, connectAdmin(b, srv), Config{Tokens: tokens.New()})
+	// As serve runs it: the embedded server without a listener, one writer.
+	s := openStore(b, connectAdmin(b, srv), Config{Tokens: tokens.New(), SoleWriter: true})
 	ctx := testCtx(b)
 	i := 0
 	for b.Loop() {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,19 @@ func outliveDupWindow() { time.Sleep(300 * time.Millisecond) }
 // session after the server's duplicate window stores nothing new and
 // returns the sequences of the copies already stored.
 func TestReimportAfterDuplicateWindowStoresNothing(t *testing.T) {
+	for _, sole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sole_writer=%v", sole), func(t *testing.T) {
+			t.Parallel()
+			testReimport(t, sole)
+		})
+	}
+}
+
+func testReimport(t *testing.T, sole bool) {
 	ctx := testCtx(t)
-	s := openStore(t, connectEmbedded(t), shortDupConfig())
+	cfg := shortDupConfig()
+	cfg.SoleWriter = sole
+	s := openStore(t, connectEmbedded(t), cfg)
 	sess := uniqueSession("reimport")
 	first, err := s.Append(ctx, sessionEvents("", sess))
 	require_NoError(t, err)
@@ -46,13 +58,28 @@ func TestReimportAfterDuplicateWindowStoresNothing(t *testing.T) {
 	require_NoError(t, err)
 	require_Equal(t, ids(all), "e1,e2,e3,e4,e5,e6")
 	// A second Store (another process, or a restart) knows them too.
-	s2 := openStore(t, s.nc, shortDupConfig())
+	s2 := openStore(t, s.nc, cfg)
 	outliveDupWindow()
 	_, err = s2.Append(ctx, mixed)
 	require_NoError(t, err)
 	all, err = s.ReadSession(ctx, "", sess)
 	require_NoError(t, err)
 	require_Equal(t, ids(all), "e1,e2,e3,e4,e5,e6")
+	if sole {
+		return
+	}
+	// A fact another writer appended is known to s, whose cache predates it.
+	f7 := msgEvent("", sess, "e7", "from the other writer")
+	_, err = s2.Append(ctx, []events.Event{f7})
+	require_NoError(t, err)
+	outliveDupWindow()
+	_, err = s.Append(ctx, []events.Event{f7})
+	require_NoError(t, err)
+	_, err = s.Append(ctx, []events.Event{msgEvent("", sess, "e7", "changed")})
+	require_Error(t, err, ErrIDConflict)
+	all, err = s.ReadSession(ctx, "", sess)
+	require_NoError(t, err)
+	require_Equal(t, ids(all), "e1,e2,e3,e4,e5,e6,e7")
 }
 
 // TestSameIDDifferentContentConflicts: an id already stored with other

@@ -50,9 +50,10 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	blobs  jetstream.ObjectStore
-	ids    jetstream.KeyValue
-	cfg    Config
-	log    *slog.Logger
+	// ids caches each recently appended session's fact ids (see Append).
+	ids *idCache
+	cfg Config
+	log *slog.Logger
 
 	// putting serialises concurrent puts of one hash in this process, so an
 	// identical output arriving twice at once is still stored once.
@@ -63,10 +64,10 @@ type Store struct {
 	cache *blobCache
 }
 
-// Open creates or updates the event stream and the buckets and returns a
+// Open creates or updates the event stream and the blob bucket and returns a
 // Store using them. Calling it again with the same Config is harmless; a
 // changed Replicas or Duplicates updates the existing stream. When the
-// stream and buckets already exist as configured, Open only looks them up,
+// stream and bucket already exist as configured, Open only looks them up,
 // so an identity without the right to update streams (the embedded
 // server's service user, see ServicePermissions) can open a store an admin
 // identity created.
@@ -108,16 +109,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update blob bucket %s: %w", cfg.BlobBucket, err)
 	}
-	ids, err := ensureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      cfg.IDBucket,
-		Description: "prunesched stored fact ids (tenant.session.hash(id) -> sequence and content digest)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open store: create or update id bucket %s: %w", cfg.IDBucket, err)
-	}
 	logger.Debug("store opened",
 		slog.String("stream", scfg.Name),
 		slog.String("blob_bucket", cfg.BlobBucket),
@@ -125,7 +116,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		slog.Int("partitions", cfg.Partitions),
 		slog.Duration("duplicates", cfg.Duplicates))
 	return &Store{
-		nc: nc, js: js, stream: stream, blobs: blobs, ids: ids, cfg: cfg, log: logger,
+		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
+		ids:     newIDCache(cfg.IDCacheEntries),
 		putting: map[string]*hashLock{},
 		cache:   newBlobCache(cfg.BlobCacheBytes),
 	}, nil
@@ -221,23 +213,6 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 		return obs, nil
 	}
 	return js.CreateOrUpdateObjectStore(ctx, want)
-}
-
-// ensureKeyValue returns the bucket, creating it, or updating it only when
-// its replica count differs.
-func ensureKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, want.Bucket)
-	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound):
-		return js.CreateKeyValue(ctx, want)
-	case err != nil:
-		return nil, err
-	}
-	st, err := kv.Status(ctx)
-	if kst, ok := st.(*jetstream.KeyValueBucketStatus); err == nil && ok && kst.StreamInfo().Config.Replicas == want.Replicas {
-		return kv, nil
-	}
-	return js.CreateOrUpdateKeyValue(ctx, want)
 }
 
 // adoptPartitions settles cfg.Partitions against the stream as it exists:
