@@ -31,8 +31,8 @@ import (
 // stored encoding) is an *EventError wrapping ErrIDConflict, and the whole
 // batch is rejected before anything is published. Appends to one session
 // are serialised within this process; the session's ids are cached (see
-// Config.IDCacheEntries) and read again from the log whenever its fact
-// count shows another writer.
+// Config.IDCacheEntries), and the facts another writer added since are read
+// from the log at each append (unless Config.SoleWriter).
 //
 // Events are published asynchronously with at most Config.MaxPending in
 // flight, each with Nats-Msg-Id = events.MsgID(e). An event the server

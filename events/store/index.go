@@ -161,11 +161,11 @@ func (s *Store) refreshIDs(ctx context.Context, l sessionLock) error {
 	if c.loaded && last == c.last {
 		return nil
 	}
+	before := len(c.ids)
 	if !c.loaded {
 		clear(c.ids)
 		c.last = 0
 	}
-	before := len(c.ids)
 	if last > c.last {
 		subj := events.StoredSubject(l.tenant, l.session, events.KindFact, s.PartitionOf(l.tenant, l.session))
 		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}}
@@ -186,6 +186,7 @@ func (s *Store) refreshIDs(ctx context.Context, l sessionLock) error {
 		})
 		if err != nil {
 			c.loaded = false
+			s.ids.grew(c, len(c.ids)-before)
 			return fmt.Errorf("read fact ids of %s: %w", subj, err)
 		}
 	}
@@ -279,5 +280,12 @@ func (s *Store) recordIDs(out []events.Event, digests [][sha256.Size]byte, publi
 			ids.last = ch.max
 		}
 		s.ids.grew(ids, ch.grew)
+	}
+	if failed {
+		// A publish whose acknowledgement was lost may be stored: read
+		// the sessions from the log next time (a sole writer too).
+		for _, l := range locks {
+			l.ids.loaded = false
+		}
 	}
 }
