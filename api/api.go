@@ -26,7 +26,9 @@ import (
 )
 
 // TenantHeader names the tenant of a request; the query parameter "tenant"
-// does the same. Without either the tenant is events.DefaultTenant.
+// does the same (both given must agree). Without either the tenant is
+// events.DefaultTenant. With an auth file (Config.Auth) the tenant is the
+// bearer token's, and these may only repeat it.
 const TenantHeader = "X-Prunesched-Tenant"
 
 // MaxBodyBytes bounds a request body (an imported trace can be large).
@@ -42,6 +44,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Timeout bounds how long a request waits for the pipeline to catch up.
 	Timeout time.Duration
+	// Auth, when set, requires a bearer token on every route but /healthz
+	// and /readyz, and binds each request to the token's tenant.
+	Auth *Auth
+	// OpenMetrics serves /metrics without a token even when Auth is set.
+	OpenMetrics bool
 }
 
 // Server serves the API.
@@ -85,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.caughtUp(s.pending))
 	mux.HandleFunc("GET /v1/sessions/{session}/economics", s.caughtUp(s.economics))
-	return mux
+	return s.authenticate(mux)
 }
 
 // countInvalid counts every 400 answer of next (an event or trace that
@@ -136,20 +143,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "projection_seq": s.cfg.Pipeline.Projection.Seq()})
 }
 
-func tenantOf(r *http.Request) (string, error) {
-	t := r.Header.Get(TenantHeader)
-	if q := r.URL.Query().Get("tenant"); q != "" {
-		t = q
-	}
-	if t == "" {
-		return events.DefaultTenant, nil
-	}
-	if !events.ValidToken(t) {
-		return "", fmt.Errorf("tenant %q: use letters, digits, '_' or '-'", t)
-	}
-	return t, nil
-}
-
 func sessionOf(r *http.Request) (tenant, session string, err error) {
 	tenant, err = tenantOf(r)
 	if err != nil {
@@ -157,7 +150,7 @@ func sessionOf(r *http.Request) (tenant, session string, err error) {
 	}
 	session = r.PathValue("session")
 	if !events.ValidToken(session) {
-		return "", "", fmt.Errorf("session %q: use letters, digits, '_' or '-'", session)
+		return "", "", &httpError{http.StatusBadRequest, fmt.Errorf("session %q: use letters, digits, '_' or '-'", session)}
 	}
 	return tenant, session, nil
 }

@@ -73,7 +73,7 @@ func scopeTenant(evs []events.Event, tenant string) error {
 func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 	tenant, err := tenantOf(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	body, ok := s.readBody(w, r)
@@ -118,7 +118,7 @@ type ImportedSession struct {
 func (s *Server) importTrace(w http.ResponseWriter, r *http.Request) {
 	tenant, err := tenantOf(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	body, ok := s.readBody(w, r)
@@ -163,7 +163,7 @@ func sessionName(s importers.Session) string {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	tenant, err := tenantOf(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	refs, err := s.cfg.Store.Sessions(r.Context())
@@ -187,7 +187,7 @@ func (s *Server) caughtUp(h func(w http.ResponseWriter, r *http.Request, tenant,
 	return func(w http.ResponseWriter, r *http.Request) {
 		tenant, session, err := sessionOf(r)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			writeError(w, statusOf(err), err)
 			return
 		}
 		if !s.waitSession(r.Context(), w, tenant, session) {
@@ -359,7 +359,7 @@ func (s *Server) control(t events.Type) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tenant, session, err := sessionOf(r)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			writeError(w, statusOf(err), err)
 			return
 		}
 		body, ok := s.readBody(w, r)
@@ -429,9 +429,14 @@ var errNotFound = errors.New("not found")
 func statusOf(err error) int {
 	var fe *events.FieldError
 	var le *events.LineError
+	var he *httpError
 	switch {
+	case errors.As(err, &he):
+		return he.code
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, store.ErrIDConflict):
+		return http.StatusConflict
 	case errors.As(err, &fe), errors.As(err, &le):
 		return http.StatusBadRequest
 	}
@@ -441,7 +446,7 @@ func statusOf(err error) int {
 func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session string) {
 	pend, err := s.cfg.Pipeline.Scheduler.Pending(r.Context(), tenant, session)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		writeError(w, http.StatusServiceUnavailable, err)
 		return
 	}
 	if pend == nil {

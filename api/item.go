@@ -63,7 +63,7 @@ func (s *Server) findItem(ctx context.Context, tenant, session, item string) (ev
 func (s *Server) item(w http.ResponseWriter, r *http.Request) {
 	tenant, session, err := sessionOf(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	id := r.PathValue("item")

@@ -39,12 +39,13 @@ func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error)
 		r.close()
 		return nil, err
 	}
-	r.nc, err = nats.Connect(r.emb.ClientURL(), nats.Name("prunesched-bench"), nats.Timeout(store.ConnectTimeout))
+	// The admin identity: the bench creates and deletes its own streams.
+	r.nc, err = r.emb.ConnectAdmin("prunesched-bench")
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	r.st, err = store.Open(ctx, r.nc, store.Config{Tokens: tokens.New()}, nil)
+	r.st, err = store.Open(ctx, r.nc, store.Config{Tokens: tokens.New(), SoleWriter: true}, nil)
 	if err != nil {
 		r.close()
 		return nil, err

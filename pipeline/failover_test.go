@@ -68,20 +68,22 @@ func viewOf(t *testing.T, ctx context.Context, p *Pipeline, tc projections.Token
 	return v
 }
 
-func startStore(t *testing.T, ctx context.Context, cfg store.Config) (*store.Store, *nats.Conn, string) {
+func startStore(t *testing.T, ctx context.Context, cfg store.Config) (*store.Store, *nats.Conn, *store.Embedded) {
 	t.Helper()
 	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir()}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Shutdown)
-	st, nc := connectStore(t, ctx, emb.ClientURL(), cfg)
-	return st, nc, emb.ClientURL()
+	st, nc := connectStore(t, ctx, emb, cfg)
+	return st, nc, emb
 }
 
-func connectStore(t *testing.T, ctx context.Context, url string, cfg store.Config) (*store.Store, *nats.Conn) {
+// connectStore opens a store on an in-process admin connection to emb (the
+// tests create streams with their own settings).
+func connectStore(t *testing.T, ctx context.Context, emb *store.Embedded, cfg store.Config) (*store.Store, *nats.Conn) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.Timeout(store.ConnectTimeout))
+	nc, err := emb.ConnectAdmin("pipeline-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +137,8 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 	// The crashed worker: takes the pins of every partition consumer of
 	// both kinds, receives the first facts, never acknowledges them, and
 	// disappears (its connection closes without a word).
-	st, _, url := startStore(t, ctx, cfg)
-	deadSt, deadNC := connectStore(t, ctx, url, cfg)
+	st, _, emb := startStore(t, ctx, cfg)
+	deadSt, deadNC := connectStore(t, ctx, emb, cfg)
 	const ttl = 300 * time.Millisecond
 	parts := partitioning{pinnedTTL: ttl}
 	hold := make(chan struct{})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -25,6 +24,7 @@ type schedulerLog interface {
 	AckFloor(ctx context.Context, durable string) (uint64, error)
 	MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error)
 	LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error)
+	SessionsWithMarks(ctx context.Context, partition int) ([]store.SessionRef, error)
 }
 
 // ErrConflict is returned by the guarded append when a new fact landed on
@@ -54,6 +54,12 @@ type SchedulerWorker struct {
 	// gauges; latest is the latest event time the worker has seen.
 	pending map[sessionKey]pendingSummary
 	latest  time.Time
+	// surveyed holds the partitions whose pending marks were surveyed
+	// from the log since this process got their deliveries (see survey).
+	surveyed map[int]bool
+	// surveys is closed once the start-up surveys are done (Surveyed).
+	surveys     chan struct{}
+	surveysOnce sync.Once
 }
 
 // schedPartition is the worker's state for one partition.
@@ -62,6 +68,7 @@ type schedPartition = sessionTable[schedSession]
 type pendingSummary struct {
 	n      int
 	oldest time.Time
+	part   int
 }
 
 type schedSession struct {
@@ -76,7 +83,7 @@ type schedSession struct {
 // recognises the log's optimistic-concurrency error.
 func NewSchedulerWorker(log schedulerLog, p policy.Policy, logger *slog.Logger, met *Metrics, isConflict func(error) bool) *SchedulerWorker {
 	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict,
-		pending: map[sessionKey]pendingSummary{}}
+		pending: map[sessionKey]pendingSummary{}, surveyed: map[int]bool{}, surveys: make(chan struct{})}
 }
 
 func (w *SchedulerWorker) withPartitions(p partitioning) *SchedulerWorker {
@@ -121,13 +128,97 @@ func (w *SchedulerWorker) Run(ctx context.Context) error {
 	if len(w.parts.owned) == 0 {
 		return errors.New("scheduler worker: no partitions to consume")
 	}
+	// Alone (no pinned group) this process owns its partitions from the
+	// start: survey them now, beside the consumers. With a pinned group it
+	// surveys a partition when its deliveries come here (handleBatch).
+	var surveys sync.WaitGroup
+	if w.parts.pinnedTTL == 0 {
+		surveys.Add(len(w.parts.owned))
+	}
+	go func() { surveys.Wait(); w.surveysOnce.Do(func() { close(w.surveys) }) }()
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
 		durable := DurableName(DurableScheduler, p)
 		st := w.partition(p)
+		if w.parts.pinnedTTL == 0 {
+			go func() { defer surveys.Done(); w.survey(ctx, p, st) }()
+		}
+		stale := func() {
+			st.drop()
+			w.forgetPartition(p)
+		}
 		return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p),
-			func(ctx context.Context, evs []events.Event) error { return w.handleBatch(ctx, p, st, evs) },
-			w.parts.consumeOptions(w.met, "scheduler", durable, st.drop)...)
+			func(ctx context.Context, evs []events.Event) error {
+				w.survey(ctx, p, st)
+				return w.handleBatch(ctx, p, st, evs)
+			},
+			w.parts.consumeOptions(w.met, "scheduler", durable, stale)...)
 	})
+}
+
+// Surveyed is closed once the worker has surveyed its partitions' pending
+// marks at start (single-process mode; see survey).
+func (w *SchedulerWorker) Surveyed() <-chan struct{} { return w.surveys }
+
+// survey rebuilds, once per partition delivery run, the pending-mark
+// summaries of every session of partition p that has marks, from the log:
+// after a restart or a takeover the worker has no session in memory, yet
+// marks decided before may still wait, and the deferred gauges must count
+// them. The session cores are built aside (nothing is published or
+// cached); a session the consumer already holds keeps its own summary.
+// Failures are logged: the gauges are then low until the sessions' next
+// facts, as before.
+func (w *SchedulerWorker) survey(ctx context.Context, p int, st *schedPartition) {
+	if w.met == nil {
+		return
+	}
+	w.gmu.Lock()
+	done := w.surveyed[p]
+	w.surveyed[p] = true
+	w.gmu.Unlock()
+	if done {
+		return
+	}
+	refs, err := w.log.SessionsWithMarks(ctx, p)
+	if err != nil {
+		w.logger.Warn("scheduler: survey of pending marks failed", "partition", p, "err", err)
+		return
+	}
+	for _, ref := range refs {
+		k := sessionKey{ref.Tenant, ref.Session}
+		s, err := w.rebuildAside(ctx, p, k, ^uint64(0))
+		if err != nil {
+			w.logger.Warn("scheduler: survey of pending marks failed", "partition", p, "err", err)
+			return
+		}
+		st.mu.Lock()
+		if cached, ok := st.sessions[k]; ok {
+			s = cached
+		}
+		w.updatePending(k, s)
+		st.mu.Unlock()
+	}
+}
+
+// rebuildAside builds session k's core from the log (its facts before
+// seq) without caching it or publishing anything.
+func (w *SchedulerWorker) rebuildAside(ctx context.Context, p int, k sessionKey, seq uint64) (*schedSession, error) {
+	scratch := &schedPartition{sessions: map[sessionKey]*schedSession{}}
+	s, _, err := w.session(ctx, p, scratch, k, seq, 0)
+	return s, err
+}
+
+// forgetPartition drops partition p's pending summaries (another process
+// consumed it meanwhile) and lets the next delivery survey it again.
+func (w *SchedulerWorker) forgetPartition(p int) {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	delete(w.surveyed, p)
+	for k, ps := range w.pending {
+		if ps.part == p {
+			delete(w.pending, k)
+		}
+	}
+	w.setDeferredLocked()
 }
 
 func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) error {
@@ -226,7 +317,7 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 	if w.met == nil {
 		return
 	}
-	var sum pendingSummary
+	sum := pendingSummary{part: w.log.PartitionOf(k.tenant, k.session)}
 	for _, pm := range s.core.Pending() {
 		sum.n++
 		if sum.oldest.IsZero() || pm.Since.Before(sum.oldest) {
@@ -240,6 +331,12 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 	} else {
 		w.pending[k] = sum
 	}
+	w.setDeferredLocked()
+}
+
+// setDeferredLocked sets the deferred gauges from the summaries; the
+// caller holds gmu.
+func (w *SchedulerWorker) setDeferredLocked() {
 	total := 0
 	var oldest time.Time
 	for _, ps := range w.pending {
@@ -364,6 +461,13 @@ func (w *SchedulerWorker) replay(s *schedSession, evs []events.Event, seq uint64
 		s.facts++
 		s.lastSeq = e.Seq
 	}
+	// Applications decided after the last fact replayed (a render call, a
+	// manual prune) and stored before seq.
+	for _, a := range apps[s.facts] {
+		if a.Seq < seq {
+			w.observeApplication(s, a, false)
+		}
+	}
 	return repair
 }
 
@@ -475,30 +579,33 @@ func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known 
 }
 
 // Pending returns the marks the session's scheduler holds back, with the
-// reason each waits, as of the facts in the log. When this process's worker
-// has no state for the session (it was not written since the process
-// started: a restart, or a data directory opened offline), the state is
-// rebuilt from the log for this answer alone, the way the worker would
-// rebuild it, and nothing is published.
+// reason each waits, as of the session's facts in the log. It uses the
+// worker's session core when that has handled every fact, and otherwise
+// (after a restart, in a process that does not consume the session's
+// partition, or while the consumer catches up) rebuilds one aside from the
+// log, waiting first for the eligibility of the facts, and publishes
+// nothing. A session without facts has none.
 func (w *SchedulerWorker) Pending(ctx context.Context, tenant, session string) ([]scheduler.PendingMark, error) {
-	st := w.partition(w.log.PartitionOf(tenant, session))
+	k := sessionKey{tenant, session}
+	part := w.log.PartitionOf(tenant, session)
+	last, err := w.log.LastSeq(ctx, tenant, session, events.KindFact)
+	if err != nil || last == 0 {
+		return nil, err
+	}
+	st := w.partition(part)
 	st.mu.Lock()
-	s, ok := st.sessions[sessionKey{tenant, session}]
-	if ok {
+	if s, ok := st.sessions[k]; ok && s.lastSeq >= last {
 		defer st.mu.Unlock()
 		return s.core.Pending(), nil
 	}
 	st.mu.Unlock()
-	evs, err := w.log.ReadSession(ctx, tenant, session)
+	if err := w.waitEligibility(ctx, part, k, last); err != nil {
+		return nil, err
+	}
+	s, err := w.rebuildAside(ctx, part, k, last+1)
 	if err != nil {
-		return nil, fmt.Errorf("pending of %s/%s: %w", tenant, session, err)
+		return nil, err
 	}
-	s = &schedSession{core: scheduler.New(w.policy, tenant, session), seen: map[string]bool{}}
-	w.replay(s, evs, math.MaxUint64)
-	for _, e := range evs { // applications decided after the last fact (render calls)
-		if a, ok := e.Data.(*events.Application); ok && a.AfterIndex >= s.facts {
-			w.observeApplication(s, e, false)
-		}
-	}
+	// The rebuild fed every mark stored when it read the session.
 	return s.core.Pending(), nil
 }

@@ -14,6 +14,7 @@ func TestClusterConfigsParse(t *testing.T) {
 	if err != nil || len(files) != 3 {
 		t.Fatalf("want three node configs in deploy/nats, got %v (%v)", files, err)
 	}
+	setDeployPasswords(t)
 	names := map[string]bool{}
 	for _, f := range files {
 		opts, err := server.ProcessConfigFile(f)

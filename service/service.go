@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,13 +36,21 @@ type Config struct {
 	NATSURL string
 	// DataDir is the embedded server's JetStream directory.
 	DataDir string
-	// NATSListen is the embedded server's client listen address
-	// ("127.0.0.1:-1" picks a free port).
+	// NATSListen, when set, makes the embedded server also accept TCP
+	// clients there ("127.0.0.1:-1" picks a free port), authenticated as
+	// the service user (store.CredentialsFile in DataDir). Empty (the
+	// default): in-process connections only, no port at all.
 	NATSListen string
 	// SyncAlways makes the embedded server fsync every write.
 	SyncAlways bool
-	// HTTPListen starts the HTTP API there; empty starts none.
+	// HTTPListen starts the HTTP API there; empty starts none. An address
+	// beyond loopback needs Auth.
 	HTTPListen string
+	// Auth requires bearer tokens on the API and binds each to a tenant
+	// (see api.Config.Auth); nil serves loopback without authentication.
+	Auth *api.Auth
+	// OpenMetrics serves /metrics without a token when Auth is set.
+	OpenMetrics bool
 	// Workers selects which workers run ("eligibility", "scheduler",
 	// "projection"); empty runs all.
 	Workers []string
@@ -95,34 +105,18 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.HTTPListen != "" && cfg.Auth == nil && !loopbackAddr(cfg.HTTPListen) {
+		return nil, fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", cfg.HTTPListen)
+	}
 	s := &Service{logger: logger, Registry: prometheus.NewRegistry(), Tokens: tokens.New()}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := s.Tokens.Check(); err != nil {
 		return nil, err
 	}
-	url := cfg.NATSURL
-	if url == "" {
-		host, port, err := splitListen(cfg.NATSListen)
-		if err != nil {
-			return nil, err
-		}
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: cfg.DataDir, Host: host, Port: port, SyncAlways: cfg.SyncAlways}, logger.With("component", "nats"))
-		if err != nil {
-			return nil, fmt.Errorf("start embedded NATS in %s: %w", cfg.DataDir, err)
-		}
-		s.Embedded = emb
-		url = emb.ClientURL()
-	}
-	nc, err := nats.Connect(url, nats.Name("prunesched"), nats.MaxReconnects(-1), nats.Timeout(store.ConnectTimeout))
+	st, err := s.connect(ctx, cfg, logger)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
-	}
-	s.NC = nc
-	st, err := store.Open(ctx, nc, store.Config{Replicas: cfg.Replicas, Tokens: s.Tokens, Partitions: cfg.Partitions, AckWait: cfg.AckWait}, logger.With("component", "store"))
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	s.Store = st
 	for _, p := range cfg.OwnedPartitions {
@@ -148,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}()
 	if cfg.HTTPListen != "" {
-		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: nc, Logger: logger.With("component", "api")})
+		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics})
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
@@ -165,6 +159,67 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}()
 	}
 	return s, nil
+}
+
+// connect opens the log: an external server at cfg.NATSURL, or the
+// embedded one. Embedded, the admin identity (in-process only) creates or
+// updates the stream and buckets, and the service then connects as its own
+// user, which may not delete, purge or reconfigure them.
+func (s *Service) connect(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, error) {
+	scfg := store.Config{Replicas: cfg.Replicas, Tokens: s.Tokens, Partitions: cfg.Partitions, AckWait: cfg.AckWait}
+	storeLog := logger.With("component", "store")
+	if cfg.NATSURL != "" {
+		nc, err := nats.Connect(cfg.NATSURL, nats.Name("prunesched"), nats.MaxReconnects(-1), nats.Timeout(store.ConnectTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
+		}
+		s.NC = nc
+		return store.Open(ctx, nc, scfg, storeLog)
+	}
+	ecfg := store.EmbeddedConfig{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways}
+	if cfg.NATSListen != "" {
+		host, port, err := splitListen(cfg.NATSListen)
+		if err != nil {
+			return nil, err
+		}
+		ecfg.Listen, ecfg.Host, ecfg.Port = true, host, port
+	}
+	emb, err := store.StartEmbedded(ctx, ecfg, logger.With("component", "nats"))
+	if err != nil {
+		return nil, fmt.Errorf("start embedded NATS in %s: %w", cfg.DataDir, err)
+	}
+	s.Embedded = emb
+	admin, err := emb.ConnectAdmin("prunesched-admin")
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, admin, scfg, storeLog)
+	admin.Close()
+	if err != nil {
+		return nil, fmt.Errorf("create the log: %w", err)
+	}
+	// The service adopts what the admin settled (partitions).
+	scfg.Partitions = st.Partitions()
+	nc, err := emb.Connect("prunesched", nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, err
+	}
+	s.NC = nc
+	// Without a listener no other process reaches the server: this store
+	// is the only writer of facts.
+	scfg.SoleWriter = !ecfg.Listen
+	return store.Open(ctx, nc, scfg, storeLog)
+}
+
+// redactURL drops a password from a NATS URL list for messages.
+func redactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Err reports why the pipeline stopped, if it did. Read it after Done is
@@ -212,4 +267,18 @@ func splitListen(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("NATS listen address %q: bad port", addr)
 	}
 	return host, p, nil
+}
+
+// loopbackAddr reports whether a listen address binds loopback only: a
+// loopback IP or "localhost". An empty host (every interface) is not.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -31,17 +29,7 @@ func startT(t *testing.T, dir string) *Service {
 
 func httpDo(t *testing.T, method, url string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return httpAs(t, method, url, "", nil, body)
 }
 
 // TestServeEndToEndAndRestart appends the sample session over HTTP, reads
@@ -235,7 +223,7 @@ func TestExternalNATSSameCodePath(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ext, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir()}, nil)
+	ext, err := store.StartEmbedded(ctx, store.EmbeddedConfig{DataDir: t.TempDir(), Listen: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +249,8 @@ func TestExternalNATSSameCodePath(t *testing.T) {
 		}
 		return b
 	}
-	external := decisionsVia(Config{NATSURL: ext.ClientURL()})
+	// As the service user, over TCP: it may create the stream, not update it.
+	external := decisionsVia(Config{NATSURL: ext.ServiceURL()})
 	embedded := decisionsVia(Config{DataDir: t.TempDir()})
 	if !bytes.Equal(external, embedded) {
 		t.Errorf("decisions differ between an external server and the embedded one:\n%s\n---\n%s", external, embedded)

@@ -25,13 +25,14 @@ import (
 type client struct {
 	base   string
 	tenant string
+	token  string
 	http   *http.Client
 	close  func()
 }
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
-	server, data, tenant string
+	server, data, tenant, token string
 }
 
 func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
@@ -42,12 +43,13 @@ func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 	}
 	fs.StringVar(&cf.server, "server", def, "prunesched API URL ($PRUNESCHED_SERVER)")
 	fs.StringVar(&cf.data, "data", "", "open this data directory directly instead of a running server (offline; no server may be using it)")
-	fs.StringVar(&cf.tenant, "tenant", e.getenv("PRUNESCHED_TENANT"), "tenant ($PRUNESCHED_TENANT; default \"default\")")
+	fs.StringVar(&cf.tenant, "tenant", e.getenv("PRUNESCHED_TENANT"), "tenant ($PRUNESCHED_TENANT; default \"default\"; with a token, the token's)")
+	fs.StringVar(&cf.token, "token", e.getenv("PRUNESCHED_TOKEN"), "bearer token for a server started with --auth-file ($PRUNESCHED_TOKEN; prefer the variable: flags show in ps)")
 	return cf
 }
 
 func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
-	c := &client{base: strings.TrimRight(cf.server, "/"), tenant: cf.tenant, http: &http.Client{Timeout: 2 * time.Minute}, close: func() {}}
+	c := &client{base: strings.TrimRight(cf.server, "/"), tenant: cf.tenant, token: cf.token, http: &http.Client{Timeout: 2 * time.Minute}, close: func() {}}
 	if cf.data != "" {
 		if _, err := os.Stat(cf.data); err != nil {
 			return nil, fmt.Errorf("data directory %s: %w", cf.data, err)
@@ -123,6 +125,9 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

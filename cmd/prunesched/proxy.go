@@ -38,6 +38,7 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only")
 	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
 	apiListen := fs.String("api-listen", "127.0.0.1:7070", "prunesched API address (decisions, bundle, /metrics); empty runs none")
+	authFile := fs.String("auth-file", "", "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
@@ -71,7 +72,11 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
-	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger})
+	auth, err := loadAuth(*authFile)
+	if err != nil {
+		return err
+	}
+	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prunesched/prunesched/api"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/service"
 )
 
@@ -18,8 +20,10 @@ data under --data; --nats uses an external server instead (same code path).
 Restarting on the same data directory keeps every session.`)
 	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server ($PRUNESCHED_DATA, else $XDG_DATA_HOME/prunesched, else ~/.local/share/prunesched)")
 	natsURL := fs.String("nats", "", "external NATS server URL (nats://host:4222); empty runs NATS embedded")
-	natsListen := fs.String("nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server (-1 = a free port); loopback unless told otherwise")
-	listen := fs.String("listen", "127.0.0.1:7070", "HTTP API address; loopback unless told otherwise")
+	natsListen := fs.String("nats-listen", "", "also accept TCP clients of the embedded NATS server at this address (e.g. 127.0.0.1:4222; -1 = a free port) as user \"prunesched\" with the password in DATA/nats-service.password; empty: in-process only, no port")
+	listen := fs.String("listen", "127.0.0.1:7070", "HTTP API address; loopback unless told otherwise (beyond loopback needs --auth-file)")
+	authFile := fs.String("auth-file", "", "require 'Authorization: Bearer TOKEN' on the API; the file holds one 'TOKEN TENANT' per line and the tenant comes from the token (see docs/security.md)")
+	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see the README's Performance section)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
@@ -43,9 +47,14 @@ Restarting on the same data directory keeps every session.`)
 	if err != nil {
 		return err
 	}
+	auth, err := loadAuth(*authFile)
+	if err != nil {
+		return err
+	}
 	svc, err := service.Start(ctx, service.Config{
 		NATSURL: *natsURL, DataDir: *data, NATSListen: *natsListen, SyncAlways: *sync == "always",
 		HTTPListen: *listen, Policy: pol, Logger: logger, Replicas: *replicas, Partitions: *partitions,
+		Auth: auth, OpenMetrics: *openMetrics,
 	})
 	if err != nil {
 		return err
@@ -54,8 +63,8 @@ Restarting on the same data directory keeps every session.`)
 	where := "embedded NATS, data in " + *data
 	if *natsURL != "" {
 		where = "NATS at " + *natsURL
-	} else if svc.Embedded != nil {
-		where += " (NATS clients: " + svc.Embedded.ClientURL() + ")"
+	} else if svc.Embedded != nil && svc.Embedded.ClientURL() != "" {
+		where += " (NATS clients: " + svc.Embedded.ClientURL() + ", user " + store.ServiceUser + ", password in " + svc.Embedded.CredentialsPath() + ")"
 	}
 	logger.Info("prunesched serving", "http", "http://"+svc.HTTPAddr, "log", where, "policy", pol.Version())
 	fmt.Fprintf(e.stdout, "prunesched serving on http://%s (%s)\n", svc.HTTPAddr, where)
@@ -78,7 +87,9 @@ a time; when it dies, another takes its partitions over after --pinned-ttl
 (its unacknowledged event is redelivered after --ack-wait). See
 the README section "Operating prunesched".`)
 	natsURL := fs.String("nats", "", "NATS server URL(s), comma-separated (required)")
-	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector)")
+	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector); beyond loopback needs --auth-file")
+	authFile := fs.String("auth-file", "", "require bearer tokens on the API (one 'TOKEN TENANT' per line, see docs/security.md)")
+	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
 	policyPath := fs.String("policy", "", "policy file (YAML)")
 	replicas := fs.Int("replicas", 1, "stream replicas when creating the stream (a three-node cluster: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
@@ -124,8 +135,12 @@ the README section "Operating prunesched".`)
 	if err != nil {
 		return err
 	}
+	auth, err := loadAuth(*authFile)
+	if err != nil {
+		return err
+	}
 	svc, err := service.Start(ctx, service.Config{
-		NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger,
+		NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger, Auth: auth, OpenMetrics: *openMetrics,
 		Replicas: *replicas, Partitions: *partitions, OwnedPartitions: owned,
 		PinnedTTL: *pinnedTTL, AckWait: *ackWait, LagInterval: *lagInterval,
 	})
@@ -175,4 +190,12 @@ func parsePartitions(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// loadAuth loads an auth file (empty path: none).
+func loadAuth(path string) (*api.Auth, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return api.LoadAuthFile(path)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,10 +24,22 @@ import (
 // valid outputs may already be stored by then; that is harmless, they are
 // content-addressed.
 //
+// Facts are idempotent forever: a fact whose id the session already holds
+// in the log is not published again and comes back with the stored copy's
+// sequence, however long ago it was stored; so does a repeat of an id
+// within the batch. The same id with different content (compared on the
+// stored encoding) is an *EventError wrapping ErrIDConflict, and the whole
+// batch is rejected before anything is published. Appends to one session
+// are serialised within this process; the session's ids are cached (see
+// Config.IDCacheEntries), and the facts another writer added since are read
+// from the log at each append (unless Config.SoleWriter).
+//
 // Events are published asynchronously with at most Config.MaxPending in
 // flight, each with Nats-Msg-Id = events.MsgID(e). An event the server
 // reports as a duplicate (same id within the Duplicates window) is not an
-// error: it is returned with the sequence of the copy already stored.
+// error: it is returned with the sequence of the copy already stored (a
+// concurrent writer's copy of the same id is not compared: the server
+// deduplicates it by id alone).
 //
 // Append is not atomic. On a publish failure it still waits for every
 // outstanding acknowledgement, then returns the first failure (an
@@ -49,17 +62,37 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	}
 	out := make([]events.Event, len(evs))
 	msgs := make([]*nats.Msg, len(evs))
+	digests := make([][sha256.Size]byte, len(evs))
 	for i, e := range evs {
 		stored, msg, err := s.prepare(ctx, e)
 		if err != nil {
 			return nil, &EventError{Index: i, ID: e.ID, Err: err}
 		}
 		out[i], msgs[i] = stored, msg
+		if stored.IsFact() {
+			digests[i] = digestOf(msg.Data)
+		}
+	}
+	// The facts' sessions stay locked in this process until their ids are
+	// recorded. skip marks facts not to publish: stored before (Seq set)
+	// or an earlier copy in this batch (alias). A conflict rejects the
+	// batch before anything is published.
+	locks, err := s.lockSessions(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockSessions(locks)
+	skip, alias, err := s.known(out, digests, locks)
+	if err != nil {
+		return nil, err
 	}
 
 	futs := make([]jetstream.PubAckFuture, len(msgs))
 	var firstErr error
 	for i, m := range msgs {
+		if skip[i] {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish: %w", err)}
 			break
@@ -82,6 +115,7 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	// Wait for every future that was started, even after a failure, so no
 	// acknowledgement is left dangling and the first failure is reported.
 	dups := 0
+	published, dup := make([]bool, len(futs)), make([]bool, len(futs))
 	for i, f := range futs {
 		if f == nil {
 			continue
@@ -89,8 +123,10 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 		select {
 		case ack := <-f.Ok():
 			out[i].Seq = ack.Sequence
+			published[i] = true
 			if ack.Duplicate {
 				dups++
+				dup[i] = true
 			}
 		case err := <-f.Err():
 			if firstErr == nil {
@@ -102,8 +138,12 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 			}
 		}
 	}
+	s.recordIDs(out, digests, published, dup, firstErr != nil, locks)
 	if firstErr != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(evs), firstErr)
+	}
+	for i, j := range alias {
+		out[i].Seq = out[j].Seq
 	}
 	if dups > 0 {
 		s.log.Debug("append: duplicates acknowledged", slog.Int("events", len(evs)), slog.Int("duplicates", dups))

@@ -26,7 +26,8 @@ func benchBatch(session, prefix string, n int) []events.Event {
 
 func benchAppend(b *testing.B, sync bool, batch int) {
 	srv := startEmbedded(b, "", sync)
-	s := openStore(b, connectTo(b, srv.ClientURL()), Config{Tokens: tokens.New()})
+	// As serve runs it: the embedded server without a listener, one writer.
+	s := openStore(b, connectAdmin(b, srv), Config{Tokens: tokens.New(), SoleWriter: true})
 	ctx := testCtx(b)
 	i := 0
 	for b.Loop() {
@@ -60,7 +61,7 @@ func BenchmarkAppendSyncAlways(b *testing.B) {
 // interleaves on the stream.
 func BenchmarkReadSession(b *testing.B) {
 	srv := startEmbedded(b, "", false)
-	s := openStore(b, connectTo(b, srv.ClientURL()), Config{})
+	s := openStore(b, connectAdmin(b, srv), Config{})
 	ctx := testCtx(b)
 	for i := range 10 {
 		if _, err := s.Append(ctx, benchBatch("read", fmt.Sprint(i), 100)); err != nil {

@@ -21,10 +21,22 @@ type Config struct {
 	Replicas int
 	// Duplicates is the stream's deduplication window: a second publish of
 	// the same Nats-Msg-Id within it is acknowledged as a duplicate and not
-	// stored. Default 2 minutes (the JetStream default). Outside the window a
-	// republished event is stored again, so readers must tolerate a repeated
-	// event id.
+	// stored. Default 2 minutes (the JetStream default). Facts are
+	// deduplicated at any later time too (Append checks the session's
+	// stored fact ids); marks and applications, whose ids derive from
+	// their causes, only within this window.
 	Duplicates time.Duration
+	// IDCacheEntries bounds the fact ids Append keeps in memory, whole
+	// sessions least recently appended to out first; a session out of the
+	// cache is read again from the log at its next append. Default
+	// DefaultIDCacheEntries.
+	IDCacheEntries int
+	// SoleWriter says this Store is the only writer of facts to the
+	// stream (the embedded server with no listener: no other client can
+	// reach it). Append then trusts its cached fact ids once a session is
+	// read, and saves the request per append that checks for other
+	// writers' facts. Leave it false whenever another process may append.
+	SoleWriter bool
 	// BlobBucket is the object store bucket for tool outputs. Default
 	// DefaultBlobBucket.
 	BlobBucket string
@@ -83,6 +95,7 @@ const (
 	DefaultNakDelay        = time.Second
 	DefaultReadBufferBytes = 64 << 20
 	DefaultBlobCacheBytes  = 64 << 20
+	DefaultIDCacheEntries  = 1 << 18
 )
 
 func (c *Config) setDefaults() {
@@ -94,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BlobBucket == "" {
 		c.BlobBucket = DefaultBlobBucket
+	}
+	if c.IDCacheEntries == 0 {
+		c.IDCacheEntries = DefaultIDCacheEntries
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
@@ -132,6 +148,9 @@ func (c Config) Validate() error {
 	}
 	if !bucketRe.MatchString(c.BlobBucket) {
 		errs = append(errs, fmt.Errorf("blob bucket: invalid name %q (letters, digits, '_' or '-')", c.BlobBucket))
+	}
+	if c.IDCacheEntries < 1 {
+		errs = append(errs, fmt.Errorf("id cache entries: %d, want at least 1", c.IDCacheEntries))
 	}
 	if c.MaxPending < 1 {
 		errs = append(errs, fmt.Errorf("max pending: %d, want at least 1", c.MaxPending))

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // DefaultMaxPayload is the largest message the embedded server accepts
@@ -17,19 +20,25 @@ import (
 const DefaultMaxPayload = 8 << 20
 
 // EmbeddedConfig configures the in-process nats-server of the single-binary
-// mode. The zero value, with a DataDir, is a loopback server on a random
-// free port with JetStream's default fsync interval.
+// mode. The zero value, with a DataDir, listens on no port (clients connect
+// in-process, with credentials) and uses JetStream's default fsync interval.
 type EmbeddedConfig struct {
 	// DataDir is where JetStream keeps its files (the server's store_dir;
 	// the server itself creates a "jetstream" directory inside it).
 	// Required: restarting on the same DataDir keeps every stream and
 	// message.
 	DataDir string
-	// Host is the client listen address. Default "127.0.0.1": the embedded
-	// server is not reachable from other machines unless asked.
+	// Listen opens a TCP client listener on Host:Port. Off by default: the
+	// server then listens on no port at all and clients connect in-process
+	// (Connect), so no other process can reach the log. Either way every
+	// client must authenticate (see Connect and CredentialsFile).
+	Listen bool
+	// Host is the client listen address when Listen is set. Default
+	// "127.0.0.1": the server is not reachable from other machines unless
+	// asked.
 	Host string
-	// Port is the client port. Zero or -1 picks a random free port (the
-	// default, for tests); serve passes 4222-like values.
+	// Port is the client port when Listen is set. Zero or -1 picks a random
+	// free port; serve passes 4222-like values.
 	Port int
 	// SyncAlways makes JetStream fsync every write before acknowledging it.
 	// Off by default: JetStream then fsyncs every SyncInterval, so
@@ -102,6 +111,10 @@ type Embedded struct {
 	srv *server.Server
 	cfg EmbeddedConfig
 	log *slog.Logger
+	// servicePass is the service user's password (CredentialsFile);
+	// adminPass the admin's, random per start and never stored.
+	servicePass, adminPass string
+	lock                   *dirLock
 }
 
 // StartEmbedded starts nats-server in-process with JetStream on cfg.DataDir
@@ -115,21 +128,51 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	servicePass, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, CredentialsFile))
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	adminPass, err := randomSecret()
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,
 		Port:         cfg.Port,
+		DontListen:   !cfg.Listen,
 		JetStream:    true,
 		StoreDir:     cfg.DataDir,
 		SyncAlways:   cfg.SyncAlways,
 		SyncInterval: cfg.SyncInterval,
 		MaxPayload:   cfg.MaxPayload,
 		NoSigs:       true, // the host process owns signal handling
+		Users: []*server.User{
+			{Username: AdminUser, Password: adminPass,
+				AllowedConnectionTypes: map[string]struct{}{connTypeInProcess: {}}},
+			{Username: ServiceUser, Password: servicePass, Permissions: ServicePermissions()},
+		},
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.release()
+		}
+	}()
 	slogger := logger.With(slog.String("component", "nats-server"))
 	srv.SetLoggerV2(&serverLogger{l: slogger}, slogger.Enabled(ctx, slog.LevelDebug), false, false)
 	srv.Start()
@@ -155,17 +198,22 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger)
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats-server: JetStream not enabled (store dir %s)", cfg.DataDir)
 	}
-	e := &Embedded{srv: srv, cfg: cfg, log: logger}
+	ok = true
+	e := &Embedded{srv: srv, cfg: cfg, log: logger, servicePass: servicePass, adminPass: adminPass, lock: lock}
 	logger.Info("embedded nats-server started",
-		slog.String("url", srv.ClientURL()),
+		slog.String("url", e.ClientURL()),
 		slog.String("data_dir", cfg.DataDir),
 		slog.Bool("sync_always", cfg.SyncAlways))
 	return e, nil
 }
 
-// ClientURL is the URL clients (nats.Connect) use to reach the server. When
-// the server listens on every interface (0.0.0.0 or ::) it names loopback.
+// ClientURL is the URL TCP clients use to reach the server (without
+// credentials), or "" when it does not listen (the default). When the
+// server listens on every interface (0.0.0.0 or ::) it names loopback.
 func (e *Embedded) ClientURL() string {
+	if !e.cfg.Listen {
+		return ""
+	}
 	u := e.srv.ClientURL()
 	switch e.cfg.Host {
 	case "0.0.0.0":
@@ -174,6 +222,43 @@ func (e *Embedded) ClientURL() string {
 		return strings.Replace(u, "[::]", "[::1]", 1)
 	}
 	return u
+}
+
+// ServiceURL is ClientURL with the service user's credentials in it, for a
+// client in another process (empty when the server does not listen). It
+// holds a secret: never log it.
+func (e *Embedded) ServiceURL() string {
+	u := e.ClientURL()
+	if u == "" {
+		return ""
+	}
+	return strings.Replace(u, "nats://", "nats://"+ServiceUser+":"+e.servicePass+"@", 1)
+}
+
+// CredentialsPath is the file holding the service user's password.
+func (e *Embedded) CredentialsPath() string { return filepath.Join(e.cfg.DataDir, CredentialsFile) }
+
+// Connect opens an in-process connection as the service user: it may
+// publish, consume and create streams and consumers, but not update,
+// delete or purge a stream (ServicePermissions).
+func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	return e.connect(name, ServiceUser, e.servicePass, opts)
+}
+
+// ConnectAdmin opens an in-process connection as the admin user, which
+// may do anything (the service uses it once at start, to create or update
+// the stream and buckets). Only in-process connections may use it.
+func (e *Embedded) ConnectAdmin(name string, opts ...nats.Option) (*nats.Conn, error) {
+	return e.connect(name, AdminUser, e.adminPass, opts)
+}
+
+func (e *Embedded) connect(name, user, pass string, opts []nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{nats.Name(name), nats.InProcessServer(e.srv), nats.UserInfo(user, pass), nats.Timeout(ConnectTimeout)}, opts...)
+	nc, err := nats.Connect("", all...)
+	if err != nil {
+		return nil, fmt.Errorf("connect in-process as %s: %w", user, err)
+	}
+	return nc, nil
 }
 
 // Server returns the underlying nats-server for advanced use (monitoring,
@@ -187,6 +272,7 @@ func (e *Embedded) Server() *server.Server { return e.srv }
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.release()
 	e.log.Info("embedded nats-server stopped", slog.String("data_dir", e.cfg.DataDir))
 }
 

@@ -21,7 +21,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	ctx := testCtx(t)
 
 	srv := startEmbedded(t, dir, false)
-	nc := connectTo(t, srv.ClientURL())
+	nc := connectAdmin(t, srv)
 	s := openStore(t, nc, Config{})
 	in := sessionEvents("acme", "s1")
 	stored, err := s.Append(ctx, in)
@@ -33,7 +33,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	srv.Shutdown()
 
 	srv2 := startEmbedded(t, dir, false)
-	nc2 := connectTo(t, srv2.ClientURL())
+	nc2 := connectAdmin(t, srv2)
 	s2 := openStore(t, nc2, Config{})
 	sessions, err := s2.Sessions(ctx)
 	require_NoError(t, err)

@@ -105,9 +105,11 @@ func startEmbedded(t testing.TB, dir string, sync bool) *Embedded {
 	return e
 }
 
-func connectTo(t testing.TB, url string) *nats.Conn {
+// connectAdmin opens an in-process admin connection to e (the tests create
+// and reconfigure streams freely) and closes it at cleanup.
+func connectAdmin(t testing.TB, e *Embedded) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.Name("prunesched-store-test"), nats.Timeout(ConnectTimeout))
+	nc, err := e.ConnectAdmin("prunesched-store-test")
 	require_NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
@@ -116,7 +118,13 @@ func connectTo(t testing.TB, url string) *nats.Conn {
 // connectEmbedded is the suite's connect function for the embedded backend:
 // a fresh server per test.
 func connectEmbedded(t *testing.T) *nats.Conn {
-	return connectTo(t, startEmbedded(t, "", false).ClientURL())
+	return connectAdmin(t, startEmbedded(t, "", false))
+}
+
+// connectEmbeddedPair is connectEmbedded with two connections to one server.
+func connectEmbeddedPair(t *testing.T) (*nats.Conn, *nats.Conn) {
+	e := startEmbedded(t, "", false)
+	return connectAdmin(t, e), connectAdmin(t, e)
 }
 
 // lenCounter is a cheap token counter for tests that do not test counting.

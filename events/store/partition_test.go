@@ -57,10 +57,10 @@ func TestPartitionTransformMatchesClient(t *testing.T) {
 func TestPinnedGroupFailover(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	nc := connectEmbedded(t)
+	nc, nc2 := connectEmbeddedPair(t)
 	cfg := Config{Tokens: lenCounter{}, AckWait: time.Second, Partitions: 2}
 	a := openStore(t, nc, cfg)
-	b := openStore(t, connectTo(t, nc.ConnectedUrl()), cfg)
+	b := openStore(t, nc2, cfg)
 	var (
 		mu  sync.Mutex
 		got = map[string]string{} // event id -> consumer

@@ -81,6 +81,21 @@ func (s *Store) ReadAll(ctx context.Context, fromSeq uint64, fn func(events.Even
 // delivers (the last matching message at the time of the call). It returns
 // the last sequence fn accepted.
 func (s *Store) replay(ctx context.Context, cfg jetstream.OrderedConsumerConfig, until uint64, fn func(events.Event) error) (uint64, error) {
+	return s.replayRaw(ctx, cfg, until, func(subject string, seq uint64, data []byte) error {
+		e, err := decodeMsg(subject, seq, data)
+		if err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return fmt.Errorf("event %s at seq %d: %w", e.ID, seq, err)
+		}
+		return nil
+	})
+}
+
+// replayRaw is replay handing fn each message's subject, stream sequence
+// and stored bytes, undecoded.
+func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConfig, until uint64, fn func(subject string, seq uint64, data []byte) error) (uint64, error) {
 	cons, err := s.js.OrderedConsumer(ctx, events.StreamName, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("create ordered consumer: %w", err)
@@ -106,12 +121,8 @@ func (s *Store) replay(ctx context.Context, cfg jetstream.OrderedConsumerConfig,
 			// Only possible if until was not delivered; stop at the bound.
 			return last, nil
 		}
-		e, err := decodeMsg(msg.Subject(), seq, msg.Data())
-		if err != nil {
+		if err := fn(msg.Subject(), seq, msg.Data()); err != nil {
 			return last, err
-		}
-		if err := fn(e); err != nil {
-			return last, fmt.Errorf("event %s at seq %d: %w", e.ID, seq, err)
 		}
 		last = seq
 		if seq >= until {
@@ -159,7 +170,19 @@ func checkSubject(subject string, e events.Event) bool {
 // Sessions lists the sessions that have at least one fact, sorted by tenant
 // then session. It reads the stream's per-subject counts, not the events.
 func (s *Store) Sessions(ctx context.Context) ([]SessionRef, error) {
-	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(events.KindFilter(events.KindFact)))
+	return s.sessionsOn(ctx, events.KindFilter(events.KindFact))
+}
+
+// SessionsWithMarks lists the sessions of partition p that have at least
+// one mark (Facts counts their marks here), sorted like Sessions. The
+// scheduler uses it to find the marks that may still wait after a restart.
+func (s *Store) SessionsWithMarks(ctx context.Context, p int) ([]SessionRef, error) {
+	return s.sessionsOn(ctx, events.PartitionFilter(events.KindMark, p))
+}
+
+// sessionsOn lists the sessions with messages on filter and their counts.
+func (s *Store) sessionsOn(ctx context.Context, filter string) ([]SessionRef, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: stream info: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -49,8 +50,10 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	blobs  jetstream.ObjectStore
-	cfg    Config
-	log    *slog.Logger
+	// ids caches each recently appended session's fact ids (see Append).
+	ids *idCache
+	cfg Config
+	log *slog.Logger
 
 	// putting serialises concurrent puts of one hash in this process, so an
 	// identical output arriving twice at once is still stored once.
@@ -63,7 +66,11 @@ type Store struct {
 
 // Open creates or updates the event stream and the blob bucket and returns a
 // Store using them. Calling it again with the same Config is harmless; a
-// changed Replicas or Duplicates updates the existing stream.
+// changed Replicas or Duplicates updates the existing stream. When the
+// stream and bucket already exist as configured, Open only looks them up,
+// so an identity without the right to update streams (the embedded
+// server's service user, see ServicePermissions) can open a store an admin
+// identity created.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (*Store, error) {
 	if nc == nil {
 		return nil, errors.New("open store: nil connection")
@@ -89,11 +96,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	scfg := StreamConfig(cfg)
-	stream, err := js.CreateOrUpdateStream(ctx, scfg)
+	stream, err := ensureStream(ctx, js, scfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update stream %s: %w", scfg.Name, err)
 	}
-	blobs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	blobs, err := ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      cfg.BlobBucket,
 		Description: "prunesched tool outputs by content address (sha256)",
 		Storage:     jetstream.FileStorage,
@@ -110,6 +117,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		slog.Duration("duplicates", cfg.Duplicates))
 	return &Store{
 		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
+		ids:     newIDCache(cfg.IDCacheEntries),
 		putting: map[string]*hashLock{},
 		cache:   newBlobCache(cfg.BlobCacheBytes),
 	}, nil
@@ -155,6 +163,56 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 			Destination: dst,
 		},
 	}
+}
+
+// ensureStream returns the stream, creating it, or updating it only when
+// its configuration differs from want in a field prunesched sets.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, want.Name)
+	if err == nil && streamMatches(st.CachedInfo().Config, want) {
+		return st, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return js.CreateStream(ctx, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err = js.UpdateStream(ctx, want)
+	if err != nil {
+		// The service identity may not update streams: the server then
+		// answers nothing and the request times out.
+		return nil, fmt.Errorf("its configuration differs and updating it failed (it needs an identity allowed to update streams, see docs/security.md): %w", err)
+	}
+	return st, nil
+}
+
+// streamMatches compares the fields StreamConfig sets.
+func streamMatches(have, want jetstream.StreamConfig) bool {
+	sameTransform := (have.SubjectTransform == nil) == (want.SubjectTransform == nil) &&
+		(have.SubjectTransform == nil || *have.SubjectTransform == *want.SubjectTransform)
+	return sameTransform && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Description == want.Description && have.Retention == want.Retention &&
+		have.Discard == want.Discard && have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes &&
+		have.MaxAge == want.MaxAge && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.Duplicates == want.Duplicates && have.DenyDelete == want.DenyDelete &&
+		have.DenyPurge == want.DenyPurge && have.AllowDirect == want.AllowDirect
+}
+
+// ensureObjectStore returns the bucket, creating it, or updating it only
+// when its replica count differs.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.ObjectStore(ctx, want.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return js.CreateObjectStore(ctx, want)
+	case err != nil:
+		return nil, err
+	}
+	if st, err := obs.Status(ctx); err == nil && st.Replicas() == want.Replicas {
+		return obs, nil
+	}
+	return js.CreateOrUpdateObjectStore(ctx, want)
 }
 
 // adoptPartitions settles cfg.Partitions against the stream as it exists:

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/permtest"
+)
+
+// TestEmbeddedListensNowhereByDefault: without Listen the server has no
+// TCP listener; clients connect in-process, with credentials.
+func TestEmbeddedListensNowhereByDefault(t *testing.T) {
+	t.Parallel()
+	e := startEmbedded(t, "", false)
+	require_Equal(t, e.ClientURL(), "")
+	require_True(t, e.Server().Addr() == nil, "server listens on %v", e.Server().Addr())
+	// In-process without credentials is refused too.
+	_, err := nats.Connect("", nats.InProcessServer(e.Server()))
+	require_Error(t, err)
+	nc, err := e.Connect("test")
+	require_NoError(t, err)
+	nc.Close()
+}
+
+// TestEmbeddedRefusesUnauthenticatedClients: with a TCP listener, a client
+// without credentials or with wrong ones is refused, the admin cannot log
+// in over TCP, and the service user's stored credentials work.
+func TestEmbeddedRefusesUnauthenticatedClients(t *testing.T) {
+	t.Parallel()
+	e, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: t.TempDir(), Listen: true}, testLogger(t))
+	require_NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	url := e.ClientURL()
+	require_True(t, url != "", "no client URL while listening")
+	for name, opts := range map[string][]nats.Option{
+		"no credentials":    nil,
+		"wrong password":    {nats.UserInfo(ServiceUser, "guess-guess-guess")},
+		"admin over TCP":    {nats.UserInfo(AdminUser, e.adminPass)},
+		"unknown user name": {nats.UserInfo("acme", e.servicePass)},
+	} {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected", name)
+			continue
+		}
+		require_Contains(t, strings.ToLower(err.Error()), "authorization")
+	}
+	nc, err := nats.Connect(e.ServiceURL(), nats.Timeout(ConnectTimeout))
+	require_NoError(t, err)
+	nc.Close()
+}
+
+// TestServiceUserCannotDeleteOrPurge: the service user opens the store an
+// admin created and works normally, but deleting, purging or
+// reconfiguring the stream (and the id index) is refused, and nothing is
+// lost.
+func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	e := startEmbedded(t, "", false)
+	openStore(t, connectAdmin(t, e), Config{})
+	onErr, viol := permtest.Violations()
+	svc, err := e.Connect("svc", onErr)
+	require_NoError(t, err)
+	t.Cleanup(svc.Close)
+	s := openStore(t, svc, Config{})
+	stored, err := s.Append(ctx, sessionEvents("acme", "s1"))
+	require_NoError(t, err)
+
+	js := s.JS()
+	denied := func(subject string, op func(ctx context.Context) error) {
+		t.Helper()
+		permtest.Denied(t, ctx, viol, subject, "\""+subject+"\"", op)
+	}
+	st, err := js.Stream(ctx, events.StreamName)
+	require_NoError(t, err)
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgs = 1
+	denied("$JS.API.STREAM.DELETE.PRUNESCHED", func(ctx context.Context) error { return js.DeleteStream(ctx, events.StreamName) })
+	denied("$JS.API.STREAM.DELETE.OBJ_"+DefaultBlobBucket, func(ctx context.Context) error { return js.DeleteObjectStore(ctx, DefaultBlobBucket) })
+	denied("$JS.API.STREAM.PURGE.PRUNESCHED", func(ctx context.Context) error { return st.Purge(ctx) })
+	denied("$JS.API.STREAM.UPDATE.PRUNESCHED", func(ctx context.Context) error { _, err := js.UpdateStream(ctx, cfg); return err })
+	denied("$JS.API.STREAM.MSG.DELETE.PRUNESCHED", func(ctx context.Context) error { return st.DeleteMsg(ctx, stored[0].Seq) })
+
+	got, err := s.ReadSession(ctx, "acme", "s1")
+	require_NoError(t, err)
+	require_Equal(t, len(got), len(stored))
+	// The service still makes its own durable consumers.
+	_, err = js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{Durable: "svc-test", AckPolicy: jetstream.AckExplicitPolicy})
+	require_NoError(t, err)
+}
+
+// TestCredentialsFilePrivateAndReused: the service password lives in the
+// data dir with mode 0600 and survives a restart; a file others can read
+// is refused.
+func TestCredentialsFilePrivateAndReused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEmbedded(t, dir, false)
+	path := filepath.Join(dir, CredentialsFile)
+	fi, err := os.Stat(path)
+	require_NoError(t, err)
+	require_Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
+	first := e.servicePass
+	e.Shutdown()
+	e2 := startEmbedded(t, dir, false)
+	require_Equal(t, e2.servicePass, first)
+	e2.Shutdown()
+	require_NoError(t, os.Chmod(path, 0o644))
+	_, err = StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
+	require_Error(t, err)
+	require_Contains(t, err.Error(), "chmod 600")
+}
+
+// TestDataDirLocked: a second open of a data directory in use fails with
+// an error saying so; after the first shuts down it opens.
+func TestDataDirLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEmbedded(t, dir, false)
+	_, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
+	require_Error(t, err)
+	require_Contains(t, err.Error(), "in use by another prunesched process")
+	e.Shutdown()
+	e2, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
+	require_NoError(t, err)
+	e2.Shutdown()
+}
