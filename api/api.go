@@ -22,6 +22,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
 )
 
@@ -29,7 +30,8 @@ import (
 // does the same. Without either the tenant is events.DefaultTenant.
 const TenantHeader = "X-Prunesched-Tenant"
 
-// MaxBodyBytes bounds a request body (an imported trace can be large).
+// MaxBodyBytes is the default bound of one request body (an imported
+// trace can be large).
 const MaxBodyBytes = 256 << 20
 
 // Config wires the API to a running pipeline.
@@ -42,6 +44,13 @@ type Config struct {
 	Logger   *slog.Logger
 	// Timeout bounds how long a request waits for the pipeline to catch up.
 	Timeout time.Duration
+	// MaxBodyBytes bounds one request body (0: MaxBodyBytes); a larger body
+	// gets 413 naming the limit.
+	MaxBodyBytes int64
+	// Bodies is the byte budget shared by every request body being read
+	// at once (shared with the proxy when both run in one process); nil is
+	// unlimited. See httplimit.Budget.
+	Bodies *httplimit.Budget
 }
 
 // Server serves the API.
@@ -58,6 +67,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = MaxBodyBytes
 	}
 	return &Server{cfg: cfg}
 }

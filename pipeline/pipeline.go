@@ -41,6 +41,11 @@ type Config struct {
 	// LagInterval is how often consumer lag is polled for the metrics.
 	// Default 5s.
 	LagInterval time.Duration
+	// ProjectionBytes is the projection's memory budget (estimated): past
+	// it, the least recently used sessions are evicted and rebuilt from
+	// the log when next viewed. Zero: DefaultProjectionBytes; negative:
+	// never evict.
+	ProjectionBytes int64
 }
 
 // Pipeline wires the three workers to one store.
@@ -85,12 +90,17 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL, prog: prog}
 	logger := cfg.Logger
 	elig := NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts)
+	proj := NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met)
+	if cfg.ProjectionBytes == 0 {
+		cfg.ProjectionBytes = DefaultProjectionBytes
+	}
+	proj.SetEviction(st, cfg.ProjectionBytes)
 	return &Pipeline{
 		Store:       st,
 		Eligibility: elig,
 		Scheduler: NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
 			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig),
-		Projection: NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met),
+		Projection: proj,
 		Metrics:    met,
 		Policy:     cfg.Policy,
 		cfg:        cfg,

@@ -183,11 +183,16 @@ func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nat
 		return events.Event{}, nil, err
 	}
 	// Leave room for headers (msg id, expectations).
-	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b))+512 > limit {
-		return events.Event{}, nil, fmt.Errorf("encoded event is %d bytes, over the server's max payload %d", len(b), limit)
+	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b))+headerRoom > limit {
+		return events.Event{}, nil, fmt.Errorf("%w: encoded event is %d bytes, over the maximum event size of %d bytes (the NATS server's max payload %d less %d for headers); tool outputs of any size go to the blob store, other text must fit",
+			ErrTooLarge, len(b), limit-headerRoom, limit, headerRoom)
 	}
 	return stored, &nats.Msg{Subject: events.SubjectOf(stored), Data: b, Header: nats.Header{}}, nil
 }
+
+// headerRoom is the room left in a message for its headers (msg id,
+// expectations).
+const headerRoom = 512
 
 // isWrongLastSequence reports a failed expected-last-sequence check. The
 // server answers 10071 on a single server and may answer 10164 on a
