@@ -33,7 +33,7 @@ func decodeBody(body []byte) ([]events.Event, error) {
 		}
 		out := make([]events.Event, 0, len(raws))
 		for i, raw := range raws {
-			e, err := events.Decode(raw)
+			e, err := events.DecodeInput(raw)
 			if err != nil {
 				return nil, fmt.Errorf("event[%d]: %w", i, err)
 			}

@@ -141,7 +141,7 @@ func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, 
 			w.met.validationErrorOf("eligibility", err)
 			// The cores are ahead of the log: drop them, the facts come
 			// back and the sessions are rebuilt from the log.
-			clear(st.sessions)
+			st.clearLocked()
 			return fmt.Errorf("publish %d marks: %w", len(marks), err)
 		}
 		for i, pm := range out {
@@ -156,6 +156,7 @@ func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, 
 	for s, seq := range touched {
 		s.stored = max(s.stored, seq)
 	}
+	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
 }
@@ -194,6 +195,7 @@ const maxTail = 4096
 func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev events.Event) (*eligSession, []pendingMark, error) {
 	k := keyOf(ev)
 	if s, ok := st.sessions[k]; ok {
+		st.touchLocked(k, 1)
 		return s, nil, nil
 	}
 	s := &eligSession{core: eligibility.New(w.policy, k.tenant, k.session), known: map[string]bool{}}
@@ -239,6 +241,7 @@ func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev e
 		}
 	}
 	st.sessions[k] = s
+	st.touchLocked(k, 1+s.core.Facts())
 	return s, repair, nil
 }
 

@@ -46,6 +46,11 @@ type Config struct {
 	// the log when next viewed. Zero: DefaultProjectionBytes; negative:
 	// never evict.
 	ProjectionBytes int64
+	// WorkerFacts bounds, per partition, the facts observed by the
+	// sessions the eligibility and scheduler workers hold in memory (zero:
+	// DefaultWorkerFacts); least recently used sessions are forgotten past
+	// it and rebuilt from the log on their next fact.
+	WorkerFacts int
 }
 
 // Pipeline wires the three workers to one store.
@@ -90,22 +95,25 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL, prog: prog}
 	logger := cfg.Logger
 	elig := NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts)
+	elig.state.maxFacts = cfg.WorkerFacts
 	proj := NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met)
 	if cfg.ProjectionBytes == 0 {
 		cfg.ProjectionBytes = DefaultProjectionBytes
 	}
 	proj.SetEviction(st, cfg.ProjectionBytes)
+	sched := NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
+		func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig)
+	sched.state.maxFacts = cfg.WorkerFacts
 	return &Pipeline{
 		Store:       st,
 		Eligibility: elig,
-		Scheduler: NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
-			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig),
-		Projection: proj,
-		Metrics:    met,
-		Policy:     cfg.Policy,
-		cfg:        cfg,
-		logger:     logger,
-		prog:       prog,
+		Scheduler:   sched,
+		Projection:  proj,
+		Metrics:     met,
+		Policy:      cfg.Policy,
+		cfg:         cfg,
+		logger:      logger,
+		prog:        prog,
 	}
 }
 

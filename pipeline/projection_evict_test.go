@@ -138,3 +138,86 @@ func TestProjectionEvictionRebuildsIdentically(t *testing.T) {
 		t.Errorf("held %d sessions (%d bytes), evicted %d; want 1 held", held, bytesHeld, evicted)
 	}
 }
+
+// TestWorkerEvictionSameDecisions runs the same interleaved sessions
+// through a pipeline whose workers and projection hold almost nothing
+// (every idle session forgotten after each batch, rebuilt from the log on
+// its next fact or view) and through one that evicts nothing: the marks,
+// applications and every rendered view must be byte-identical.
+func TestWorkerEvictionSameDecisions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tc := tokens.New()
+	type run struct {
+		st *store.Store
+		p  *Pipeline
+	}
+	start := func(cfg Config) run {
+		st, _, _ := startStore(t, ctx, store.Config{Tokens: tc})
+		cfg.Policy, cfg.Logger, cfg.Registry = policy.Default(), slog.New(slog.DiscardHandler), prometheus.NewRegistry()
+		p := NewFromConfig(st, cfg)
+		runPipeline(t, ctx, p)
+		return run{st, p}
+	}
+	ref := start(Config{ProjectionBytes: -1, WorkerFacts: 1 << 30})
+	tight := start(Config{ProjectionBytes: 1, WorkerFacts: 1})
+
+	sample := loadSample(t)
+	sessions := []string{"a", "b", "c"}
+	step := 5
+	for from := 0; from < len(sample); from += step {
+		for _, s := range sessions {
+			evs := renamed(sample[from:min(from+step, len(sample))], s)
+			for _, r := range []run{ref, tight} {
+				if _, err := r.st.Append(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.p.WaitIdle(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	decisions := func(r run, s string) [][]byte {
+		evs, err := r.st.ReadSession(ctx, "default", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]byte
+		for _, e := range evs {
+			if !e.IsFact() {
+				b, err := events.Encode(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	for _, s := range sessions {
+		want, got := decisions(ref, s), decisions(tight, s)
+		if len(want) == 0 {
+			t.Fatalf("session %s: no marks or applications in the reference", s)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("session %s: %d marks and applications with eviction, %d without", s, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Errorf("session %s decision %d differs:\nevicting %s\nref      %s", s, i, got[i], want[i])
+			}
+		}
+		var gv, wv [][]byte
+		tight.p.Projection.View("default", s, func(ps *projections.Session) { gv = snapshot(t, ctx, ps, tight.st, tc) })
+		ref.p.Projection.View("default", s, func(ps *projections.Session) { wv = snapshot(t, ctx, ps, ref.st, tc) })
+		for i := range wv {
+			if i >= len(gv) || !bytes.Equal(gv[i], wv[i]) {
+				t.Errorf("session %s view %d differs", s, i)
+			}
+		}
+	}
+	if _, _, _, ev := tight.p.Projection.Memory(); ev == 0 {
+		t.Error("the tight projection evicted nothing")
+	}
+}

@@ -167,7 +167,7 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 	if err := w.publishApps(ctx, apps); err != nil {
 		// The cores recorded the applications when they decided: rebuild
 		// them from the log when the facts come back.
-		clear(st.sessions)
+		st.clearLocked()
 		return err
 	}
 	for k := range requests {
@@ -175,6 +175,7 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 			w.updatePending(k, s)
 		}
 	}
+	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
 }
@@ -301,6 +302,7 @@ func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedS
 // need are in the log. The caller holds st.mu.
 func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []events.Event, error) {
 	if s, ok := st.sessions[k]; ok {
+		st.touchLocked(k, 1)
 		return s, nil, nil
 	}
 	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
@@ -353,6 +355,7 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 		}
 	}
 	st.sessions[k] = s
+	st.touchLocked(k, 1+s.facts)
 	return s, repair, nil
 }
 
@@ -412,7 +415,7 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	// Never any in practice (the scheduler consumer handled the facts
 	// through last); published anyway, in order.
 	if err := w.publishApps(ctx, repair); err != nil {
-		delete(st.sessions, k)
+		st.forgetLocked(k)
 		return nil, false, fmt.Errorf("%s/%s: %w", k.tenant, k.session, err)
 	}
 	if s.lastSeq != last {
@@ -429,7 +432,7 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	if err != nil {
 		// The core recorded the application when it decided; forget the
 		// session so the retry rebuilds it from the log.
-		delete(st.sessions, k)
+		st.forgetLocked(k)
 		if w.isConflict != nil && w.isConflict(err) {
 			w.met.conflict()
 			return nil, true, nil

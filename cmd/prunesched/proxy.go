@@ -83,8 +83,8 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
 		ResponseHeaderTimeout: *headerTimeout, Bodies: bodies, WriteTimeout: *limits.write,
-		IdentityKey:           idKey,
-		Backend:               proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+		IdentityKey: idKey,
+		Backend:     proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
 		return usagef("%v", err)
