@@ -36,7 +36,7 @@ func (e *TextError) Error() string {
 // not valid JSON (the decoder reports that). Valid UTF-8 without
 // surrogate escapes, the common case, costs one scan.
 func CheckText(b []byte) error {
-	if utf8.Valid(b) && !bytes.Contains(b, []byte(`\u`)) {
+	if utf8.Valid(b) && !surrogateEscape(b) {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -106,7 +106,7 @@ func CheckText(b []byte) error {
 			if at, sur, bad := badText(raw); bad {
 				p := path("")
 				if isKey {
-					p += " (a key)"
+					p = "a key in " + p
 				}
 				return &TextError{Path: p, Offset: off - len(raw) + at, Surrogate: sur}
 			}
@@ -119,6 +119,21 @@ func CheckText(b []byte) error {
 		default:
 			valueDone()
 		}
+	}
+}
+
+// surrogateEscape reports whether b may hold an escaped surrogate
+// (\uD800-\uDFFF); a false positive only costs the exact check.
+func surrogateEscape(b []byte) bool {
+	for {
+		i := bytes.Index(b, []byte(`\u`))
+		if i < 0 || i+3 >= len(b) {
+			return false
+		}
+		if c, d := b[i+2], b[i+3]; (c == 'd' || c == 'D') && (d >= '8' && d <= '9' || d >= 'a' && d <= 'f' || d >= 'A' && d <= 'F') {
+			return true
+		}
+		b = b[i+2:]
 	}
 }
 

@@ -80,8 +80,9 @@ type SessionReader interface {
 }
 
 // DefaultProjectionBytes is the projection's default memory budget
-// (estimated, see SetEviction).
-const DefaultProjectionBytes = 256 << 20
+// (estimated, see SetEviction): 128 MiB, about 250,000 small events'
+// sessions.
+const DefaultProjectionBytes = 128 << 20
 
 // Memory estimate of a projected session: sessionOverhead plus
 // eventBytesFactor times the encoded size of its events, plus its cached

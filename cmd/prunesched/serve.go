@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ Restarting on the same data directory keeps every session.`)
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
 	limits := addLimitFlags(fs)
+	memLimit := fs.Int64("memory-limit", defaultMemoryLimit, "soft memory limit (bytes) of the Go runtime: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, when set, wins)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if err := parse(fs, args); err != nil {
@@ -39,6 +41,9 @@ Restarting on the same data directory keeps every session.`)
 	}
 	if *projBytes <= 0 {
 		return usagef("--projection-bytes must be positive")
+	}
+	if *memLimit > 0 && e.getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(*memLimit)
 	}
 	if *sync != "default" && *sync != "always" {
 		return usagef("--sync %q: want default or always", *sync)
@@ -156,6 +161,11 @@ the README section "Operating prunesched".`)
 	}
 	return nil
 }
+
+// defaultMemoryLimit is serve's default soft memory limit: 768 MiB. The
+// sessions held in memory are bounded (projection, worker tables) well
+// below it; the limit keeps garbage from doubling the heap on top.
+const defaultMemoryLimit = 768 << 20
 
 // limitFlags are the HTTP server limits serve and proxy share.
 type limitFlags struct {
