@@ -293,3 +293,47 @@ func StreamWrite(w http.ResponseWriter, d time.Duration) {
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(t)
 }
+
+// WriteAfterWork makes the server's write timeout d bound writing each
+// response rather than the handler's work before it: the deadline is
+// lifted when a request starts and set to d from the first byte written.
+// An import that tokenizes a large trace for minutes is not cut off; a
+// client that does not read its answer still is. d <= 0 leaves h as is.
+func WriteAfterWork(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		StreamWrite(w, 0)
+		h.ServeHTTP(&deadlineWriter{ResponseWriter: w, d: d}, r)
+	})
+}
+
+// deadlineWriter sets the write deadline at its first write.
+type deadlineWriter struct {
+	http.ResponseWriter
+	d   time.Duration
+	set bool
+}
+
+func (dw *deadlineWriter) arm() {
+	if !dw.set {
+		dw.set = true
+		StreamWrite(dw.ResponseWriter, dw.d)
+	}
+}
+
+// WriteHeader arms the deadline and passes the code on.
+func (dw *deadlineWriter) WriteHeader(code int) {
+	dw.arm()
+	dw.ResponseWriter.WriteHeader(code)
+}
+
+// Write arms the deadline and passes b on.
+func (dw *deadlineWriter) Write(b []byte) (int, error) {
+	dw.arm()
+	return dw.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (dw *deadlineWriter) Unwrap() http.ResponseWriter { return dw.ResponseWriter }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // blockingBody is a request body that yields its first part, then blocks
@@ -122,5 +123,31 @@ func TestReadBodyLimit(t *testing.T) {
 	body.Release()
 	if s := (Timeouts{Read: -1}).WithDefaults(); s.Read != 0 || s.Write != DefaultWriteTimeout {
 		t.Fatalf("timeouts %+v", s)
+	}
+}
+
+// TestWriteAfterWork: with a server write timeout of one nanosecond (any
+// write bounded from the request's start fails), a handler that works
+// before answering still gets its answer out: the deadline counts from the
+// first byte written.
+func TestWriteAfterWork(t *testing.T) {
+	release := make(chan struct{})
+	h := WriteAfterWork(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release // the work
+		_, _ = io.WriteString(w, "answer")
+	}), time.Minute)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.WriteTimeout = time.Nanosecond
+	srv.Start()
+	defer srv.Close()
+	close(release)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "answer" {
+		t.Fatalf("got %q, %v", b, err)
 	}
 }

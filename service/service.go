@@ -171,7 +171,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPListen, err)
 		}
 		s.HTTPAddr = ln.Addr().String()
-		s.httpSrv = cfg.HTTPTimeouts.Server(s.API.Handler())
+		s.httpSrv = cfg.HTTPTimeouts.Server(nil)
+		s.httpSrv.Handler = httplimit.WriteAfterWork(s.API.Handler(), s.httpSrv.WriteTimeout)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
