@@ -107,9 +107,14 @@ type pendingMark struct {
 
 // handleBatch judges a batch of facts of one partition and stores their
 // marks with one Append.
-func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, evs []events.Event) error {
+func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, evs []events.Event) (err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	defer func() {
+		if err != nil {
+			st.through = 0 // facts come back out of order
+		}
+	}()
 	done := w.met.observeLatency("eligibility")
 	defer done()
 	var out []pendingMark
@@ -156,6 +161,7 @@ func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, 
 	for s, seq := range touched {
 		s.stored = max(s.stored, seq)
 	}
+	st.advanceLocked(evs)
 	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
@@ -255,6 +261,9 @@ func (w *EligibilityWorker) judgedThrough(k sessionKey, seq uint64) (done, known
 	defer st.mu.Unlock()
 	s, ok := st.sessions[k]
 	if !ok {
+		if st.handledUpTo(seq) {
+			return true, true // judged, then forgotten
+		}
 		return false, false
 	}
 	return s.stored >= seq, true

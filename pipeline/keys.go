@@ -54,6 +54,24 @@ type sessionTable[S any] struct {
 	clock    uint64
 	total    int
 	maxFacts int // 0: DefaultWorkerFacts
+	// through is the last fact of the partition handled, with every
+	// earlier fact delivered here, since the last failure or gap: a
+	// forgotten session's facts up to it are known handled (see
+	// handledUpTo). Zero: unknown.
+	through uint64
+}
+
+// advanceLocked records a batch handled whole, in order.
+func (t *sessionTable[S]) advanceLocked(evs []events.Event) {
+	for _, e := range evs {
+		t.through = max(t.through, e.Seq)
+	}
+}
+
+// handledUpTo reports whether a fact at stream sequence seq of a session
+// this table does not hold (forgotten) is known handled.
+func (t *sessionTable[S]) handledUpTo(seq uint64) bool {
+	return t.through > 0 && seq <= t.through
 }
 
 // DefaultWorkerFacts bounds the facts the sessions held by one partition
@@ -87,6 +105,7 @@ func (t *sessionTable[S]) clearLocked() {
 	clear(t.use)
 	clear(t.cost)
 	t.total = 0
+	t.through = 0
 }
 
 // evictLocked forgets the least recently used sessions while the facts

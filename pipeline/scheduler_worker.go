@@ -129,11 +129,16 @@ func (w *SchedulerWorker) Run(ctx context.Context) error {
 	})
 }
 
-func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) error {
+func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) (err error) {
 	done := w.met.observeLatency("scheduler")
 	defer done()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	defer func() {
+		if err != nil {
+			st.through = 0 // facts come back out of order
+		}
+	}()
 	var apps []events.Event // decided here, published at the batch's end
 	requests := map[sessionKey]bool{}
 	for _, ev := range evs {
@@ -175,6 +180,7 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 			w.updatePending(k, s)
 		}
 	}
+	st.advanceLocked(evs)
 	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
@@ -461,6 +467,9 @@ func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known 
 	defer st.mu.Unlock()
 	s, ok := st.sessions[k]
 	if !ok {
+		if st.handledUpTo(seq) {
+			return true, true // handled, then forgotten
+		}
 		return false, false
 	}
 	return s.lastSeq >= seq, true
