@@ -45,12 +45,19 @@ func run() error {
 	csvPath := fs.String("csv", "", "write the samples as CSV here")
 	jsonPath := fs.String("json", "", "write the result as JSON here")
 	svgPath := fs.String("svg", "", "write an SVG chart here (add more series from earlier --json runs with --with)")
-	with := fs.String("with", "", "comma-separated label=file.json of earlier runs to draw in the same chart")
+	with := fs.String("with", "", "comma-separated label=file.json of earlier runs to draw in the same chart; without --bin, only plot them")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
 	if *bin == "" {
-		return fmt.Errorf("--bin is required")
+		if *with == "" || *svgPath == "" {
+			return fmt.Errorf("--bin is required (or --with and --svg to plot earlier runs only)")
+		}
+		runs, err := loadRuns(*with)
+		if err != nil {
+			return err
+		}
+		return writeChart(*svgPath, *scenario, runs)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -95,32 +102,48 @@ func run() error {
 		}
 		runs := []labelled{{name, res}}
 		if *with != "" {
-			for _, lf := range strings.Split(*with, ",") {
-				l, file, ok := strings.Cut(lf, "=")
-				if !ok {
-					return fmt.Errorf("--with %q: want label=file.json", lf)
-				}
-				b, err := os.ReadFile(file)
-				if err != nil {
-					return err
-				}
-				var r rss.Result
-				if err := json.Unmarshal(b, &r); err != nil {
-					return fmt.Errorf("%s: %w", file, err)
-				}
-				runs = append(runs, labelled{l, r})
+			more, err := loadRuns(*with)
+			if err != nil {
+				return err
 			}
+			runs = append(runs, more...)
 		}
-		f, err := os.Create(*svgPath)
-		if err != nil {
-			return err
-		}
-		if err := rss.WriteSVG(f, chart(res.Scenario, runs)); err != nil {
-			return err
-		}
-		return f.Close()
+		return writeChart(*svgPath, res.Scenario, runs)
 	}
 	return nil
+}
+
+// loadRuns reads label=file.json pairs, comma-separated.
+func loadRuns(with string) ([]labelled, error) {
+	var runs []labelled
+	for _, lf := range strings.Split(with, ",") {
+		l, file, ok := strings.Cut(lf, "=")
+		if !ok {
+			return nil, fmt.Errorf("--with %q: want label=file.json", lf)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var r rss.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		runs = append(runs, labelled{l, r})
+	}
+	return runs, nil
+}
+
+func writeChart(path, scenario string, runs []labelled) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rss.WriteSVG(f, chart(scenario, runs)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 type labelled struct {
