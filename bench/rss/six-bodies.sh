@@ -1,7 +1,6 @@
 #!/bin/bash
 # Measures the peak RSS of `prunesched serve` (BIN) while six 200 MB bodies are posted at once.
-# Needs /tmp/body200.jsonl: 200 MB of JSONL comment lines (python3 -c "open('/tmp/body200.jsonl','wb').write((b'# '+b'x'*1000+b'\\n')*204600)").
-# usage: six.sh BIN ; prints peak RSS while 6 concurrent 200 MB bodies are posted
+# Needs /tmp/body200.jsonl: 200 MB of JSONL comment lines (python3 -c "open('/tmp/body200.jsonl','wb').write((b'# '+b'x'*1000+b'\n')*204600)").
 BIN=$1
 D=$(mktemp -d)
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
