@@ -21,13 +21,7 @@ type TextError struct {
 	Surrogate bool
 }
 
-func (e *TextError) Error() string {
-	what := "is not valid UTF-8"
-	if e.Surrogate {
-		what = "holds an escaped lone surrogate (not a Unicode character)"
-	}
-	return fmt.Sprintf("%s %s at byte %d; text is stored byte-exact, never replaced", e.Path, what, e.Offset)
-}
+func (e *TextError) Error() string { return e.Path + ": " + textMsg(e) }
 
 // CheckText reports the first JSON string in b (a JSON text) that
 // encoding/json would change when decoding it: raw bytes that are not
