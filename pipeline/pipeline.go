@@ -101,6 +101,9 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 		cfg.ProjectionBytes = DefaultProjectionBytes
 	}
 	proj.SetEviction(st, cfg.ProjectionBytes)
+	if cfg.Registry != nil {
+		registerProjectionMemory(cfg.Registry, proj)
+	}
 	sched := NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
 		func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig)
 	sched.state.maxFacts = cfg.WorkerFacts
@@ -406,4 +409,23 @@ func (l *Log) marksOneByOne(ctx context.Context, subj string, afterSeq uint64) (
 		out = append(out, ev)
 		seq = raw.Sequence + 1
 	}
+}
+
+// registerProjectionMemory exports the projection's memory bound at work:
+// its estimated bytes, the sessions held and evicted, and the evictions.
+func registerProjectionMemory(reg prometheus.Registerer, w *ProjectionWorker) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_bytes",
+			Help: "Estimated memory of the sessions the projection holds (bounded by --projection-bytes)."},
+			func() float64 { b, _, _, _ := w.Memory(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_sessions_held",
+			Help: "Sessions the projection holds in memory."},
+			func() float64 { _, h, _, _ := w.Memory(); return float64(h) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_sessions_evicted",
+			Help: "Sessions the projection evicted; each is rebuilt from the log when next viewed."},
+			func() float64 { _, _, e, _ := w.Memory(); return float64(e) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "prunesched_projection_evictions_total",
+			Help: "Sessions evicted from the projection's memory."},
+			func() float64 { _, _, _, n := w.Memory(); return float64(n) }),
+	)
 }
