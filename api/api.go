@@ -22,6 +22,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
 )
 
@@ -31,7 +32,8 @@ import (
 // bearer token's, and these may only repeat it.
 const TenantHeader = "X-Prunesched-Tenant"
 
-// MaxBodyBytes bounds a request body (an imported trace can be large).
+// MaxBodyBytes is the default bound of one request body (an imported
+// trace can be large).
 const MaxBodyBytes = 256 << 20
 
 // Config wires the API to a running pipeline.
@@ -49,6 +51,13 @@ type Config struct {
 	Auth *Auth
 	// OpenMetrics serves /metrics without a token even when Auth is set.
 	OpenMetrics bool
+	// MaxBodyBytes bounds one request body (0: MaxBodyBytes); a larger body
+	// gets 413 naming the limit.
+	MaxBodyBytes int64
+	// Bodies is the byte budget shared by every request body being read
+	// at once (shared with the proxy when both run in one process); nil is
+	// unlimited. See httplimit.Budget.
+	Bodies *httplimit.Budget
 }
 
 // Server serves the API.
@@ -65,6 +74,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = MaxBodyBytes
 	}
 	return &Server{cfg: cfg}
 }

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
@@ -33,7 +33,7 @@ func decodeBody(body []byte) ([]events.Event, error) {
 		}
 		out := make([]events.Event, 0, len(raws))
 		for i, raw := range raws {
-			e, err := events.Decode(raw)
+			e, err := events.DecodeInput(raw)
 			if err != nil {
 				return nil, fmt.Errorf("event[%d]: %w", i, err)
 			}
@@ -44,10 +44,21 @@ func decodeBody(body []byte) ([]events.Event, error) {
 	return events.DecodeJSONL(bytes.NewReader(body), "request body")
 }
 
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+// readBody reads the request body under the server's in-flight body
+// budget. The caller releases the body once done with its bytes. On error
+// it has answered: 413 naming the limit, 503 (budget full, Retry-After),
+// 408 (body not received before the read timeout) or 400.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*httplimit.Body, bool) {
+	b, err := httplimit.ReadBody(w, r, s.cfg.Bodies, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("read body: %w", err))
+		code := httplimit.Status(err)
+		switch code {
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", "1")
+		case http.StatusRequestTimeout:
+			w.Header().Set("Connection", "close")
+		}
+		writeError(w, code, err)
 		return nil, false
 	}
 	return b, true
@@ -80,7 +91,8 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	evs, err := decodeBody(body)
+	defer body.Release()
+	evs, err := decodeBody(body.Bytes)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -125,6 +137,7 @@ func (s *Server) importTrace(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer body.Release()
 	name := r.URL.Query().Get("name")
 	if name == "" {
 		name = "upload"
@@ -133,7 +146,7 @@ func (s *Server) importTrace(w http.ResponseWriter, r *http.Request) {
 	if format == "" {
 		format = "auto"
 	}
-	sessions, err := importers.ImportReader(bytes.NewReader(body), name, format)
+	sessions, err := importers.ImportReader(bytes.NewReader(body.Bytes), name, format)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -283,7 +296,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, tenant, session 
 		return
 	}
 	var req RenderRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
+	dec := json.NewDecoder(bytes.NewReader(body.Bytes))
+	defer body.Release()
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("render request: %w", err))
@@ -367,7 +381,8 @@ func (s *Server) control(t events.Type) http.HandlerFunc {
 			return
 		}
 		var req ControlRequest
-		dec := json.NewDecoder(bytes.NewReader(body))
+		dec := json.NewDecoder(bytes.NewReader(body.Bytes))
+		body.Release()
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("%s request: %w", t, err))
@@ -437,6 +452,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrIDConflict):
 		return http.StatusConflict
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.As(err, &fe), errors.As(err, &le):
 		return http.StatusBadRequest
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/placeholder"
@@ -29,6 +30,9 @@ type Item struct {
 	Input   json.RawMessage `json:"input,omitempty"`
 	// Content is the item's text: message text or tool output.
 	Content string `json:"content,omitempty"`
+	// ContentBase64 replaces Content when the content is not valid UTF-8
+	// (a JSON string cannot carry it unchanged): the original bytes.
+	ContentBase64 []byte `json:"content_base64,omitempty"`
 }
 
 // findItem reads the session from the log and returns the event holding
@@ -111,13 +115,20 @@ func (s *Server) item(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.URL.Query().Get("format") == "raw" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		raw := []byte(it.Content)
 		if it.Input != nil {
-			_, _ = w.Write(it.Input)
-			return
+			raw = it.Input
 		}
-		_, _ = w.Write([]byte(it.Content))
+		ct := "text/plain; charset=utf-8"
+		if !utf8.Valid(raw) {
+			ct = "application/octet-stream"
+		}
+		w.Header().Set("Content-Type", ct)
+		_, _ = w.Write(raw)
 		return
+	}
+	if !utf8.ValidString(it.Content) {
+		it.ContentBase64, it.Content = []byte(it.Content), ""
 	}
 	writeJSON(w, http.StatusOK, it)
 }

@@ -89,7 +89,7 @@ func DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 		if len(b) == 0 || b[0] == '#' {
 			continue
 		}
-		e, err := Decode(b)
+		e, err := DecodeInput(b)
 		if err != nil {
 			return nil, &LineError{File: file, Line: line, Err: err}
 		}

@@ -22,7 +22,7 @@ func EncodeValidated(e Event) ([]byte, error) {
 	if !plainJSON(e.ID) || !plainJSON(e.Tenant) || !plainJSON(e.Session) || !plainJSON(string(e.Type)) {
 		return json.Marshal(e)
 	}
-	data, err := json.Marshal(e.Data)
+	data, err := json.Marshal(wireForm(e.Data))
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s payload: %w", e.ID, err)
 	}

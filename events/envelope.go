@@ -189,7 +189,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if e.Data == nil {
 		return nil, fmt.Errorf("marshal event %s: no payload", e.ID)
 	}
-	data, err := json.Marshal(e.Data)
+	data, err := json.Marshal(wireForm(e.Data))
 	if err != nil {
 		return nil, fmt.Errorf("marshal event %s payload: %w", e.ID, err)
 	}
@@ -238,6 +238,9 @@ func (e *Event) fromWire(w *wireEvent) error {
 			return fieldErr("data."+fe.Field, "%s", fe.Msg)
 		}
 		return fmt.Errorf("data: %w", err)
+	}
+	if err := fromWireForm(p); err != nil {
+		return err
 	}
 	if w.Time == nil {
 		return fieldErr("time", "missing")

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -552,6 +553,25 @@ func fStrPtr[T any](key string, get func(*T) **string) fastField[T] {
 	}}
 }
 
+// fOutputBase64 decodes output_base64 (a tool output that is not valid
+// UTF-8) straight into Output, as fromWireForm does after the strict
+// decoder.
+func fOutputBase64() fastField[ToolResult] {
+	return fastField[ToolResult]{"output_base64", func(p *fastParser, v *ToolResult) bool {
+		lit, ok := p.plainStr()
+		if !ok || v.Output != nil {
+			return false
+		}
+		b, err := base64.StdEncoding.DecodeString(string(lit[1 : len(lit)-1]))
+		if err != nil {
+			return false
+		}
+		out := string(b)
+		v.Output = &out
+		return true
+	}}
+}
+
 func fInt[T any](key string, get func(*T) *int) fastField[T] {
 	return fastField[T]{key, func(p *fastParser, v *T) bool {
 		n, ok := p.int()
@@ -827,6 +847,7 @@ var toolResultFields = []fastField[ToolResult]{
 	fBool("is_error", func(v *ToolResult) *bool { return &v.IsError }),
 	fObj("error", func(v *ToolResult) **ToolError { return &v.Error }, &toolErrorFields),
 	fStrPtr("output", func(v *ToolResult) **string { return &v.Output }),
+	fOutputBase64(),
 	fObj("output_ref", func(v *ToolResult) **ContentRef { return &v.OutputRef }, &contentRefFields),
 	fObj("source", func(v *ToolResult) **SourceIdentity { return &v.Source }, &sourceIdentityFields),
 	fEnum("determinism", func(v *ToolResult) *string { return (*string)(&v.Determinism) }, knownDeterminism),

@@ -195,6 +195,9 @@ func TestFastEventsSetEveryField(t *testing.T) {
 		list(string(typ), reflect.TypeOf(p))
 	}
 	for _, n := range need {
+		if n == "tool_result.OutputBase64" {
+			continue // wire form only: decoding moves it into Output
+		}
 		if !set[n] {
 			t.Errorf("fullEvents never sets %s", n)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Role is who authored a message item.
@@ -117,6 +118,9 @@ func (p *Message) validate() error {
 	if p.Tokens < 0 {
 		return dataErr("tokens", "negative")
 	}
+	if !utf8.ValidString(p.Text) {
+		return dataErr("text", "not valid UTF-8; text is stored byte-exact, never replaced (tool output may be any bytes)")
+	}
 	return nil
 }
 
@@ -200,8 +204,15 @@ type ToolResult struct {
 	// IsError is true when the call failed.
 	IsError bool       `json:"is_error,omitempty"`
 	Error   *ToolError `json:"error,omitempty"`
-	// Output is the inline output text (input form only).
+	// Output is the inline output (input form only): any bytes, kept
+	// byte-exact. Output that is not valid UTF-8 travels in JSON as
+	// OutputBase64.
 	Output *string `json:"output,omitempty"`
+	// OutputBase64 is the JSON form of an Output that is not valid UTF-8
+	// (JSON strings cannot carry such bytes; encoding/json would replace
+	// them with U+FFFD). Decoding moves it into Output and encoding writes
+	// it in Output's place; Go code reads and sets Output only.
+	OutputBase64 []byte `json:"output_base64,omitempty"`
 	// OutputRef is the content address of the output (stored form).
 	OutputRef   *ContentRef     `json:"output_ref,omitempty"`
 	Source      *SourceIdentity `json:"source,omitempty"`
@@ -222,8 +233,14 @@ func (p *ToolResult) validate() error {
 	if p.CallID == "" {
 		return dataErr("call_id", "missing")
 	}
+	if p.OutputBase64 != nil {
+		return dataErr("output_base64", "set output (output_base64 is only its JSON form)")
+	}
 	if p.Output == nil && p.OutputRef == nil {
 		return dataErr("output", "missing (give output text, or output_ref)")
+	}
+	if p.Error != nil && !utf8.ValidString(p.Error.Message) {
+		return dataErr("error.message", "not valid UTF-8; text is stored byte-exact, never replaced")
 	}
 	if p.Output != nil && p.OutputRef != nil {
 		return dataErr("output", "give output or output_ref, not both")
@@ -473,3 +490,30 @@ type FlushRequest struct {
 func (*FlushRequest) EventType() Type { return TypeFlushRequest }
 
 func (p *FlushRequest) validate() error { return nil }
+
+// wireForm returns p as it is written in JSON: a tool result whose inline
+// output is not valid UTF-8 carries it as output_base64 instead.
+func wireForm(p Payload) Payload {
+	tr, ok := p.(*ToolResult)
+	if !ok || tr.Output == nil || utf8.ValidString(*tr.Output) {
+		return p
+	}
+	cp := *tr
+	cp.OutputBase64 = []byte(*tr.Output)
+	cp.Output = nil
+	return &cp
+}
+
+// fromWireForm undoes wireForm on a decoded payload.
+func fromWireForm(p Payload) error {
+	tr, ok := p.(*ToolResult)
+	if !ok || tr.OutputBase64 == nil {
+		return nil
+	}
+	if tr.Output != nil {
+		return dataErr("output_base64", "give output or output_base64, not both")
+	}
+	out := string(tr.OutputBase64)
+	tr.Output, tr.OutputBase64 = &out, nil
+	return nil
+}

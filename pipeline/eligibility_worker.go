@@ -107,9 +107,14 @@ type pendingMark struct {
 
 // handleBatch judges a batch of facts of one partition and stores their
 // marks with one Append.
-func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, evs []events.Event) error {
+func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, evs []events.Event) (err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	defer func() {
+		if err != nil {
+			st.through = 0 // facts come back out of order
+		}
+	}()
 	done := w.met.observeLatency("eligibility")
 	defer done()
 	var out []pendingMark
@@ -141,7 +146,7 @@ func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, 
 			w.met.validationErrorOf("eligibility", err)
 			// The cores are ahead of the log: drop them, the facts come
 			// back and the sessions are rebuilt from the log.
-			clear(st.sessions)
+			st.clearLocked()
 			return fmt.Errorf("publish %d marks: %w", len(marks), err)
 		}
 		for i, pm := range out {
@@ -156,6 +161,8 @@ func (w *EligibilityWorker) handleBatch(ctx context.Context, st *eligPartition, 
 	for s, seq := range touched {
 		s.stored = max(s.stored, seq)
 	}
+	st.advanceLocked(evs)
+	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
 }
@@ -194,6 +201,7 @@ const maxTail = 4096
 func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev events.Event) (*eligSession, []pendingMark, error) {
 	k := keyOf(ev)
 	if s, ok := st.sessions[k]; ok {
+		st.touchLocked(k, 1)
 		return s, nil, nil
 	}
 	s := &eligSession{core: eligibility.New(w.policy, k.tenant, k.session), known: map[string]bool{}}
@@ -239,6 +247,7 @@ func (w *EligibilityWorker) session(ctx context.Context, st *eligPartition, ev e
 		}
 	}
 	st.sessions[k] = s
+	st.touchLocked(k, 1+s.core.Facts())
 	return s, repair, nil
 }
 
@@ -252,6 +261,9 @@ func (w *EligibilityWorker) judgedThrough(k sessionKey, seq uint64) (done, known
 	defer st.mu.Unlock()
 	s, ok := st.sessions[k]
 	if !ok {
+		if st.handledUpTo(seq) {
+			return true, true // judged, then forgotten
+		}
 		return false, false
 	}
 	return s.stored >= seq, true

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"sort"
 	"strconv"
 	"sync"
 
@@ -38,9 +39,101 @@ func DurableName(prefix string, partition int) string {
 // sessionTable is one worker's state for one partition: its sessions are
 // touched by that partition's consumer and by readers (waits, the other
 // worker), under mu.
+//
+// The sessions held are bounded: each costs the facts it observed, and
+// when the partition's total passes maxFacts the least recently used
+// sessions are forgotten (evictLocked, called between batches) down to
+// three quarters of it. A forgotten session is rebuilt from the log when
+// its next fact arrives, exactly as after drop.
 type sessionTable[S any] struct {
 	mu       sync.Mutex
 	sessions map[sessionKey]*S
+	// use is each session's last use (a tick of clock); cost its facts.
+	use      map[sessionKey]uint64
+	cost     map[sessionKey]int
+	clock    uint64
+	total    int
+	maxFacts int // 0: DefaultWorkerFacts
+	// through is the last fact of the partition handled, with every
+	// earlier fact delivered here, since the last failure or gap: a
+	// forgotten session's facts up to it are known handled (see
+	// handledUpTo). Zero: unknown.
+	through uint64
+}
+
+// advanceLocked records a batch handled whole, in order.
+func (t *sessionTable[S]) advanceLocked(evs []events.Event) {
+	for _, e := range evs {
+		t.through = max(t.through, e.Seq)
+	}
+}
+
+// handledUpTo reports whether a fact at stream sequence seq of a session
+// this table does not hold (forgotten) is known handled.
+func (t *sessionTable[S]) handledUpTo(seq uint64) bool {
+	return t.through > 0 && seq <= t.through
+}
+
+// DefaultWorkerFacts bounds the facts the sessions held by one partition
+// of the eligibility or the scheduler worker have observed (about 0.9 KB
+// each for eligibility, measured on small events): 16,384 per partition,
+// 131,072 for the default eight partitions.
+const DefaultWorkerFacts = 16 << 10
+
+// touchLocked records a use of session k that observed n more facts.
+func (t *sessionTable[S]) touchLocked(k sessionKey, n int) {
+	if t.use == nil {
+		t.use, t.cost = map[sessionKey]uint64{}, map[sessionKey]int{}
+	}
+	t.clock++
+	t.use[k] = t.clock
+	t.cost[k] += n
+	t.total += n
+}
+
+// forgetLocked drops session k.
+func (t *sessionTable[S]) forgetLocked(k sessionKey) {
+	delete(t.sessions, k)
+	t.total -= t.cost[k]
+	delete(t.cost, k)
+	delete(t.use, k)
+}
+
+// clearLocked drops every session.
+func (t *sessionTable[S]) clearLocked() {
+	clear(t.sessions)
+	clear(t.use)
+	clear(t.cost)
+	t.total = 0
+	t.through = 0
+}
+
+// evictLocked forgets the least recently used sessions while the facts
+// held exceed the bound, down to three quarters of it (so the sort is paid
+// once per quarter of the bound).
+func (t *sessionTable[S]) evictLocked() {
+	limit := t.maxFacts
+	if limit <= 0 {
+		limit = DefaultWorkerFacts
+	}
+	if t.total <= limit || len(t.sessions) <= 1 {
+		return
+	}
+	keys := make([]sessionKey, 0, len(t.use))
+	for k := range t.use {
+		if _, ok := t.sessions[k]; !ok {
+			t.forgetLocked(k) // dropped without accounting
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return t.use[keys[i]] < t.use[keys[j]] })
+	for _, k := range keys[:len(keys)-1] {
+		if t.total <= limit*3/4 {
+			break
+		}
+		t.forgetLocked(k)
+	}
 }
 
 // drop forgets every cached session of the partition; each is rebuilt from
@@ -49,7 +142,7 @@ type sessionTable[S any] struct {
 func (t *sessionTable[S]) drop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	clear(t.sessions)
+	t.clearLocked()
 }
 
 // partitionTables holds a worker's sessionTable per partition, created on
@@ -57,6 +150,8 @@ func (t *sessionTable[S]) drop() {
 type partitionTables[S any] struct {
 	mu     sync.Mutex
 	tables map[int]*sessionTable[S]
+	// maxFacts is each table's bound (0: DefaultWorkerFacts).
+	maxFacts int
 }
 
 // get returns partition p's table.
@@ -68,7 +163,7 @@ func (pt *partitionTables[S]) get(p int) *sessionTable[S] {
 	}
 	t, ok := pt.tables[p]
 	if !ok {
-		t = &sessionTable[S]{sessions: map[sessionKey]*S{}}
+		t = &sessionTable[S]{sessions: map[sessionKey]*S{}, maxFacts: pt.maxFacts}
 		pt.tables[p] = t
 	}
 	return t

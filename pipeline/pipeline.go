@@ -41,6 +41,16 @@ type Config struct {
 	// LagInterval is how often consumer lag is polled for the metrics.
 	// Default 5s.
 	LagInterval time.Duration
+	// ProjectionBytes is the projection's memory budget (estimated): past
+	// it, the least recently used sessions are evicted and rebuilt from
+	// the log when next viewed. Zero: DefaultProjectionBytes; negative:
+	// never evict.
+	ProjectionBytes int64
+	// WorkerFacts bounds, per partition, the facts observed by the
+	// sessions the eligibility and scheduler workers hold in memory (zero:
+	// DefaultWorkerFacts); least recently used sessions are forgotten past
+	// it and rebuilt from the log on their next fact.
+	WorkerFacts int
 }
 
 // Pipeline wires the three workers to one store.
@@ -85,17 +95,28 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	parts := partitioning{owned: cfg.Partitions, pinnedTTL: cfg.PinnedTTL, prog: prog}
 	logger := cfg.Logger
 	elig := NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts)
+	elig.state.maxFacts = cfg.WorkerFacts
+	proj := NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met)
+	if cfg.ProjectionBytes == 0 {
+		cfg.ProjectionBytes = DefaultProjectionBytes
+	}
+	proj.SetEviction(st, cfg.ProjectionBytes)
+	if cfg.Registry != nil {
+		registerProjectionMemory(cfg.Registry, proj)
+	}
+	sched := NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
+		func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig)
+	sched.state.maxFacts = cfg.WorkerFacts
 	return &Pipeline{
 		Store:       st,
 		Eligibility: elig,
-		Scheduler: NewSchedulerWorker(lg, cfg.Policy, logger.With("worker", "scheduler"), met,
-			func(err error) bool { return errors.Is(err, store.ErrConflict) }).withPartitions(parts).withEligibility(elig),
-		Projection: NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met),
-		Metrics:    met,
-		Policy:     cfg.Policy,
-		cfg:        cfg,
-		logger:     logger,
-		prog:       prog,
+		Scheduler:   sched,
+		Projection:  proj,
+		Metrics:     met,
+		Policy:      cfg.Policy,
+		cfg:         cfg,
+		logger:      logger,
+		prog:        prog,
 	}
 }
 
@@ -388,4 +409,23 @@ func (l *Log) marksOneByOne(ctx context.Context, subj string, afterSeq uint64) (
 		out = append(out, ev)
 		seq = raw.Sequence + 1
 	}
+}
+
+// registerProjectionMemory exports the projection's memory bound at work:
+// its estimated bytes, the sessions held and evicted, and the evictions.
+func registerProjectionMemory(reg prometheus.Registerer, w *ProjectionWorker) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_bytes",
+			Help: "Estimated memory of the sessions the projection holds (bounded by --projection-bytes)."},
+			func() float64 { b, _, _, _ := w.Memory(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_sessions_held",
+			Help: "Sessions the projection holds in memory."},
+			func() float64 { _, h, _, _ := w.Memory(); return float64(h) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "prunesched_projection_sessions_evicted",
+			Help: "Sessions the projection evicted; each is rebuilt from the log when next viewed."},
+			func() float64 { _, _, e, _ := w.Memory(); return float64(e) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "prunesched_projection_evictions_total",
+			Help: "Sessions evicted from the projection's memory."},
+			func() float64 { _, _, _, n := w.Memory(); return float64(n) }),
+	)
 }

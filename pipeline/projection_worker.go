@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,6 +20,12 @@ import (
 // one projection per session in memory. On start it rebuilds every
 // projection from the first message: projections hold nothing the log does
 // not.
+//
+// With eviction set (SetEviction), the sessions' estimated memory is kept
+// under a byte budget: past it, the least recently used sessions (applied
+// to or viewed) are dropped, and an evicted session is rebuilt from the
+// log when it is next viewed. Events of an evicted session are not applied
+// while it is evicted: they are in the log, which the rebuild reads.
 type ProjectionWorker struct {
 	js     jetstream.JetStream
 	logger *slog.Logger
@@ -27,18 +35,94 @@ type ProjectionWorker struct {
 
 	mu       sync.RWMutex
 	cond     *sync.Cond
-	sessions map[sessionKey]*projections.Session
+	sessions map[sessionKey]*projEntry
 	seq      uint64 // last stream sequence applied
 	errs     int    // undecodable messages skipped
 	started  bool
+
+	// Eviction (SetEviction); reader nil: never evict.
+	reader   SessionReader
+	maxBytes int64
+	bytes    int64 // estimated bytes of the sessions held
+	// lruMu guards lru (views move entries under the read lock of mu).
+	lruMu sync.Mutex
+	lru   *list.List // of *projEntry, most recently used first
+	// evicted holds the sessions dropped from memory; rebuilding the
+	// events applied to a session while it is being rebuilt.
+	evicted    map[sessionKey]struct{}
+	rebuilding map[sessionKey]*rebuild
+	evictions  uint64
 }
+
+// projEntry is one session held in memory.
+type projEntry struct {
+	key  sessionKey
+	s    *projections.Session
+	elem *list.Element
+	// events is the encoded size of the events applied, the basis of the
+	// memory estimate.
+	events int64
+	bytes  int64 // estimate counted in ProjectionWorker.bytes
+}
+
+// rebuild is one session being rebuilt from the log: the events the
+// worker applied meanwhile, and who waits for the result.
+type rebuild struct {
+	events []events.Event
+	done   chan struct{}
+	err    error
+}
+
+// SessionReader reads one session's events from the log, in stream order
+// with Seq set (store.Store does).
+type SessionReader interface {
+	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
+}
+
+// DefaultProjectionBytes is the projection's default memory budget
+// (estimated, see SetEviction): 128 MiB, about 250,000 small events'
+// sessions.
+const DefaultProjectionBytes = 128 << 20
+
+// Memory estimate of a projected session: sessionOverhead plus
+// eventBytesFactor times the encoded size of its events, plus its cached
+// renderings. Measured: a projected session holds about 2.5 times its
+// encoded events (ids, maps, items, marks) beside the render cache.
+const (
+	sessionOverhead  = 4 << 10
+	eventBytesFactor = 5 / 2.0
+)
+
+// rebuildTimeout bounds reading an evicted session back from the log for
+// View (which has no context of its own).
+const rebuildTimeout = 30 * time.Second
 
 // NewProjectionWorker returns a projection over the stream reached by js.
 func NewProjectionWorker(js jetstream.JetStream, logger *slog.Logger, met *Metrics) *ProjectionWorker {
-	w := &ProjectionWorker{js: js, logger: logger, met: met, sessions: map[sessionKey]*projections.Session{},
-		budget: projections.NewRenderBudget(projections.DefaultRenderCacheSessionBytes, projections.DefaultRenderCacheTotalBytes)}
+	w := &ProjectionWorker{js: js, logger: logger, met: met, sessions: map[sessionKey]*projEntry{},
+		budget:  projections.NewRenderBudget(projections.DefaultRenderCacheSessionBytes, projections.DefaultRenderCacheTotalBytes),
+		lru:     list.New(),
+		evicted: map[sessionKey]struct{}{}, rebuilding: map[sessionKey]*rebuild{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
+}
+
+// SetEviction bounds the sessions held in memory to about maxBytes
+// (estimated); evicted sessions are read back through r when viewed.
+// Call it before Run. maxBytes <= 0 or r nil: never evict.
+func (w *ProjectionWorker) SetEviction(r SessionReader, maxBytes int64) {
+	if maxBytes <= 0 {
+		r = nil
+	}
+	w.reader, w.maxBytes = r, maxBytes
+}
+
+// Memory reports the projection's estimated bytes, the sessions held and
+// evicted, and how many evictions happened.
+func (w *ProjectionWorker) Memory() (bytes int64, held, evicted int, evictions uint64) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.bytes, len(w.sessions), len(w.evicted), w.evictions
 }
 
 // Run tails the stream until ctx ends.
@@ -131,6 +215,7 @@ type projMsg struct {
 	subject string
 	ev      events.Event
 	err     error
+	size    int // encoded bytes
 }
 
 // decodeBatch decodes every message of raw, splitting a large batch
@@ -162,7 +247,7 @@ func decodeBatch(raw []projRaw, pool *sync.Pool) []projMsg {
 func decodeMsgs(raw []projRaw, out []projMsg) {
 	for i, r := range raw {
 		ev, err := events.Decode(r.data)
-		out[i] = projMsg{seq: r.seq, subject: r.subject, ev: ev, err: err}
+		out[i] = projMsg{seq: r.seq, subject: r.subject, ev: ev, err: err, size: len(r.data)}
 	}
 }
 
@@ -180,20 +265,73 @@ func (w *ProjectionWorker) apply(batch []projMsg) {
 			} else {
 				ev := m.ev
 				ev.Seq = m.seq
-				k := keyOf(ev)
-				s, ok := w.sessions[k]
-				if !ok {
-					s = projections.NewSession(k.tenant, k.session)
-					s.SetRenderBudget(w.budget)
-					w.sessions[k] = s
-				}
-				s.Observe(ev)
+				w.applyOne(ev, m.size)
 			}
 			w.seq = m.seq
 		}
+		w.evict()
 		w.cond.Broadcast()
 		w.mu.Unlock()
 		batch = batch[n:]
+	}
+}
+
+// applyOne applies one event under the write lock.
+func (w *ProjectionWorker) applyOne(ev events.Event, size int) {
+	k := keyOf(ev)
+	if rb, ok := w.rebuilding[k]; ok {
+		rb.events = append(rb.events, ev)
+		return
+	}
+	if _, ok := w.evicted[k]; ok {
+		return // in the log; the rebuild reads it
+	}
+	e, ok := w.sessions[k]
+	if !ok {
+		e = w.hold(k, projections.NewSession(k.tenant, k.session))
+	}
+	e.s.Observe(ev)
+	e.events += int64(size)
+	w.touch(e)
+}
+
+// hold adds a session to memory (write lock held).
+func (w *ProjectionWorker) hold(k sessionKey, s *projections.Session) *projEntry {
+	s.SetRenderBudget(w.budget)
+	e := &projEntry{key: k, s: s}
+	w.sessions[k] = e
+	w.lruMu.Lock()
+	e.elem = w.lru.PushFront(e)
+	w.lruMu.Unlock()
+	return e
+}
+
+// touch marks e most recently used and updates its estimate (write lock
+// held).
+func (w *ProjectionWorker) touch(e *projEntry) {
+	est := sessionOverhead + int64(float64(e.events)*eventBytesFactor) + e.s.RenderCacheBytes()
+	w.bytes += est - e.bytes
+	e.bytes = est
+	w.lruMu.Lock()
+	w.lru.MoveToFront(e.elem)
+	w.lruMu.Unlock()
+}
+
+// evict drops least recently used sessions while the estimate is over the
+// budget, keeping at least one (write lock held).
+func (w *ProjectionWorker) evict() {
+	if w.reader == nil {
+		return
+	}
+	w.lruMu.Lock()
+	defer w.lruMu.Unlock()
+	for w.bytes > w.maxBytes && w.lru.Len() > 1 {
+		e := w.lru.Remove(w.lru.Back()).(*projEntry)
+		// Cached renderings may have grown since the last touch.
+		w.bytes -= e.bytes
+		delete(w.sessions, e.key)
+		w.evicted[e.key] = struct{}{}
+		w.evictions++
 	}
 }
 
@@ -296,16 +434,112 @@ func (w *ProjectionWorker) WaitSeq(ctx context.Context, seq uint64) error {
 }
 
 // View runs fn on the projection of one session under the read lock. It
-// reports false when the session is unknown.
+// reports false when the session is unknown. An evicted session is rebuilt
+// from the log first (bounded by rebuildTimeout; a failed rebuild is
+// logged and reported as false).
 func (w *ProjectionWorker) View(tenant, session string, fn func(*projections.Session)) bool {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	s, ok := w.sessions[sessionKey{tenant, session}]
-	if !ok {
-		return false
+	ctx, cancel := context.WithTimeout(context.Background(), rebuildTimeout)
+	defer cancel()
+	ok, err := w.ViewContext(ctx, tenant, session, fn)
+	if err != nil {
+		w.logger.Error("projection: rebuild evicted session", "tenant", tenant, "session", session, "err", err)
 	}
-	fn(s)
-	return true
+	return ok
+}
+
+// ViewContext is View with the rebuild of an evicted session bounded by
+// ctx; the error reports a rebuild that failed.
+func (w *ProjectionWorker) ViewContext(ctx context.Context, tenant, session string, fn func(*projections.Session)) (bool, error) {
+	k := sessionKey{tenant, session}
+	for {
+		w.mu.RLock()
+		e, ok := w.sessions[k]
+		if ok {
+			w.lruMu.Lock()
+			if e.elem != nil {
+				w.lru.MoveToFront(e.elem)
+			}
+			w.lruMu.Unlock()
+			fn(e.s)
+			w.mu.RUnlock()
+			return true, nil
+		}
+		_, gone := w.evicted[k]
+		rb := w.rebuilding[k]
+		w.mu.RUnlock()
+		if !gone && rb == nil {
+			return false, nil
+		}
+		if err := w.rebuild(ctx, k); err != nil {
+			return false, err
+		}
+	}
+}
+
+// rebuild reads an evicted session back from the log and holds it again.
+// Concurrent callers share one rebuild. Events the worker applies while
+// the log is read are collected and observed after it (Observe ignores
+// the ones the read already returned).
+func (w *ProjectionWorker) rebuild(ctx context.Context, k sessionKey) error {
+	w.mu.Lock()
+	if rb, ok := w.rebuilding[k]; ok {
+		w.mu.Unlock()
+		select {
+		case <-rb.done:
+			return rb.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if _, ok := w.evicted[k]; !ok {
+		w.mu.Unlock()
+		return nil // rebuilt meanwhile
+	}
+	rb := &rebuild{done: make(chan struct{})}
+	w.rebuilding[k] = rb
+	delete(w.evicted, k)
+	w.mu.Unlock()
+
+	evs, err := w.reader.ReadSession(ctx, k.tenant, k.session)
+
+	w.mu.Lock()
+	delete(w.rebuilding, k)
+	if err != nil {
+		w.evicted[k] = struct{}{}
+		rb.err = fmt.Errorf("rebuild %s/%s from the log: %w", k.tenant, k.session, err)
+	} else {
+		s := projections.NewSession(k.tenant, k.session)
+		e := w.hold(k, s)
+		var size int64
+		for _, ev := range evs {
+			if ev.Seq > w.seq {
+				break // not applied yet: the worker will apply it
+			}
+			s.Observe(ev)
+			size += encodedSize(ev)
+		}
+		for _, ev := range rb.events {
+			s.Observe(ev)
+			size += encodedSize(ev)
+		}
+		e.events = size
+		w.touch(e)
+		w.evict()
+	}
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	close(rb.done)
+	return rb.err
+}
+
+// encodedSize approximates an event's encoded size for the memory
+// estimate of a rebuilt session.
+func encodedSize(ev events.Event) int64 {
+	b, err := events.EncodeValidated(ev)
+	if err != nil {
+		return 256
+	}
+	return int64(len(b))
 }
 
 // SessionRef names one session known to the projection.
@@ -318,8 +552,14 @@ type SessionRef struct {
 func (w *ProjectionWorker) Sessions() []SessionRef {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	out := make([]SessionRef, 0, len(w.sessions))
+	out := make([]SessionRef, 0, len(w.sessions)+len(w.evicted)+len(w.rebuilding))
 	for k := range w.sessions {
+		out = append(out, SessionRef{k.tenant, k.session})
+	}
+	for k := range w.evicted {
+		out = append(out, SessionRef{k.tenant, k.session})
+	}
+	for k := range w.rebuilding {
 		out = append(out, SessionRef{k.tenant, k.session})
 	}
 	sort.Slice(out, func(i, j int) bool {

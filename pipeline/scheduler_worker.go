@@ -221,11 +221,16 @@ func (w *SchedulerWorker) forgetPartition(p int) {
 	w.setDeferredLocked()
 }
 
-func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) error {
+func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) (err error) {
 	done := w.met.observeLatency("scheduler")
 	defer done()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	defer func() {
+		if err != nil {
+			st.through = 0 // facts come back out of order
+		}
+	}()
 	var apps []events.Event // decided here, published at the batch's end
 	requests := map[sessionKey]bool{}
 	for _, ev := range evs {
@@ -259,7 +264,7 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 	if err := w.publishApps(ctx, apps); err != nil {
 		// The cores recorded the applications when they decided: rebuild
 		// them from the log when the facts come back.
-		clear(st.sessions)
+		st.clearLocked()
 		return err
 	}
 	for k := range requests {
@@ -267,6 +272,8 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 			w.updatePending(k, s)
 		}
 	}
+	st.advanceLocked(evs)
+	st.evictLocked()
 	w.parts.prog.notify()
 	return nil
 }
@@ -399,6 +406,7 @@ func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedS
 // need are in the log. The caller holds st.mu.
 func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []events.Event, error) {
 	if s, ok := st.sessions[k]; ok {
+		st.touchLocked(k, 1)
 		return s, nil, nil
 	}
 	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
@@ -420,6 +428,7 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 		}
 	}
 	st.sessions[k] = s
+	st.touchLocked(k, 1+s.facts)
 	return s, repair, nil
 }
 
@@ -527,7 +536,7 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	// Never any in practice (the scheduler consumer handled the facts
 	// through last); published anyway, in order.
 	if err := w.publishApps(ctx, repair); err != nil {
-		delete(st.sessions, k)
+		st.forgetLocked(k)
 		return nil, false, fmt.Errorf("%s/%s: %w", k.tenant, k.session, err)
 	}
 	if s.lastSeq != last {
@@ -544,7 +553,7 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	if err != nil {
 		// The core recorded the application when it decided; forget the
 		// session so the retry rebuilds it from the log.
-		delete(st.sessions, k)
+		st.forgetLocked(k)
 		if w.isConflict != nil && w.isConflict(err) {
 			w.met.conflict()
 			return nil, true, nil
@@ -573,6 +582,9 @@ func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known 
 	defer st.mu.Unlock()
 	s, ok := st.sessions[k]
 	if !ok {
+		if st.handledUpTo(seq) {
+			return true, true // handled, then forgotten
+		}
 		return false, false
 	}
 	return s.lastSeq >= seq, true

@@ -59,6 +59,10 @@ func (c *renderCache) release(s *Session) {
 	runtime.AddCleanup(s, func(c *renderCache) { c.budget.used.Add(-c.bytes.Load()) }, c)
 }
 
+// RenderCacheBytes returns the bytes of rendered fragments the session
+// caches (part of its memory, for a projection's budget).
+func (s *Session) RenderCacheBytes() int64 { return s.rc.bytes.Load() }
+
 // itemSlot holds an item's cached fragments, one per format.
 type itemSlot struct {
 	anthropic, openai, text atomic.Pointer[fragment]

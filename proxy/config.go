@@ -13,6 +13,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -111,8 +112,19 @@ type Config struct {
 	// It applies to the default Client only: a Client set here brings its
 	// own timeouts.
 	ResponseHeaderTimeout time.Duration
-	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes).
+	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes); a larger
+	// body gets 413 naming the limit.
 	MaxBodyBytes int64
+	// Bodies is the byte budget shared by every request body being read at
+	// once (with the API when both run in one process); nil is unlimited.
+	// A body that does not fit waits, or gets 503 (see httplimit.Budget).
+	Bodies *httplimit.Budget
+	// WriteTimeout bounds each write of a response to the client
+	// (httplimit.DefaultWriteTimeout). The server's own write timeout
+	// would bound the whole response, which for a model's answer is
+	// minutes: the proxy lifts it per request and extends the deadline
+	// by WriteTimeout before every write instead.
+	WriteTimeout time.Duration
 	// Backend is the log and pipeline. Required.
 	Backend Backend
 	// Logger receives the proxy's logs; nil discards them.
@@ -154,6 +166,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = httplimit.DefaultWriteTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -188,8 +203,8 @@ func (c *Config) Validate() error {
 	if c.IdentityKey != nil && len(c.IdentityKey) < 16 {
 		return errors.New("proxy config: IdentityKey must be at least 16 bytes")
 	}
-	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 || c.ResponseHeaderTimeout < 0 {
-		return errors.New("proxy config: Budget, RecordTimeout, ResponseHeaderTimeout and MaxBodyBytes must not be negative")
+	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 || c.ResponseHeaderTimeout < 0 || c.WriteTimeout < 0 {
+		return errors.New("proxy config: Budget, RecordTimeout, ResponseHeaderTimeout, WriteTimeout and MaxBodyBytes must not be negative")
 	}
 	return nil
 }

@@ -32,6 +32,11 @@ func parse(api API, body []byte, pc *parseCache) (*conversation, error) {
 // pass through untouched and unlogged. ctx bounds appends; decideCtx ends
 // with the budget.
 func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool) (*plan, error) {
+	// Text the parse would change (not UTF-8, a lone surrogate) is never
+	// recorded altered: the request goes upstream untouched (fail open).
+	if err := events.CheckText(body); err != nil {
+		return nil, staged(StageParse, err)
+	}
 	conv, err := parse(api, body, &p.parses)
 	if err != nil {
 		return nil, staged(StageParse, err)

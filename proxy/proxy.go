@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/httplimit"
 )
 
 // Proxy is the HTTP proxy. Create it with New; serve Handler.
@@ -141,15 +142,38 @@ func staged(stage string, err error) error { return &stageError{stage: stage, er
 func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		at := p.cfg.Now()
-		raw, err := readBody(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes), r.ContentLength, p.cfg.MaxBodyBytes)
+		// The answer may take minutes (generation): the server's write
+		// timeout is replaced by one per write (copyResponse).
+		httplimit.StreamWrite(w, 0)
+		rb, err := httplimit.ReadBody(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
 		if err != nil {
 			// The client's body could not be read whole: there is nothing
-			// to forward. Answer as the upstream would to a bad request.
+			// to forward. Answer as the upstream would.
 			p.met.failedOpen(StageRead)
 			p.log.Warn("proxy: read request body", "api", api, "err", err)
-			writeAPIError(w, api, http.StatusBadRequest, "invalid_request_error", "could not read the request body")
+			switch code := httplimit.Status(err); code {
+			case http.StatusRequestEntityTooLarge:
+				writeAPIError(w, api, code, "request_too_large", "prunesched proxy: "+err.Error())
+			case http.StatusServiceUnavailable:
+				w.Header().Set("Retry-After", "1")
+				writeAPIError(w, api, code, "overloaded_error", "prunesched proxy: "+err.Error())
+			case http.StatusRequestTimeout:
+				w.Header().Set("Connection", "close")
+				writeAPIError(w, api, code, "invalid_request_error", "prunesched proxy: "+err.Error())
+			default:
+				writeAPIError(w, api, http.StatusBadRequest, "invalid_request_error", "could not read the request body")
+			}
 			return
 		}
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				rb.Release()
+			}
+		}
+		defer release()
+		raw := rb.Bytes
 		out := raw
 		var pl *plan
 		outcome := "passthrough"
@@ -196,6 +220,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			return
 		}
 		defer resp.Body.Close()
+		// The request body is sent: its bytes leave the in-flight budget
+		// (the plan may keep a few of them; the response is streamed).
+		release()
 		if resp.StatusCode/100 == 5 {
 			p.met.upstreamError(UpstreamKind5xx)
 		}
@@ -210,7 +237,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 				p.record(pl, cap)
 			}
 		}
-		err = copyResponse(w, resp, cap, rec)
+		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout)
 		if cap != nil {
 			rec()
 		}
@@ -292,17 +319,6 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 		}
 		return nil, staged(StageTimeout, errBudget)
 	}
-}
-
-// readBody reads a request body of announced length n (-1: unknown) into
-// one buffer of that size when the length is known and within limit.
-func readBody(r io.Reader, n, limit int64) ([]byte, error) {
-	if n <= 0 || n > limit {
-		return io.ReadAll(r)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
 }
 
 // decodeBody undoes a gzip or deflate content encoding. It reports whether
@@ -391,6 +407,7 @@ func upstreamHeaders(in http.Header) http.Header {
 
 // passthrough forwards any other request (count_tokens, models, ...) as is.
 func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
+	httplimit.StreamWrite(w, 0)
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, upstreamURL(p.baseFor("", r.URL.Path), r), r.Body)
 	if err != nil {
 		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: bad upstream request")
@@ -407,7 +424,9 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	if resp.StatusCode/100 == 5 {
 		p.met.upstreamError(UpstreamKind5xx)
 	}
-	p.streamBroke(r, "", copyResponse(w, resp, nil, nil))
+	// The body has been sent: the read timeout no longer applies.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	p.streamBroke(r, "", copyResponse(w, resp, nil, nil, p.cfg.WriteTimeout))
 }
 
 // copyResponse streams resp to w unchanged (status, headers, body),
@@ -417,8 +436,10 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 // is not an event stream, before its last bytes (held back one read, which
 // costs nothing: a JSON body is useless until whole); and at the latest
 // when the upstream body ends. It returns the error that broke off the
-// upstream body (nil at its end or when the client went away).
-func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, beforeEnd func()) error {
+// upstream body (nil at its end or when the client went away). Every write
+// to the client must finish within writeTimeout (a client that stops
+// reading is cut off; one that reads a long stream is not).
+func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, beforeEnd func(), writeTimeout time.Duration) error {
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
@@ -444,6 +465,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 		if len(b) == 0 {
 			return true
 		}
+		httplimit.StreamWrite(w, writeTimeout)
 		if _, err := w.Write(b); err != nil {
 			return false
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/prunesched/prunesched/api"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/policy"
 )
@@ -77,6 +78,16 @@ type Config struct {
 	// LagInterval is how often consumer lag is polled for /metrics. Zero
 	// keeps the pipeline default (5s).
 	LagInterval time.Duration
+	// HTTPTimeouts are the API server's read, write and idle timeouts
+	// (zero fields: the httplimit defaults).
+	HTTPTimeouts httplimit.Timeouts
+	// Bodies is the byte budget shared by the API's request bodies being
+	// read at once; nil makes one of httplimit.DefaultInflightBodyBytes.
+	// The proxy passes its own so both share one.
+	Bodies *httplimit.Budget
+	// ProjectionBytes is the projection's memory budget for idle sessions
+	// (see pipeline.Config.ProjectionBytes); zero keeps the default.
+	ProjectionBytes int64
 }
 
 // Service is a started prunesched.
@@ -128,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.Pipeline = pipeline.NewFromConfig(st, pipeline.Config{
 		Policy: cfg.Policy, Logger: logger, Registry: s.Registry,
 		Partitions: cfg.OwnedPartitions, PinnedTTL: cfg.PinnedTTL, LagInterval: cfg.LagInterval,
+		ProjectionBytes: cfg.ProjectionBytes,
 	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -142,14 +154,19 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}()
 	if cfg.HTTPListen != "" {
-		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics})
+		bodies := cfg.Bodies
+		if bodies == nil {
+			bodies = httplimit.NewBudget(httplimit.DefaultInflightBodyBytes)
+		}
+		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics, Bodies: bodies})
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPListen, err)
 		}
 		s.HTTPAddr = ln.Addr().String()
-		s.httpSrv = &http.Server{Handler: s.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		s.httpSrv = cfg.HTTPTimeouts.Server(nil)
+		s.httpSrv.Handler = httplimit.WriteAfterWork(s.API.Handler(), s.httpSrv.WriteTimeout)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -43,6 +43,7 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
+	limits := addLimitFlags(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if err := parse(fs, args); err != nil {
@@ -76,16 +77,19 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	if err != nil {
 		return err
 	}
-	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth})
+	// The proxy and its API share one in-flight body budget.
+	bodies := limits.budget()
+	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
+		HTTPTimeouts: limits.timeouts(), Bodies: bodies})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
-		ResponseHeaderTimeout: *headerTimeout,
-		IdentityKey:           idKey,
-		Backend:               proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+		ResponseHeaderTimeout: *headerTimeout, Bodies: bodies, WriteTimeout: *limits.write,
+		IdentityKey: idKey,
+		Backend:     proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
 		return usagef("%v", err)
@@ -94,7 +98,7 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	if err != nil {
 		return fmt.Errorf("listen for the proxy on %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: px.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	srv := limits.timeouts().Server(px.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("prunesched proxy", "listen", "http://"+ln.Addr().String(), "upstream", *upstream, "api", svc.HTTPAddr, "policy", pol.Version())

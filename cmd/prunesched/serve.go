@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prunesched/prunesched/api"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/httplimit"
+	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/service"
+	"github.com/spf13/pflag"
 )
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -28,6 +32,9 @@ Restarting on the same data directory keeps every session.`)
 	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see the README's Performance section)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
+	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
+	limits := addLimitFlags(fs)
+	memLimit := fs.Int64("memory-limit", defaultMemoryLimit, "soft memory limit (bytes) of the Go runtime: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, when set, wins)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
 	if err := parse(fs, args); err != nil {
@@ -35,6 +42,12 @@ Restarting on the same data directory keeps every session.`)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *projBytes <= 0 {
+		return usagef("--projection-bytes must be positive")
+	}
+	if *memLimit > 0 && e.getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(*memLimit)
 	}
 	if *sync != "default" && *sync != "always" {
 		return usagef("--sync %q: want default or always", *sync)
@@ -55,6 +68,7 @@ Restarting on the same data directory keeps every session.`)
 		NATSURL: *natsURL, DataDir: *data, NATSListen: *natsListen, SyncAlways: *sync == "always",
 		HTTPListen: *listen, Policy: pol, Logger: logger, Replicas: *replicas, Partitions: *partitions,
 		Auth: auth, OpenMetrics: *openMetrics,
+		HTTPTimeouts: limits.timeouts(), Bodies: limits.budget(), ProjectionBytes: *projBytes,
 	})
 	if err != nil {
 		return err
@@ -162,6 +176,41 @@ the README section "Operating prunesched".`)
 	}
 	return nil
 }
+
+// defaultMemoryLimit is serve's default soft memory limit: 768 MiB. The
+// sessions held in memory are bounded (projection, worker tables) well
+// below it; the limit keeps garbage from doubling the heap on top.
+const defaultMemoryLimit = 768 << 20
+
+// limitFlags are the HTTP server limits serve and proxy share.
+type limitFlags struct {
+	read, write, idle *time.Duration
+	inflight          *int64
+}
+
+// addLimitFlags defines the HTTP server limit flags on fs.
+func addLimitFlags(fs *pflag.FlagSet) limitFlags {
+	return limitFlags{
+		read:     fs.Duration("read-timeout", httplimit.DefaultReadTimeout, "HTTP: a request (headers and body) must arrive within this; a slower body gets 408 and the connection is closed (0: none)"),
+		write:    fs.Duration("write-timeout", httplimit.DefaultWriteTimeout, "HTTP: a response must be written within this; streamed responses get it per write instead (0: none)"),
+		idle:     fs.Duration("idle-timeout", httplimit.DefaultIdleTimeout, "HTTP: an idle kept-alive connection is closed after this (0: none)"),
+		inflight: fs.Int64("max-inflight-body", httplimit.DefaultInflightBodyBytes, "HTTP: bytes of request bodies read at once, all requests together; a body of known length waits for room, one of unknown length gets 503 when there is none, one larger than this gets 413"),
+	}
+}
+
+// timeouts returns the flags' timeouts (0 on the command line: none).
+func (l limitFlags) timeouts() httplimit.Timeouts {
+	none := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return -1
+		}
+		return d
+	}
+	return httplimit.Timeouts{ReadHeader: httplimit.DefaultReadHeaderTimeout, Read: none(*l.read), Write: none(*l.write), Idle: none(*l.idle)}
+}
+
+// budget returns the in-flight body budget the flags ask for.
+func (l limitFlags) budget() *httplimit.Budget { return httplimit.NewBudget(*l.inflight) }
 
 // parsePartitions parses a partition list like "0-3,6" (empty: nil, all).
 func parsePartitions(s string) ([]int, error) {

@@ -213,6 +213,12 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 // prepare turns a validated input-form event into its stored form and the
 // message to publish.
 func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nats.Msg, error) {
+	limit := s.nc.MaxPayload()
+	// Text that stays inline and alone exceeds the limit: refuse before
+	// counting its tokens (seconds for megabytes).
+	if n := int64(inlineBytes(e)); limit > 0 && n+headerRoom > limit {
+		return events.Event{}, nil, tooLarge(n, limit, "at least ")
+	}
 	stored, err := events.Prepare(ctx, e, s, s.cfg.Tokens)
 	if err != nil {
 		return events.Event{}, nil, fmt.Errorf("prepare: %w", err)
@@ -223,11 +229,34 @@ func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nat
 		return events.Event{}, nil, err
 	}
 	// Leave room for headers (msg id, expectations).
-	if limit := s.nc.MaxPayload(); limit > 0 && int64(len(b))+512 > limit {
-		return events.Event{}, nil, fmt.Errorf("encoded event is %d bytes, over the server's max payload %d", len(b), limit)
+	if limit > 0 && int64(len(b))+headerRoom > limit {
+		return events.Event{}, nil, tooLarge(int64(len(b)), limit, "")
 	}
 	return stored, &nats.Msg{Subject: events.SubjectOf(stored), Data: b, Header: nats.Header{}}, nil
 }
+
+// tooLarge is the ErrTooLarge of an event of n encoded bytes (at least,
+// with qualifier "at least ") under the server's max payload limit.
+func tooLarge(n, limit int64, qualifier string) error {
+	return fmt.Errorf("%w: encoded event is %s%d bytes, over the maximum event size of %d bytes (the NATS server's max payload %d less %d for headers); tool outputs of any size go to the blob store, other text must fit",
+		ErrTooLarge, qualifier, n, limit-headerRoom, limit, headerRoom)
+}
+
+// inlineBytes is the size of the text an event keeps inline in the log
+// (a lower bound of its encoded size; tool output goes to the blob store).
+func inlineBytes(e events.Event) int {
+	switch p := e.Data.(type) {
+	case *events.Message:
+		return len(p.Text) + len(p.Signature)
+	case *events.ToolCall:
+		return len(p.Input)
+	}
+	return 0
+}
+
+// headerRoom is the room left in a message for its headers (msg id,
+// expectations).
+const headerRoom = 512
 
 // isWrongLastSequence reports a failed expected-last-sequence check. The
 // server answers 10071 on a single server and may answer 10164 on a

@@ -24,6 +24,11 @@ var ErrNotFound = errors.New("not found")
 // caller's decision point. Match it with errors.Is.
 var ErrConflict = errors.New("conflict: session changed since the expected sequence")
 
+// ErrTooLarge is returned (wrapped) when an encoded event is over the
+// largest message the NATS server accepts. The API answers it with 413.
+// Tool outputs do not count: they go to the blob store whatever their size.
+var ErrTooLarge = errors.New("event too large")
+
 // EventError says which event of a batch was rejected and why. Err is often
 // an *events.FieldError naming the field.
 type EventError struct {

@@ -162,6 +162,9 @@ func parseLine(b []byte, n int, info *fileInfo) (record, bool, error) {
 		}
 		return record{}, false, nil
 	}
+	if err := build.CheckText(b); err != nil {
+		return record{}, false, err
+	}
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return record{}, false, build.FieldError(err, "")

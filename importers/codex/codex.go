@@ -126,6 +126,9 @@ type converter struct {
 }
 
 func (c *converter) line(n int, b []byte) error {
+	if err := build.CheckText(b); err != nil {
+		return err
+	}
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return build.FieldError(err, "")

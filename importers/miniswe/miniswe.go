@@ -112,6 +112,9 @@ func Import(r io.Reader, name string) ([]build.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", name, err)
 	}
+	if err := build.CheckText(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	var tr trajectory
 	if err := json.Unmarshal(data, &tr); err != nil {
 		return nil, build.Locate(name, data, "", err)

@@ -106,6 +106,9 @@ func Import(r io.Reader, name string) ([]build.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", name, err)
 	}
+	if err := build.CheckText(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	var ex export
 	if err := json.Unmarshal(data, &ex); err != nil {
 		return nil, locate(name, data, "", err)

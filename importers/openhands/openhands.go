@@ -83,6 +83,9 @@ func Import(r io.Reader, name string) ([]build.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", name, err)
 	}
+	if err := build.CheckText(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
 		return nil, build.Locate(name, data, "", err)

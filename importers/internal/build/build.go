@@ -417,3 +417,15 @@ func EpochSeconds(v *float64) time.Time {
 	sec := int64(*v)
 	return time.Unix(sec, int64((*v-float64(sec))*1e9)).UTC()
 }
+
+// CheckText refuses a JSON input whose strings encoding/json would change
+// when decoding them (bytes that are not valid UTF-8, escaped lone
+// surrogates: both become U+FFFD): prunesched keeps text byte-exact, so an
+// importer reports the field instead of importing altered text (see
+// events.CheckText).
+func CheckText(b []byte) error {
+	if err := events.CheckText(b); err != nil {
+		return fmt.Errorf("field %w", err)
+	}
+	return nil
+}
