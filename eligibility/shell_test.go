@@ -1,7 +1,10 @@
 package eligibility
 
 import (
+	"encoding/json"
+	"os"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
@@ -61,8 +64,10 @@ func TestClassifyShell(t *testing.T) {
 		{"git checkout main", X, "", "", nil, true},
 		{"pip install requests", X, "", "", nil, true},
 		{"python fix.py", X, "", "", nil, true},
-		{"cat <<EOF > a.py\nprint(1)\nEOF", X, "", "", nil, true},
-		{"echo $(date)", X, "", "", nil, true},
+		// The lexer gave up on here-documents and substitutions (unscoped
+		// side effects); the parser sees a write of a.py and a clock read.
+		{"cat <<EOF > a.py\nprint(1)\nEOF", X, "", "", []string{"a.py"}, false},
+		{"echo $(date)", S, "", "", nil, false},
 		{"echo 'unbalanced", X, "", "", nil, true},
 		{"find . -name x -delete", X, "", "", nil, true},
 		{"find . | xargs rm", X, "", "", nil, true},
@@ -92,5 +97,183 @@ func TestClassifyShell(t *testing.T) {
 				t.Errorf("unscoped %v, want %v", got.unscoped, tc.unscoped)
 			}
 		})
+	}
+}
+
+// TestClassifyShellParser covers what the bash parser sees and the old
+// lexer did not: scoping of cd, substitutions, descriptor redirections,
+// keywords, here-strings.
+func TestClassifyShellParser(t *testing.T) {
+	const (
+		P = events.DeterminismPure
+		V = events.DeterminismVersioned
+		S = events.DeterminismState
+		X = events.DeterminismSideEffect
+	)
+	cases := []struct {
+		cmd      string
+		class    events.Determinism
+		readPath string
+		rng      string
+		writes   []string
+		unscoped bool
+		program  string
+	}{
+		{"(cd sub && make); cat a.go", S, "", "", nil, false, "make"},
+		{"(cd sub && touch x) && touch y", X, "", "", []string{"sub/x", "y"}, false, "touch"},
+		{"cd /repo && (cat a.go)", V, "/repo/a.go", "1-EOF", nil, false, "cat"},
+		{"cd /repo; cd src && sed -n '1,5p' m.go", V, "/repo/src/m.go", "1-5", nil, false, "sed"},
+		{"cd $DIR && cat a.go", V, "", "", nil, false, "cat"},
+		{"cd $DIR && touch a.go", X, "", "", nil, true, "touch"},
+		{"if true; then cd x; fi; touch a", X, "", "", nil, true, "true"},
+		{"cat a.go | (cd /tmp && cat > b.go)", X, "", "", []string{"/tmp/b.go"}, false, "cat"},
+		{"cat 'my file.go'", V, "my file.go", "1-EOF", nil, false, "cat"},
+		{`cat "src/a b.go"`, V, "src/a b.go", "1-EOF", nil, false, "cat"},
+		{`cat src/a\ b.go`, V, "src/a b.go", "1-EOF", nil, false, "cat"},
+		{"cat \"$F\"", V, "", "", nil, false, "cat"},
+		{"echo hi >& out.txt", X, "", "", []string{"out.txt"}, false, "echo"},
+		{"echo hi >&2", P, "", "", nil, false, "echo"},
+		{"go test ./... &> /dev/null", S, "", "", nil, false, "go"},
+		{"go test ./... &> log.txt", X, "", "", []string{"log.txt"}, false, "go"},
+		{"ls 2> err.txt", X, "", "", []string{"err.txt"}, false, "ls"},
+		{"{ ls; pwd; } > out", X, "", "", []string{"out"}, false, "ls"},
+		{"grep -c x <<< \"$VAR\"", S, "", "", nil, false, "grep"},
+		{"python - <<'EOF'\nprint(1)\nEOF", X, "", "", nil, true, "python"},
+		{"cat <<'EOF'\n$(rm -rf /)\nEOF", P, "", "", nil, false, "cat"},
+		{"cat <<EOF\n$(rm -rf x)\nEOF", X, "", "", []string{"x"}, false, "cat"},
+		{"git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", X, "", "", nil, false, "git"},
+		{"echo `rm -f a`", X, "", "", []string{"a"}, false, "echo"},
+		{"diff <(git show HEAD:a.go) a.go", S, "", "", nil, false, "diff"},
+		{"$(which python) fix.py", X, "", "", nil, true, "$(...)"},
+		{"[[ -f go.mod ]] && go test ./...", S, "", "", nil, false, "test"},
+		{"export GOFLAGS=-mod=mod && go vet ./...", S, "", "", nil, false, "export"},
+		{"X=$(date) && echo $X", S, "", "", nil, false, "echo"},
+		{"for f in *.go; do gofmt -l $f; done", V, "", "", nil, false, "gofmt"},
+		{"while read l; do rm \"$l\"; done < list.txt", X, "", "", nil, true, "read"},
+		{"f() { rm -rf build; }; f", X, "", "", []string{"build"}, true, "rm"},
+		{"sudo -E go test ./...", X, "", "", nil, true, "-E"},
+		{"ls # > not-a-write", S, "", "", nil, false, "ls"},
+		{"cat a.go\n\n", V, "a.go", "1-EOF", nil, false, "cat"},
+		{"cd /repo", P, "", "", nil, false, "cd"},
+		{"", P, "", "", nil, false, "cd"},
+		{"cat a.go |", X, "", "", nil, true, ""},
+		{"cat <<EOF\nunterminated", X, "", "", nil, true, ""},
+		{"echo $((1+2))", P, "", "", nil, false, "echo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.cmd, func(t *testing.T) {
+			got := classifyShell(tc.cmd)
+			if got.class != tc.class {
+				t.Errorf("class %q, want %q", got.class, tc.class)
+			}
+			if got.readPath != tc.readPath {
+				t.Errorf("readPath %q, want %q", got.readPath, tc.readPath)
+			}
+			if tc.readPath != "" && got.rng.String() != tc.rng {
+				t.Errorf("range %q, want %q", got.rng, tc.rng)
+			}
+			if !reflect.DeepEqual(got.writes, tc.writes) {
+				t.Errorf("writes %q, want %q", got.writes, tc.writes)
+			}
+			if got.unscoped != tc.unscoped {
+				t.Errorf("unscoped %v, want %v", got.unscoped, tc.unscoped)
+			}
+			if got.program != tc.program {
+				t.Errorf("program %q, want %q", got.program, tc.program)
+			}
+		})
+	}
+}
+
+// traceCommand is one shell command taken verbatim from a shared trace,
+// with its expected classification.
+type traceCommand struct {
+	Trace    string   `json:"trace"`
+	Cmd      string   `json:"cmd"`
+	Class    string   `json:"class"`
+	Kind     string   `json:"kind"`
+	Read     string   `json:"read"`
+	Range    string   `json:"range"`
+	Writes   []string `json:"writes"`
+	Unscoped bool     `json:"unscoped"`
+}
+
+// TestClassifyShellTraces classifies commands agents really ran (Claude
+// Code Bash, OpenCode bash, mini-swe-agent bash; testdata/shell_traces.json
+// names the trace of each): heredocs, pipes, substitutions, redirections,
+// loops, quoted arguments.
+func TestClassifyShellTraces(t *testing.T) {
+	b, err := os.ReadFile("testdata/shell_traces.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []traceCommand
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatalf("testdata/shell_traces.json: %v", err)
+	}
+	if len(cases) < 35 {
+		t.Fatalf("%d trace commands, want at least 35", len(cases))
+	}
+	for i, tc := range cases {
+		name := tc.Cmd
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		t.Run(strconv.Itoa(i)+"/"+name, func(t *testing.T) {
+			got := classifyShell(tc.Cmd)
+			if string(got.class) != tc.Class || kindName(got.kind) != tc.Kind {
+				t.Errorf("%s: class %s/%s, want %s/%s", tc.Trace, got.class, kindName(got.kind), tc.Class, tc.Kind)
+			}
+			if got.readPath != tc.Read || tc.Read != "" && got.rng.String() != tc.Range {
+				t.Errorf("%s: read %q %q, want %q %q", tc.Trace, got.readPath, got.rng, tc.Read, tc.Range)
+			}
+			if !reflect.DeepEqual(got.writes, tc.Writes) || got.unscoped != tc.Unscoped {
+				t.Errorf("%s: writes %q unscoped %v, want %q %v", tc.Trace, got.writes, got.unscoped, tc.Writes, tc.Unscoped)
+			}
+		})
+	}
+}
+
+// FuzzClassifyShell: any command line classifies without panicking, and
+// the same line always gets the same class (decisions replay byte for
+// byte).
+func FuzzClassifyShell(f *testing.F) {
+	for _, s := range []string{
+		"cat a.go", "cd /r && sed -n '1,5p' a.go | head", "cat <<EOF > x\n$(date)\nEOF",
+		"echo 'unbalanced", "for f in *; do rm $f; done", "diff <(ls) >(cat)", "a=$((1+2)) b=`c`",
+		"{ x; } 2>&1 >&- &> y", "case $x in a) cd z;; esac; cat q", "f() { f; }; coproc cat",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		a := classifyShell(line)
+		b := classifyShell(line)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q: not deterministic: %+v vs %+v", line, a, b)
+		}
+		if _, ok := danger[a.class]; !ok {
+			t.Fatalf("%q: class %q", line, a.class)
+		}
+		if a.readPath != "" && a.class != events.DeterminismVersioned {
+			t.Fatalf("%q: read path %q on a %s command", line, a.readPath, a.class)
+		}
+	})
+}
+
+// BenchmarkClassifyShell classifies the trace commands (uncached).
+func BenchmarkClassifyShell(b *testing.B) {
+	data, err := os.ReadFile("testdata/shell_traces.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cases []traceCommand
+	if err := json.Unmarshal(data, &cases); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, c := range cases {
+			classifyShell(c.Cmd)
+		}
 	}
 }
