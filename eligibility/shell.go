@@ -102,7 +102,18 @@ const unknownDir = "$PWD"
 // classifyShell classifies a shell command line. It parses the line as bash
 // (mvdan.cc/sh/v3/syntax); a line that does not parse is an unscoped side
 // effect.
-func classifyShell(line string) (info shellInfo) {
+func classifyShell(line string) shellInfo {
+	return classifyShellWith(newShellParser(), line)
+}
+
+// newShellParser returns the parser classifyShellWith needs: bash.
+func newShellParser() *syntax.Parser {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash))
+}
+
+// classifyShellWith is classifyShell with a parser to reuse (Parse resets
+// it); not for concurrent use of one parser.
+func classifyShellWith(p *syntax.Parser, line string) (info shellInfo) {
 	defer func() {
 		// The parser is outside code fed with outside input: a panic in
 		// it must not stop the session's eligibility.
@@ -110,7 +121,7 @@ func classifyShell(line string) (info shellInfo) {
 			info = unknownShell()
 		}
 	}()
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(line), "")
+	f, err := p.Parse(strings.NewReader(line), "")
 	if err != nil {
 		return unknownShell()
 	}

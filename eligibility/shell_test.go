@@ -80,23 +80,28 @@ func TestClassifyShell(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.cmd, func(t *testing.T) {
-			got := classifyShell(tc.cmd)
-			if got.class != tc.class {
-				t.Errorf("class %q, want %q", got.class, tc.class)
-			}
-			if got.readPath != tc.readPath {
-				t.Errorf("readPath %q, want %q", got.readPath, tc.readPath)
-			}
-			if tc.readPath != "" && got.rng.String() != tc.rng {
-				t.Errorf("range %q, want %q", got.rng, tc.rng)
-			}
-			if !reflect.DeepEqual(got.writes, tc.writes) {
-				t.Errorf("writes %q, want %q", got.writes, tc.writes)
-			}
-			if got.unscoped != tc.unscoped {
-				t.Errorf("unscoped %v, want %v", got.unscoped, tc.unscoped)
-			}
+			checkShell(t, classifyShell(tc.cmd), tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
 		})
+	}
+}
+
+// checkShell compares a classification with what a table expects.
+func checkShell(t *testing.T, got shellInfo, class events.Determinism, readPath, rng string, writes []string, unscoped bool) {
+	t.Helper()
+	if got.class != class {
+		t.Errorf("class %q, want %q", got.class, class)
+	}
+	if got.readPath != readPath {
+		t.Errorf("readPath %q, want %q", got.readPath, readPath)
+	}
+	if readPath != "" && got.rng.String() != rng {
+		t.Errorf("range %q, want %q", got.rng, rng)
+	}
+	if !reflect.DeepEqual(got.writes, writes) {
+		t.Errorf("writes %q, want %q", got.writes, writes)
+	}
+	if got.unscoped != unscoped {
+		t.Errorf("unscoped %v, want %v", got.unscoped, unscoped)
 	}
 }
 
@@ -163,21 +168,7 @@ func TestClassifyShellParser(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.cmd, func(t *testing.T) {
 			got := classifyShell(tc.cmd)
-			if got.class != tc.class {
-				t.Errorf("class %q, want %q", got.class, tc.class)
-			}
-			if got.readPath != tc.readPath {
-				t.Errorf("readPath %q, want %q", got.readPath, tc.readPath)
-			}
-			if tc.readPath != "" && got.rng.String() != tc.rng {
-				t.Errorf("range %q, want %q", got.rng, tc.rng)
-			}
-			if !reflect.DeepEqual(got.writes, tc.writes) {
-				t.Errorf("writes %q, want %q", got.writes, tc.writes)
-			}
-			if got.unscoped != tc.unscoped {
-				t.Errorf("unscoped %v, want %v", got.unscoped, tc.unscoped)
-			}
+			checkShell(t, got, tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
 			if got.program != tc.program {
 				t.Errorf("program %q, want %q", got.program, tc.program)
 			}
@@ -245,9 +236,12 @@ func FuzzClassifyShell(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	// One parser across inputs, as Core reuses it: a reused parser must
+	// classify as a fresh one does.
+	fuzzParser := newShellParser()
 	f.Fuzz(func(t *testing.T, line string) {
 		a := classifyShell(line)
-		b := classifyShell(line)
+		b := classifyShellWith(fuzzParser, line)
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("%q: not deterministic: %+v vs %+v", line, a, b)
 		}
@@ -274,6 +268,25 @@ func BenchmarkClassifyShell(b *testing.B) {
 	for b.Loop() {
 		for _, c := range cases {
 			classifyShell(c.Cmd)
+		}
+	}
+}
+
+// BenchmarkClassifyShellReused is the same with one parser, as Core uses it.
+func BenchmarkClassifyShellReused(b *testing.B) {
+	data, err := os.ReadFile("testdata/shell_traces.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cases []traceCommand
+	if err := json.Unmarshal(data, &cases); err != nil {
+		b.Fatal(err)
+	}
+	p := newShellParser()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, c := range cases {
+			classifyShellWith(p, c.Cmd)
 		}
 	}
 }
