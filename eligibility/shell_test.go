@@ -10,77 +10,97 @@ import (
 	"github.com/prunesched/prunesched/events"
 )
 
+// Determinism classes in the shell tables.
+const (
+	shP = events.DeterminismPure
+	shV = events.DeterminismVersioned
+	shS = events.DeterminismState
+	shX = events.DeterminismSideEffect
+)
+
+// shellCase is one row of a shell classification table: the command and
+// its expected class, read path and range, writes, scope and program
+// (anyProgram: not checked).
+type shellCase struct {
+	cmd      string
+	class    events.Determinism
+	readPath string
+	rng      string
+	writes   []string
+	unscoped bool
+	program  string
+}
+
+// anyProgram in a shellCase leaves the program unchecked.
+const anyProgram = "\x00any"
+
 func TestClassifyShell(t *testing.T) {
-	const (
-		P = events.DeterminismPure
-		V = events.DeterminismVersioned
-		S = events.DeterminismState
-		X = events.DeterminismSideEffect
-	)
-	cases := []struct {
-		cmd      string
-		class    events.Determinism
-		readPath string
-		rng      string
-		writes   []string
-		unscoped bool
-	}{
-		{"cat src/a.go", V, "src/a.go", "1-EOF", nil, false},
-		{"cat -n src/a.go", V, "src/a.go", "1-EOF", nil, false},
-		{"nl -ba a.py", V, "a.py", "1-EOF", nil, false},
-		{"sed -n '10,40p' config.go", V, "config.go", "10-40", nil, false},
-		{"sed -n 5p x.go", V, "x.go", "5-5", nil, false},
-		{"head -n 20 README.md", V, "README.md", "1-20", nil, false},
-		{"head -20 README.md", V, "README.md", "1-20", nil, false},
-		{"tail -n 5 log.txt", V, "log.txt", "last 5", nil, false},
-		{"cd /repo && cat a.go", V, "/repo/a.go", "1-EOF", nil, false},
-		{"cat a.go b.go", V, "", "", nil, false},
-		{"cat a.go | head -5", V, "", "", nil, false},
-		{"wc -l a.go", V, "", "", nil, false},
-		{"rg foo src", S, "", "", nil, false},
-		{"grep -rn foo .", S, "", "", nil, false},
-		{"find . -name '*.go'", S, "", "", nil, false},
-		{"ls -la", S, "", "", nil, false},
-		{"git status", S, "", "", nil, false},
-		{"git --no-pager diff HEAD~1", S, "", "", nil, false},
-		{"git log --oneline -5", S, "", "", nil, false},
-		{"pytest -x tests/", S, "", "", nil, false},
-		{"python -m pytest tests", S, "", "", nil, false},
-		{"go test ./...", S, "", "", nil, false},
-		{"npm test", S, "", "", nil, false},
-		{"npm run test:unit", S, "", "", nil, false},
-		{"make", S, "", "", nil, false},
-		{"cargo test", S, "", "", nil, false},
-		{"cd repo && go test ./... 2>&1 | tail -20", S, "", "", nil, false},
-		{"echo hello", P, "", "", nil, false},
-		{"ls > files.txt", X, "", "", []string{"files.txt"}, false},
-		{"pytest > /dev/null 2>&1", S, "", "", nil, false},
-		{"sed -i 's/a/b/' src/a.go", X, "", "", []string{"src/a.go"}, false},
-		{"sed -i.bak 's/a/b/' a.go", X, "", "", []string{"a.go"}, false},
-		{"rm -rf build", X, "", "", []string{"build"}, false},
-		{"mv a.go b.go", X, "", "", []string{"a.go", "b.go"}, false},
-		{"rm *.pyc", X, "", "", nil, true},
-		{"git commit -m 'x'", X, "", "", nil, false},
-		{"git checkout main", X, "", "", nil, true},
-		{"pip install requests", X, "", "", nil, true},
-		{"python fix.py", X, "", "", nil, true},
+	runShellCases(t, []shellCase{
+		{"cat src/a.go", shV, "src/a.go", "1-EOF", nil, false, anyProgram},
+		{"cat -n src/a.go", shV, "src/a.go", "1-EOF", nil, false, anyProgram},
+		{"nl -ba a.py", shV, "a.py", "1-EOF", nil, false, anyProgram},
+		{"sed -n '10,40p' config.go", shV, "config.go", "10-40", nil, false, anyProgram},
+		{"sed -n 5p x.go", shV, "x.go", "5-5", nil, false, anyProgram},
+		{"head -n 20 README.md", shV, "README.md", "1-20", nil, false, anyProgram},
+		{"head -20 README.md", shV, "README.md", "1-20", nil, false, anyProgram},
+		{"tail -n 5 log.txt", shV, "log.txt", "last 5", nil, false, anyProgram},
+		{"cd /repo && cat a.go", shV, "/repo/a.go", "1-EOF", nil, false, anyProgram},
+		{"cat a.go b.go", shV, "", "", nil, false, anyProgram},
+		{"cat a.go | head -5", shV, "", "", nil, false, anyProgram},
+		{"wc -l a.go", shV, "", "", nil, false, anyProgram},
+		{"rg foo src", shS, "", "", nil, false, anyProgram},
+		{"grep -rn foo .", shS, "", "", nil, false, anyProgram},
+		{"find . -name '*.go'", shS, "", "", nil, false, anyProgram},
+		{"ls -la", shS, "", "", nil, false, anyProgram},
+		{"git status", shS, "", "", nil, false, anyProgram},
+		{"git --no-pager diff HEAD~1", shS, "", "", nil, false, anyProgram},
+		{"git log --oneline -5", shS, "", "", nil, false, anyProgram},
+		{"pytest -x tests/", shS, "", "", nil, false, anyProgram},
+		{"python -m pytest tests", shS, "", "", nil, false, anyProgram},
+		{"go test ./...", shS, "", "", nil, false, anyProgram},
+		{"npm test", shS, "", "", nil, false, anyProgram},
+		{"npm run test:unit", shS, "", "", nil, false, anyProgram},
+		{"make", shS, "", "", nil, false, anyProgram},
+		{"cargo test", shS, "", "", nil, false, anyProgram},
+		{"cd repo && go test ./... 2>&1 | tail -20", shS, "", "", nil, false, anyProgram},
+		{"echo hello", shP, "", "", nil, false, anyProgram},
+		{"ls > files.txt", shX, "", "", []string{"files.txt"}, false, anyProgram},
+		{"pytest > /dev/null 2>&1", shS, "", "", nil, false, anyProgram},
+		{"sed -i 's/a/b/' src/a.go", shX, "", "", []string{"src/a.go"}, false, anyProgram},
+		{"sed -i.bak 's/a/b/' a.go", shX, "", "", []string{"a.go"}, false, anyProgram},
+		{"rm -rf build", shX, "", "", []string{"build"}, false, anyProgram},
+		{"mv a.go b.go", shX, "", "", []string{"a.go", "b.go"}, false, anyProgram},
+		{"rm *.pyc", shX, "", "", nil, true, anyProgram},
+		{"git commit -m 'x'", shX, "", "", nil, false, anyProgram},
+		{"git checkout main", shX, "", "", nil, true, anyProgram},
+		{"pip install requests", shX, "", "", nil, true, anyProgram},
+		{"python fix.py", shX, "", "", nil, true, anyProgram},
 		// The lexer gave up on here-documents and substitutions (unscoped
 		// side effects); the parser sees a write of a.py and a clock read.
-		{"cat <<EOF > a.py\nprint(1)\nEOF", X, "", "", []string{"a.py"}, false},
-		{"echo $(date)", S, "", "", nil, false},
-		{"echo 'unbalanced", X, "", "", nil, true},
-		{"find . -name x -delete", X, "", "", nil, true},
-		{"find . | xargs rm", X, "", "", nil, true},
-		{"cat a.go && rm a.go", X, "", "", []string{"a.go"}, false},
-		{"ls; touch new.txt", X, "", "", []string{"new.txt"}, false},
-		{"cat a.go | tee copy.go", X, "", "", []string{"copy.go"}, false},
-		{"FOO=1 go test ./pkg", S, "", "", nil, false},
-		{"timeout 60 pytest", S, "", "", nil, false},
-		{"frobnicate --all", X, "", "", nil, true},
-	}
+		{"cat <<EOF > a.py\nprint(1)\nEOF", shX, "", "", []string{"a.py"}, false, anyProgram},
+		{"echo $(date)", shS, "", "", nil, false, anyProgram},
+		{"echo 'unbalanced", shX, "", "", nil, true, anyProgram},
+		{"find . -name x -delete", shX, "", "", nil, true, anyProgram},
+		{"find . | xargs rm", shX, "", "", nil, true, anyProgram},
+		{"cat a.go && rm a.go", shX, "", "", []string{"a.go"}, false, anyProgram},
+		{"ls; touch new.txt", shX, "", "", []string{"new.txt"}, false, anyProgram},
+		{"cat a.go | tee copy.go", shX, "", "", []string{"copy.go"}, false, anyProgram},
+		{"FOO=1 go test ./pkg", shS, "", "", nil, false, anyProgram},
+		{"timeout 60 pytest", shS, "", "", nil, false, anyProgram},
+		{"frobnicate --all", shX, "", "", nil, true, anyProgram},
+	})
+}
+
+// runShellCases classifies each case's command and compares.
+func runShellCases(t *testing.T, cases []shellCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.cmd, func(t *testing.T) {
-			checkShell(t, classifyShell(tc.cmd), tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
+			got := classifyShell(tc.cmd)
+			checkShell(t, got, tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
+			if tc.program != anyProgram && got.program != tc.program {
+				t.Errorf("program %q, want %q", got.program, tc.program)
+			}
 		})
 	}
 }
@@ -109,71 +129,48 @@ func checkShell(t *testing.T, got shellInfo, class events.Determinism, readPath,
 // lexer did not: scoping of cd, substitutions, descriptor redirections,
 // keywords, here-strings.
 func TestClassifyShellParser(t *testing.T) {
-	const (
-		P = events.DeterminismPure
-		V = events.DeterminismVersioned
-		S = events.DeterminismState
-		X = events.DeterminismSideEffect
-	)
-	cases := []struct {
-		cmd      string
-		class    events.Determinism
-		readPath string
-		rng      string
-		writes   []string
-		unscoped bool
-		program  string
-	}{
-		{"(cd sub && make); cat a.go", S, "", "", nil, false, "make"},
-		{"(cd sub && touch x) && touch y", X, "", "", []string{"sub/x", "y"}, false, "touch"},
-		{"cd /repo && (cat a.go)", V, "/repo/a.go", "1-EOF", nil, false, "cat"},
-		{"cd /repo; cd src && sed -n '1,5p' m.go", V, "/repo/src/m.go", "1-5", nil, false, "sed"},
-		{"cd $DIR && cat a.go", V, "", "", nil, false, "cat"},
-		{"cd $DIR && touch a.go", X, "", "", nil, true, "touch"},
-		{"if true; then cd x; fi; touch a", X, "", "", nil, true, "true"},
-		{"cat a.go | (cd /tmp && cat > b.go)", X, "", "", []string{"/tmp/b.go"}, false, "cat"},
-		{"cat 'my file.go'", V, "my file.go", "1-EOF", nil, false, "cat"},
-		{`cat "src/a b.go"`, V, "src/a b.go", "1-EOF", nil, false, "cat"},
-		{`cat src/a\ b.go`, V, "src/a b.go", "1-EOF", nil, false, "cat"},
-		{"cat \"$F\"", V, "", "", nil, false, "cat"},
-		{"echo hi >& out.txt", X, "", "", []string{"out.txt"}, false, "echo"},
-		{"echo hi >&2", P, "", "", nil, false, "echo"},
-		{"go test ./... &> /dev/null", S, "", "", nil, false, "go"},
-		{"go test ./... &> log.txt", X, "", "", []string{"log.txt"}, false, "go"},
-		{"ls 2> err.txt", X, "", "", []string{"err.txt"}, false, "ls"},
-		{"{ ls; pwd; } > out", X, "", "", []string{"out"}, false, "ls"},
-		{"grep -c x <<< \"$VAR\"", S, "", "", nil, false, "grep"},
-		{"python - <<'EOF'\nprint(1)\nEOF", X, "", "", nil, true, "python"},
-		{"cat <<'EOF'\n$(rm -rf /)\nEOF", P, "", "", nil, false, "cat"},
-		{"cat <<EOF\n$(rm -rf x)\nEOF", X, "", "", []string{"x"}, false, "cat"},
-		{"git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", X, "", "", nil, false, "git"},
-		{"echo `rm -f a`", X, "", "", []string{"a"}, false, "echo"},
-		{"diff <(git show HEAD:a.go) a.go", S, "", "", nil, false, "diff"},
-		{"$(which python) fix.py", X, "", "", nil, true, "$(...)"},
-		{"[[ -f go.mod ]] && go test ./...", S, "", "", nil, false, "test"},
-		{"export GOFLAGS=-mod=mod && go vet ./...", S, "", "", nil, false, "export"},
-		{"X=$(date) && echo $X", S, "", "", nil, false, "echo"},
-		{"for f in *.go; do gofmt -l $f; done", V, "", "", nil, false, "gofmt"},
-		{"while read l; do rm \"$l\"; done < list.txt", X, "", "", nil, true, "read"},
-		{"f() { rm -rf build; }; f", X, "", "", []string{"build"}, true, "rm"},
-		{"sudo -E go test ./...", X, "", "", nil, true, "-E"},
-		{"ls # > not-a-write", S, "", "", nil, false, "ls"},
-		{"cat a.go\n\n", V, "a.go", "1-EOF", nil, false, "cat"},
-		{"cd /repo", P, "", "", nil, false, "cd"},
-		{"", P, "", "", nil, false, "cd"},
-		{"cat a.go |", X, "", "", nil, true, ""},
-		{"cat <<EOF\nunterminated", X, "", "", nil, true, ""},
-		{"echo $((1+2))", P, "", "", nil, false, "echo"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.cmd, func(t *testing.T) {
-			got := classifyShell(tc.cmd)
-			checkShell(t, got, tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
-			if got.program != tc.program {
-				t.Errorf("program %q, want %q", got.program, tc.program)
-			}
-		})
-	}
+	runShellCases(t, []shellCase{
+		{"(cd sub && make); cat a.go", shS, "", "", nil, false, "make"},
+		{"(cd sub && touch x) && touch y", shX, "", "", []string{"sub/x", "y"}, false, "touch"},
+		{"cd /repo && (cat a.go)", shV, "/repo/a.go", "1-EOF", nil, false, "cat"},
+		{"cd /repo; cd src && sed -n '1,5p' m.go", shV, "/repo/src/m.go", "1-5", nil, false, "sed"},
+		{"cd $DIR && cat a.go", shV, "", "", nil, false, "cat"},
+		{"cd $DIR && touch a.go", shX, "", "", nil, true, "touch"},
+		{"if true; then cd x; fi; touch a", shX, "", "", nil, true, "true"},
+		{"cat a.go | (cd /tmp && cat > b.go)", shX, "", "", []string{"/tmp/b.go"}, false, "cat"},
+		{"cat 'my file.go'", shV, "my file.go", "1-EOF", nil, false, "cat"},
+		{`cat "src/a b.go"`, shV, "src/a b.go", "1-EOF", nil, false, "cat"},
+		{`cat src/a\ b.go`, shV, "src/a b.go", "1-EOF", nil, false, "cat"},
+		{"cat \"$F\"", shV, "", "", nil, false, "cat"},
+		{"echo hi >& out.txt", shX, "", "", []string{"out.txt"}, false, "echo"},
+		{"echo hi >&2", shP, "", "", nil, false, "echo"},
+		{"go test ./... &> /dev/null", shS, "", "", nil, false, "go"},
+		{"go test ./... &> log.txt", shX, "", "", []string{"log.txt"}, false, "go"},
+		{"ls 2> err.txt", shX, "", "", []string{"err.txt"}, false, "ls"},
+		{"{ ls; pwd; } > out", shX, "", "", []string{"out"}, false, "ls"},
+		{"grep -c x <<< \"$VAR\"", shS, "", "", nil, false, "grep"},
+		{"python - <<'EOF'\nprint(1)\nEOF", shX, "", "", nil, true, "python"},
+		{"cat <<'EOF'\n$(rm -rf /)\nEOF", shP, "", "", nil, false, "cat"},
+		{"cat <<EOF\n$(rm -rf x)\nEOF", shX, "", "", []string{"x"}, false, "cat"},
+		{"git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", shX, "", "", nil, false, "git"},
+		{"echo `rm -f a`", shX, "", "", []string{"a"}, false, "echo"},
+		{"diff <(git show HEAD:a.go) a.go", shS, "", "", nil, false, "diff"},
+		{"$(which python) fix.py", shX, "", "", nil, true, "$(...)"},
+		{"[[ -f go.mod ]] && go test ./...", shS, "", "", nil, false, "test"},
+		{"export GOFLAGS=-mod=mod && go vet ./...", shS, "", "", nil, false, "export"},
+		{"X=$(date) && echo $X", shS, "", "", nil, false, "echo"},
+		{"for f in *.go; do gofmt -l $f; done", shV, "", "", nil, false, "gofmt"},
+		{"while read l; do rm \"$l\"; done < list.txt", shX, "", "", nil, true, "read"},
+		{"f() { rm -rf build; }; f", shX, "", "", []string{"build"}, true, "rm"},
+		{"sudo -E go test ./...", shX, "", "", nil, true, "-E"},
+		{"ls # > not-a-write", shS, "", "", nil, false, "ls"},
+		{"cat a.go\n\n", shV, "a.go", "1-EOF", nil, false, "cat"},
+		{"cd /repo", shP, "", "", nil, false, "cd"},
+		{"", shP, "", "", nil, false, "cd"},
+		{"cat a.go |", shX, "", "", nil, true, ""},
+		{"cat <<EOF\nunterminated", shX, "", "", nil, true, ""},
+		{"echo $((1+2))", shP, "", "", nil, false, "echo"},
+	})
 }
 
 // traceCommand is one shell command taken verbatim from a shared trace,
