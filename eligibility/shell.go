@@ -164,6 +164,11 @@ func (w *shWalker) stmt(s *syntax.Stmt, dir *string) {
 	if s == nil {
 		return
 	}
+	if s.Background || s.Coprocess {
+		// "cmd &" runs in a subshell: a cd in it does not leak.
+		d := *dir
+		dir = &d
+	}
 	var writes []string
 	for _, r := range s.Redirs {
 		w.subst(r.Word, *dir)
@@ -205,16 +210,20 @@ func (w *shWalker) stmt(s *syntax.Stmt, dir *string) {
 			w.stmt(c.X, &dx)
 			w.stmt(c.Y, &dy)
 		} else {
-			w.stmt(c.X, dir)
-			// The right side of && or || may not run.
-			d := *dir
-			w.stmt(c.Y, &d)
-			if d != *dir {
-				if c.Op == syntax.AndStmt {
-					*dir = d // "cd x && ...": later commands run in x or not at all
-				} else {
-					*dir = unknownDir
-				}
+			// An && / || list: each part sees the directory the parts
+			// before it left ("a && cd x && cat b" reads x/b). The first
+			// part always runs; a later one may not, so a directory it
+			// changes is unknown after the list ("a && cd x; cat b").
+			parts := andOrParts(s)
+			cur := *dir
+			w.stmt(parts[0], &cur)
+			first := cur
+			for _, p := range parts[1:] {
+				w.stmt(p, &cur)
+			}
+			*dir = first
+			if cur != first {
+				*dir = unknownDir
 			}
 		}
 		emitWrites()
@@ -263,6 +272,24 @@ func (w *shWalker) stmt(s *syntax.Stmt, dir *string) {
 		// not modelled.
 		w.add(shCmd{words: []string{"$unknown"}, writes: writes, dir: *dir})
 	}
+}
+
+// andOrParts returns the statements of the && / || list s, in order. The
+// parser nests lists to the left: ((a && b) || c).
+func andOrParts(s *syntax.Stmt) []*syntax.Stmt {
+	b, ok := s.Cmd.(*syntax.BinaryCmd)
+	if !ok || b.Op != syntax.AndStmt && b.Op != syntax.OrStmt {
+		return []*syntax.Stmt{s}
+	}
+	x := b.X
+	var parts []*syntax.Stmt
+	if xb, ok := x.Cmd.(*syntax.BinaryCmd); ok && (xb.Op == syntax.AndStmt || xb.Op == syntax.OrStmt) &&
+		len(x.Redirs) == 0 && !x.Negated && !x.Background {
+		parts = andOrParts(x)
+	} else {
+		parts = []*syntax.Stmt{x}
+	}
+	return append(parts, b.Y)
 }
 
 // chdir follows cd, pushd and popd.

@@ -170,6 +170,11 @@ func TestClassifyShellParser(t *testing.T) {
 		{"cat a.go |", shX, "", "", nil, true, ""},
 		{"cat <<EOF\nunterminated", shX, "", "", nil, true, ""},
 		{"echo $((1+2))", shP, "", "", nil, false, "echo"},
+		{"cd /r && cd sub && cat a.go", shV, "/r/sub/a.go", "1-EOF", nil, false, "cat"},
+		{"make && cd /r; cat a.go", shS, "", "", nil, false, "make"},
+		{"make && cd /r; touch a.go", shX, "", "", nil, true, "make"},
+		{"cd /r || exit 1; touch a.go", shX, "", "", []string{"/r/a.go"}, false, "exit"},
+		{"cd /r & touch a.go", shX, "", "", []string{"a.go"}, false, "touch"},
 	})
 }
 
