@@ -10,6 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // By is the Mark.By of every automatic decision.
@@ -285,6 +286,9 @@ type Core struct {
 	canonHashes map[string]string
 	// shells caches classifyShell per command line, bounded like canon.
 	shells map[string]shellInfo
+	// shParser is reused by classifyShell for lines not in shells (a
+	// parser allocates its buffers once).
+	shParser *syntax.Parser
 	// pathMatch caches matchAny per path (matchProtectedPaths).
 	pathMatch map[string]pathMatch
 	// slab is where items are allocated from, 32 at a time.
@@ -671,7 +675,10 @@ func (c *Core) canonical(input []byte, tool string, spec toolSpec) (string, any,
 func (c *Core) classifyShell(line string) shellInfo {
 	sh, ok := c.shells[line]
 	if !ok {
-		sh = classifyShell(line)
+		if c.shParser == nil {
+			c.shParser = newShellParser()
+		}
+		sh = classifyShellWith(c.shParser, line)
 		if c.shells == nil || len(c.shells) >= maxCanonCache {
 			c.shells = map[string]shellInfo{}
 		}

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -42,6 +43,21 @@ func (s *svgDoc) rect(x, y, w, h float64, colour string) {
 
 func (s *svgDoc) circle(x, y, r float64, colour string) {
 	fmt.Fprintf(&s.b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\" fill-opacity=\"0.85\"/>\n", x, y, r, colour)
+}
+
+// ring draws an unfilled circle: the mark of the shipped default.
+func (s *svgDoc) ring(x, y, r float64, colour string) {
+	fmt.Fprintf(&s.b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"/>\n", x, y, r, colour)
+}
+
+// outline draws an unfilled rectangle.
+func (s *svgDoc) outline(x, y, w, h float64, colour string, width float64) {
+	fmt.Fprintf(&s.b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"/>\n", x, y, w, h, colour, width)
+}
+
+// fadedRect draws a rectangle at reduced opacity.
+func (s *svgDoc) fadedRect(x, y, w, h float64, colour string, opacity float64) {
+	fmt.Fprintf(&s.b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\"/>\n", x, y, w, h, colour, opacity)
 }
 
 func (s *svgDoc) write(w io.Writer) error {
@@ -92,44 +108,189 @@ func trimFloat(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// defaultRow is the row of the shipped default policy, highlighted in
+// every chart.
+const defaultRow = CondD
+
+// Highlight colours of the shipped default.
+const (
+	defaultFill   = "#fff3b0"
+	defaultStroke = "#b8860b"
+)
+
+// rowLabel is a row's name as charts print it: the shipped default says
+// so.
+func rowLabel(name string) string {
+	if name == defaultRow {
+		return name + " (shipped default)"
+	}
+	return name
+}
+
+// box is a rectangle occupied on a chart, for label placement.
+type box struct{ x0, y0, x1, y1 float64 }
+
+func (b box) overlaps(o box) bool {
+	return b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1
+}
+
+func (b box) inside(o box) bool {
+	return b.x0 >= o.x0 && b.x1 <= o.x1 && b.y0 >= o.y0 && b.y1 <= o.y1
+}
+
+// textWidth estimates the width of t in the chart's sans-serif font.
+func textWidth(t string, size int, bold bool) float64 {
+	f := 0.58
+	if bold {
+		f = 0.64
+	}
+	return float64(len(t)) * float64(size) * f
+}
+
+// labelPoint is a point to label on a scatter plot.
+type labelPoint struct {
+	x, y float64
+	text string
+}
+
+// placeLabels puts each point's label next to it without overlapping the
+// other labels and points, trying positions at growing distance (right,
+// then left) and drawing a leader line when the label sits away from its
+// point. Points are placed in order, so the result is deterministic.
+func (s *svgDoc) placeLabels(pts []labelPoint, area box) {
+	var taken []box
+	for _, p := range pts {
+		taken = append(taken, box{p.x - 7, p.y - 7, p.x + 7, p.y + 7})
+	}
+	for _, p := range pts {
+		w := textWidth(p.text, 12, true)
+		placed := false
+		for k := 0; k < 16 && !placed; k++ {
+			// dy: -9, +17, -25, +33, ... alternately above and below.
+			dy := -9 - 16*float64(k/2)
+			if k%2 == 1 {
+				dy = 17 + 16*float64(k/2)
+			}
+			for _, left := range []bool{false, true} {
+				tx := p.x + 8
+				if left {
+					tx = p.x - 8 - w
+				}
+				b := box{tx, p.y + dy - 11, tx + w, p.y + dy + 3}
+				if !b.inside(area) || slices.ContainsFunc(taken, b.overlaps) {
+					continue
+				}
+				if k >= 2 {
+					ly := p.y + dy - 4
+					lx := tx
+					if left {
+						lx = tx + w
+					}
+					s.line(p.x, p.y, lx, ly, "#999", false)
+				}
+				s.text(tx, p.y+dy, "start", 12, "bold", p.text)
+				taken = append(taken, b)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			s.text(p.x+8, p.y-9, "start", 12, "bold", p.text)
+		}
+	}
+}
+
+// rowLegend writes one line per row from y down: the row's marker, its
+// name and what it is (its description). The shipped default's line is
+// highlighted. It returns the y below the last line.
+func (s *svgDoc) rowLegend(x, y, width float64, title string, rows []ConditionResult, marker func(c ConditionResult, x, y float64)) float64 {
+	s.text(x, y, "start", 12, "bold", title)
+	y += 18
+	for _, c := range rows {
+		if c.Name == defaultRow {
+			s.rect(x-4, y-12, width, 16, defaultFill)
+		}
+		marker(c, x+5, y-4)
+		s.text(x+16, y, "start", 11, "bold", c.Name)
+		desc := c.Description
+		if c.Kind == "peer" {
+			desc = "peer, re-implemented from its documentation: " + desc
+		}
+		s.text(x+118, y, "start", 11, "normal", desc)
+		y += 16
+	}
+	return y
+}
+
 // WriteSavedVsFalseSVG plots, per row, the net tokens removed (percent of
-// raw) against the false prunes.
+// raw) against the false prunes, with a legend line per row saying what
+// it is; the shipped default is ringed and highlighted.
 func WriteSavedVsFalseSVG(w io.Writer, r *Results) error {
-	s := newSVG(760, 520, "Tokens saved against false prunes (each row under its own timing)")
+	const width = 1000
+	height := 560 + 18 + 16*len(r.Conditions) + 30
+	s := newSVG(width, height, "Tokens saved against false prunes (each row under its own timing)")
 	xmax, ymax := 1.0, 1.0
 	for _, c := range r.Conditions {
 		xmax = math.Max(xmax, c.Reduction.NetPercentOfRaw)
 		ymax = math.Max(ymax, float64(c.Preservation.FalsePrunes))
 	}
 	xmax, ymax = niceMax(xmax*1.05), niceMax(ymax*1.1)
-	fx, fy := s.axes(90, 50, 560, 380, xmax, ymax, "net tokens removed from the final bundle (% of raw tokens)", "false prunes (needed or trap items removed)", true)
-	for i, c := range r.Conditions {
+	const x0, y0, pw, ph = 90.0, 50.0, 700.0, 420.0
+	fx, fy := s.axes(x0, y0, pw, ph, xmax, ymax, "net tokens removed from the final bundle (% of raw tokens)", "false prunes (needed or trap items removed)", true)
+	s.text(x0+pw-4, y0+14, "end", 11, "normal", "better: right (more removed) and low (nothing needed removed)")
+	var pts []labelPoint
+	for _, c := range r.Conditions {
 		x, y := fx(c.Reduction.NetPercentOfRaw), fy(float64(c.Preservation.FalsePrunes))
-		s.circle(x, y, 6, kindColour[c.Kind])
-		dy := -9.0
-		if i%2 == 1 {
-			dy = 17
+		if c.Name == defaultRow {
+			s.ring(x, y, 11, defaultStroke)
 		}
-		s.text(x+8, y+dy, "start", 12, "bold", c.Name)
+		s.circle(x, y, 6, kindColour[c.Kind])
+		pts = append(pts, labelPoint{x, y, rowLabel(c.Name)})
 	}
-	lx := 670.0
+	s.placeLabels(pts, box{x0 + 2, y0, x0 + pw, y0 + ph - 2})
+	lx := x0 + pw + 30
+	s.text(lx, y0+10, "start", 12, "bold", "Kinds")
 	for k, kind := range []string{"condition", "opt-in", "opt-out", "peer"} {
-		y := 70 + float64(k)*20
-		s.circle(lx, y-4, 5, kindColour[kind])
-		s.text(lx+10, y, "start", 11, "normal", kind)
+		y := y0 + 30 + float64(k)*20
+		s.circle(lx+5, y-4, 5, kindColour[kind])
+		s.text(lx+16, y, "start", 11, "normal", kind)
 	}
-	s.text(380, 505, "middle", 11, "normal", fmt.Sprintf("seed %d, %d sessions, %d probes; behaviour = evidence presence, not model success", r.Seed, r.Fixture.Sessions, r.Fixture.Probes))
+	s.ring(lx+5, y0+30+4*20-4, 9, defaultStroke)
+	s.text(lx+20, y0+30+4*20, "start", 11, "normal", "shipped default")
+	y := s.rowLegend(40, y0+ph+70, width-80, "Rows (marker: kind)", r.Conditions, func(c ConditionResult, x, y float64) {
+		s.circle(x, y, 5, kindColour[c.Kind])
+	})
+	s.text(width/2, y+14, "middle", 11, "normal", fmt.Sprintf("seed %d, %d sessions, %d probes; behaviour = evidence presence, not model success", r.Seed, r.Fixture.Sessions, r.Fixture.Probes))
 	return s.write(w)
 }
 
 // WriteCostSVG draws, per provider, the prompt cost of every row under each
-// strategy it ran, with A's cost as a dashed reference line.
+// strategy it ran, with A's cost as a dashed reference line; the bar of the
+// row's own timing is solid and outlined, the other strategy faded. Under
+// the costs, in the same columns, the evidence each row kept (probe pass
+// rate and critical items intact), so a cheap row that lost the evidence
+// (masking) does not read as a win. The shipped default's column is
+// highlighted and each row has a legend line.
 func WriteCostSVG(w io.Writer, r *Results) error {
 	n := len(r.Conditions)
-	width := 120 + n*90
-	s := newSVG(width, 760, "Prompt cost per row and strategy (USD, production cache model)")
+	const colW, x0 = 90.0, 80.0
+	width := int(x0) + 40 + n*int(colW)
+	const panelH, evidH = 220.0, 150.0
+	evidTop := 60 + float64(len(providers))*(panelH+90) + 20
+	legendTop := evidTop + evidH + 128
+	height := int(legendTop) + 18 + 16*n + 20
+	s := newSVG(width, height, "Prompt cost per row and strategy (USD, production cache model), with the evidence each row kept")
+	pw := float64(n) * colW
+	colX := func(i int) float64 { return x0 + float64(i)*colW }
+	highlight := func(top, h float64) {
+		for i, c := range r.Conditions {
+			if c.Name == defaultRow {
+				s.rect(colX(i)+2, top, colW-4, h, defaultFill)
+			}
+		}
+	}
 	for pi, prov := range providers {
-		top := 60 + float64(pi)*340
+		top := 60 + float64(pi)*(panelH+90)
 		ymax, base := 0.0, 0.0
 		for _, c := range r.Conditions {
 			for _, e := range c.Economics.Runs {
@@ -142,12 +303,12 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 			}
 		}
 		ymax = niceMax(ymax * 1.1)
-		pw := float64(n * 90)
-		_, fy := s.axes(80, top, pw, 240, 1, ymax, "", prov+" cost (USD)", false)
-		s.text(80+pw/2, top-8, "middle", 13, "bold", prov)
+		highlight(top, panelH)
+		_, fy := s.axes(x0, top, pw, panelH, 1, ymax, "", prov+" cost (USD)", false)
+		s.text(x0+pw/2, top-8, "middle", 13, "bold", prov)
 		for i, c := range r.Conditions {
-			gx := 80 + float64(i)*90 + 12
-			runs := []EconRun{}
+			gx := colX(i) + 12
+			var runs []EconRun
 			for _, e := range c.Economics.Runs {
 				if e.Provider == prov {
 					runs = append(runs, e)
@@ -156,18 +317,67 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 			bw := 66.0 / float64(max(1, len(runs)))
 			for k, e := range runs {
 				x := gx + float64(k)*bw
-				s.rect(x, fy(e.Cost), bw-2, fy(0)-fy(e.Cost), strategyColour[e.Strategy])
+				h := fy(0) - fy(e.Cost)
+				if e.Strategy == c.Timing {
+					s.rect(x, fy(e.Cost), bw-2, h, strategyColour[e.Strategy])
+					s.outline(x, fy(e.Cost), bw-2, h, "#000", 1.5)
+				} else {
+					s.fadedRect(x, fy(e.Cost), bw-2, h, strategyColour[e.Strategy], 0.35)
+				}
 			}
-			s.text(gx+33, top+258, "middle", 11, "bold", c.Name)
+			s.text(gx+33, top+panelH+18, "middle", 11, "bold", c.Name)
+			if c.Name == defaultRow {
+				s.text(gx+33, top+panelH+32, "middle", 10, "bold", "shipped default")
+			}
 		}
-		s.line(80, fy(base), 80+pw, fy(base), "#000", true)
-		s.text(80+pw+4, fy(base)+4, "start", 10, "normal", "A")
+		s.line(x0, fy(base), x0+pw, fy(base), "#000", true)
+		s.text(x0+pw+4, fy(base)+4, "start", 10, "normal", "A")
 	}
-	lx := 90.0
+
+	// Evidence kept, in the same columns.
+	top := evidTop
+	highlight(top, evidH)
+	_, fy := s.axes(x0, top, pw, evidH, 1, 100, "", "evidence kept (%)", false)
+	s.text(x0+pw/2, top-16, "middle", 13, "bold", "evidence kept under the row's own timing: probes passed and critical items intact")
+	for i, c := range r.Conditions {
+		gx := colX(i) + 12
+		probes := 100 * c.Behaviour.ProbePassRate
+		critical := 100.0
+		if c.Preservation.CriticalItems > 0 {
+			critical = 100 * float64(c.Preservation.CriticalIntact) / float64(c.Preservation.CriticalItems)
+		}
+		for k, v := range []float64{probes, critical} {
+			x := gx + float64(k)*33
+			colour := evidenceColour[k]
+			s.rect(x, fy(v), 31, fy(0)-fy(v), colour)
+			s.text(x+15.5, fy(v)-3, "middle", 9, "normal", fmt.Sprintf("%.0f", v))
+		}
+		s.text(gx+33, top+evidH+18, "middle", 11, "bold", c.Name)
+	}
+
+	// Legends: strategies, evidence, rows.
+	ly := top + evidH + 50
+	lx := x0
 	for k, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
-		x := lx + float64(k)*130
-		s.rect(x, 730, 12, 12, strategyColour[st])
-		s.text(x+18, 741, "start", 11, "normal", st)
+		x := lx + float64(k)*120
+		s.rect(x, ly-10, 12, 12, strategyColour[st])
+		s.text(x+18, ly, "start", 11, "normal", st)
 	}
+	s.outline(lx+360, ly-10, 12, 12, "#000", 1.5)
+	s.text(lx+378, ly, "start", 11, "normal", "solid, outlined: the row's own timing; faded: the other strategy, for comparison")
+	ly += 20
+	for k, name := range []string{"probes passed (evidence a probe needs is still in context)", "critical items (needed and trap) never pruned"} {
+		x := lx + float64(k)*420
+		s.rect(x, ly-10, 12, 12, evidenceColour[k])
+		s.text(x+18, ly, "start", 11, "normal", name)
+	}
+	ly += 22
+	s.text(lx, ly, "start", 11, "bold", "Read cost with evidence: a cheap row is a win only if its evidence bars stay near 100; a row that drops what the agent needs trades cost for failures.")
+	s.rowLegend(40, legendTop, float64(width)-80, "Rows (marker: the row's own timing)", r.Conditions, func(c ConditionResult, x, y float64) {
+		s.rect(x-5, y-5, 10, 10, strategyColour[c.Timing])
+	})
 	return s.write(w)
 }
+
+// evidenceColour: probes passed, critical items intact.
+var evidenceColour = []string{"#2ca02c", "#98df8a"}

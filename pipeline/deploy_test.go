@@ -89,6 +89,11 @@ func checkRefs(t *testing.T, where string, exprs []string, names, records map[st
 	for _, e := range exprs {
 		for _, ref := range metricRef.FindAllString(e, -1) {
 			n++
+			if strings.HasPrefix(ref, "prunesched_proxy_") || strings.HasPrefix(ref, "prunesched:proxy_") && records[ref] {
+				// The proxy's metrics (proxy/metrics.go; proxy imports
+				// pipeline) are checked by deploy/deploy_test.go.
+				continue
+			}
 			if strings.Contains(ref, ":") {
 				if !records[ref] {
 					t.Errorf("%s: %q is not a recording rule in rules.yml (in %s)", where, ref, e)
