@@ -85,6 +85,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.caughtUp(s.pending))
 	mux.HandleFunc("GET /v1/sessions/{session}/economics", s.caughtUp(s.economics))
+	// The context inspector: HTML views over the same data, behind the
+	// same handler chain.
+	ui := s.inspectorHandler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("/ui/", ui)
 	return mux
 }
 
