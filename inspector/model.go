@@ -62,12 +62,12 @@ func classOf(it projections.Item, d *projections.Decision) string {
 	return ClassKept
 }
 
-// Strategies the inspector prices sessions under: the sessions list and
-// the fleet use the first three, the session page adds hindsight.
-var (
-	listStrategies    = []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled}
-	sessionStrategies = []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight}
-)
+// listStrategies are the strategies every view prices sessions under; the
+// session page adds hindsight (see HindsightMaxItems).
+var listStrategies = []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled}
+
+// sessionStrategies is the order of the session page's economics.
+var sessionStrategies = []string{scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight}
 
 // summary is one session's row on the sessions page and its share of the
 // fleet page.

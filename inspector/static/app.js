@@ -116,6 +116,10 @@
     var apps = document.getElementById("apps");
     apps.innerHTML = "";
     var cursor = document.getElementById("cursor");
+    if (cursor && +cursor.dataset.n > 1) {
+      var x = +cursor.dataset.left + (+cursor.dataset.width) * Math.min(k, steps.length - 1) / (+cursor.dataset.n - 1);
+      cursor.setAttribute("x1", x); cursor.setAttribute("x2", x);
+    }
     if (now) {
       label.textContent = "now (after request " + steps.length + ")";
       cached.setAttribute("width", 0);
@@ -140,10 +144,6 @@
     });
     label.textContent = "request " + (k + 1) + " of " + steps.length + " · " + s.t;
     info.textContent = "Bundle " + s.b + " tokens, cached prefix " + s.c + ". " + (parts.length ? "Applied here — " + parts.join("; ") : "No application at this request.");
-    if (cursor && +cursor.dataset.n > 1) {
-      var x = +cursor.dataset.left + (+cursor.dataset.width) * k / (+cursor.dataset.n - 1);
-      cursor.setAttribute("x1", x); cursor.setAttribute("x2", x);
-    }
   }
   if (slider) slider.addEventListener("input", function () { applyStep(+slider.value); });
 
