@@ -260,6 +260,9 @@ func TestInspectorInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("session page: %v", err)
 	}
+	if fcp, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(e => e ? e.startTime : -1)(performance.getEntriesByName("first-contentful-paint")[0])`)); err == nil {
+		t.Logf("session page, %d items: first contentful paint %.0f ms after navigation start", len(blocks), fcp)
+	}
 	if len(blocks) != stats.Items {
 		t.Fatalf("strip has %d blocks, the session %d items", len(blocks), stats.Items)
 	}
