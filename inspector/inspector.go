@@ -29,6 +29,9 @@ import (
 // ErrNotFound is what a Source wraps for an unknown session.
 var ErrNotFound = errors.New("not found")
 
+// errBadRequest marks a malformed page request (answered with 400).
+var errBadRequest = errors.New("bad request")
+
 // View is one session as the projection holds it now.
 type View struct {
 	Items     []projections.Item
@@ -56,7 +59,8 @@ type Source interface {
 // answer with. It must be the rule the JSON API applies.
 type TenantFunc func(r *http.Request) (tenant string, status int, err error)
 
-// Config wires the inspector.
+// Config wires the inspector. Source and Tenant are required (without a
+// Tenant every page answers 500); Logger defaults to discarding.
 type Config struct {
 	Source Source
 	Tenant TenantFunc
@@ -82,6 +86,11 @@ type Handler struct {
 func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tenant == nil {
+		cfg.Tenant = func(*http.Request) (string, int, error) {
+			return "", http.StatusInternalServerError, errors.New("inspector: no tenant rule configured")
+		}
 	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
@@ -122,8 +131,11 @@ func (h *Handler) page(fn func(w http.ResponseWriter, r request) error) http.Han
 		}
 		if err := fn(w, rq); err != nil {
 			code := http.StatusInternalServerError
-			if errors.Is(err, ErrNotFound) {
+			switch {
+			case errors.Is(err, ErrNotFound):
 				code = http.StatusNotFound
+			case errors.Is(err, errBadRequest):
+				code = http.StatusBadRequest
 			}
 			h.fail(w, code, err)
 		}

@@ -78,7 +78,7 @@ func (h *Handler) sessionsPage(w http.ResponseWriter, r request) error {
 func (h *Handler) sessionPage(w http.ResponseWriter, r request) error {
 	id := r.PathValue("session")
 	if !events.ValidToken(id) {
-		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return fmt.Errorf("session %q: use letters, digits, '_' or '-': %w", id, errBadRequest)
 	}
 	v, evs, sum, err := h.load(r.Context(), r.tenant, id, listStrategies)
 	if err != nil {
@@ -210,7 +210,7 @@ func (h *Handler) stripFragment(w http.ResponseWriter, r request) error {
 	from, err1 := strconv.Atoi(r.URL.Query().Get("from"))
 	to, err2 := strconv.Atoi(r.URL.Query().Get("to"))
 	if err1 != nil || err2 != nil || from < 0 || to < from {
-		return fmt.Errorf("strip: query from and to must be item indices, from <= to: %w", ErrNotFound)
+		return fmt.Errorf("strip: query from and to must be item indices, from <= to: %w", errBadRequest)
 	}
 	v, evs, sum, err := h.load(r.Context(), r.tenant, id, []string{scheduler.StrategyScheduled})
 	if err != nil {
