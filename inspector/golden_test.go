@@ -75,8 +75,8 @@ func TestTenantScope(t *testing.T) {
 	for path, want := range map[string]int{
 		"/ui/sessions/sample?tenant=acme":          http.StatusNotFound,
 		"/ui/sessions/sample/items/t1?tenant=acme": http.StatusNotFound,
-		"/?tenant=a.b":                             http.StatusBadRequest,
-		"/ui/sessions/sample/strip?from=x":         http.StatusBadRequest,
+		"/?tenant=a.b":                     http.StatusBadRequest,
+		"/ui/sessions/sample/strip?from=x": http.StatusBadRequest,
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {
