@@ -8,17 +8,25 @@ import (
 	"testing"
 )
 
-// TestGoldenPages imports the shipped sample session into a fresh
-// prunesched and compares the rendered sessions, session, item and fleet
-// pages with the golden files: the same log gives the same bytes (run with
-// -update to rewrite them after an intended change).
-func TestGoldenPages(t *testing.T) {
+// startSample starts prunesched with the shipped sample session appended
+// (default tenant) and returns the API's base URL.
+func startSample(t *testing.T) string {
+	t.Helper()
 	_, base := startService(t)
 	body, err := os.ReadFile("../examples/sample-session.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	httpDo(t, "POST", base+"/v1/events", "", body)
+	return base
+}
+
+// TestGoldenPages imports the shipped sample session into a fresh
+// prunesched and compares the rendered sessions, session, item and fleet
+// pages with the golden files: the same log gives the same bytes (run with
+// -update to rewrite them after an intended change).
+func TestGoldenPages(t *testing.T) {
+	base := startSample(t)
 	pages := []struct{ name, path string }{
 		{"sessions.html", "/"},
 		{"session.html", "/ui/sessions/sample"},
@@ -56,12 +64,7 @@ func TestGoldenPages(t *testing.T) {
 // sessions: another tenant's sessions page lists none and its session
 // page answers 404, and a malformed tenant is refused as the API refuses it.
 func TestTenantScope(t *testing.T) {
-	_, base := startService(t)
-	body, err := os.ReadFile("../examples/sample-session.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpDo(t, "POST", base+"/v1/events", "", body)
+	base := startSample(t)
 	if page := httpDo(t, "GET", base+"/", "", nil); !bytes.Contains(page, []byte(`data-session="sample"`)) {
 		t.Fatal("the default tenant's sessions page does not list its session")
 	}
