@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -124,7 +125,7 @@ func barChart(labels []string, ss []series, money bool) template.HTML {
 		if money {
 			return usd(v)
 		}
-		return fmt.Sprintf("%.0f", v)
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img">`, w, h, w, h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
@@ -100,19 +101,45 @@ func (s summary) AbstentionRate() float64 {
 	return float64(s.Abstained) / float64(s.Decided)
 }
 
-// sessionMeta reads agent, title, model and start time from the log.
+// sessionMeta reads agent, title, model and start time from the log. A
+// session without a title is named by the first line of its first user
+// message (quoted from the log, cut at maxTitle runes).
 func sessionMeta(evs []events.Event) (agent, title, model string, start time.Time) {
+	first := ""
 	for _, ev := range evs {
 		if start.IsZero() || ev.Time.Before(start) {
 			start = ev.Time
 		}
-		if p, ok := ev.Data.(*events.SessionStarted); ok {
+		switch p := ev.Data.(type) {
+		case *events.SessionStarted:
 			agent = cmpOr(p.Agent, agent, p.Format)
 			title = cmpOr(p.Title, title)
 			model = cmpOr(p.Model, model)
+		case *events.Message:
+			if first == "" && p.Role == events.RoleUser && !p.Meta {
+				first = firstLine(p.Text)
+			}
 		}
 	}
-	return agent, title, model, start
+	return agent, cmpOr(title, first), model, start
+}
+
+// maxTitle bounds a title taken from a user message.
+const maxTitle = 80
+
+// firstLine is the first non-blank line of s, cut at maxTitle runes.
+func firstLine(s string) string {
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if r := []rune(line); len(r) > maxTitle {
+			return string(r[:maxTitle-1]) + "…"
+		}
+		return line
+	}
+	return ""
 }
 
 func cmpOr(vals ...string) string {

@@ -28,6 +28,14 @@ var funcs = template.FuncMap{
 	},
 	"fixed": func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) },
 	"add":   func(a, b int) int { return a + b },
+	// short cuts a long session id to its first 13 characters for table
+	// cells (the link and its title keep the whole id).
+	"short": func(id string) string {
+		if len(id) > 16 {
+			return id[:13] + "…"
+		}
+		return id
+	},
 }
 
 // groupDigits writes n with thin separators every three digits.
