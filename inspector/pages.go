@@ -220,7 +220,9 @@ func (h *Handler) stripFragment(w http.ResponseWriter, r request) error {
 	if err1 != nil || err2 != nil || from < 0 || to < from {
 		return fmt.Errorf("strip: query from and to must be item indices, from <= to: %w", errBadRequest)
 	}
-	v, evs, sum, err := h.load(r.Context(), r.tenant, id, []string{scheduler.StrategyScheduled})
+	// The request ids and their order are the same in every ledger; the
+	// unpruned replay is the cheapest to get them from.
+	v, evs, sum, err := h.load(r.Context(), r.tenant, id, []string{scheduler.StrategyNone})
 	if err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ func (h *Handler) stripFragment(w http.ResponseWriter, r request) error {
 	if from > to {
 		return fmt.Errorf("strip: items %d-%d: %w", from, to, ErrNotFound)
 	}
-	t := timingOf(evs, requestIndex(sum.Ledgers[scheduler.StrategyScheduled]))
+	t := timingOf(evs, requestIndex(sum.Ledgers[scheduler.StrategyNone]))
 	st := buildStrip(v.Items[from:to+1], decisionIndex(v.Decisions), t)
 	return h.render(w, "strip.html", map[string]any{"Strip": st, "From": from, "To": to})
 }
