@@ -67,6 +67,11 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	// The context inspector: HTML views over the same data, behind the
+	// same handler chain.
+	ui := s.inspectorHandler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("/ui/", ui)
 	if s.cfg.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	}
@@ -85,11 +90,6 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.caughtUp(s.pending))
 	mux.HandleFunc("GET /v1/sessions/{session}/economics", s.caughtUp(s.economics))
-	// The context inspector: HTML views over the same data, behind the
-	// same handler chain.
-	ui := s.inspectorHandler()
-	mux.Handle("GET /{$}", ui)
-	mux.Handle("/ui/", ui)
 	return mux
 }
 
