@@ -86,6 +86,11 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	// The context inspector: HTML views over the same data, behind the
+	// same handler chain.
+	ui := s.inspectorHandler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("/ui/", ui)
 	if s.cfg.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	}

@@ -481,6 +481,12 @@ func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, sessi
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := scheduler.SimulateAll(s.cfg.Pipeline.Policy, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
+	out := s.ledgers(evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "ledgers": out})
+}
+
+// ledgers prices a session's events under strategies with the pipeline's
+// policy: the economics ledger the API and the inspector both show.
+func (s *Server) ledgers(evs []events.Event, strategies ...string) map[string]scheduler.Ledger {
+	return scheduler.SimulateAll(s.cfg.Pipeline.Policy, evs, strategies...)
 }
