@@ -145,46 +145,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		now = time.Now
 	}
 	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}, Files: len(cfg.Files), Failed: []FileError{}}
-	// Import everything first: with Strict, a bad file fails before
-	// anything starts; otherwise it is reported and the others go on.
-	type imported struct {
-		path string
-		s    importers.Session
+	all, failed, err := importFiles(ctx, cfg, now, progress)
+	if err != nil {
+		return nil, err
 	}
-	var all []imported
-	seen := map[string]int{}
-	eta := newETA(cfg.Files, now)
-	for i, path := range cfg.Files {
-		if err := ctx.Err(); err != nil { // interrupted: stop between files
-			return nil, err
-		}
-		sessions, err := importers.Import(path, cfg.Format)
-		eta.done(path)
-		if err != nil {
-			if cfg.Strict {
-				return nil, err
-			}
-			rep.Failed = append(rep.Failed, FileError{File: path, Error: err.Error()})
-			progress("[%d/%d] FAILED %v%s", i+1, len(cfg.Files), err, eta.String())
-			continue
-		}
-		for _, s := range sessions {
-			if len(s.Events) == 0 {
-				continue
-			}
-			name := s.Events[0].Session
-			if n := seen[name]; n > 0 {
-				// The same session in two inputs: keep both, apart.
-				renamed := fmt.Sprintf("%s-%d", truncate(name, 120), n+1)
-				for i := range s.Events {
-					s.Events[i].Session = renamed
-				}
-			}
-			seen[name]++
-			all = append(all, imported{path, s})
-		}
-		progress("[%d/%d] read %s: %d session(s)%s", i+1, len(cfg.Files), path, len(sessions), eta.String())
-	}
+	rep.Failed = append(rep.Failed, failed...)
 	dir := cfg.DataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "prunesched-analyze-")
@@ -240,6 +205,52 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Imported = append(rep.Imported, im.s)
 	}
 	return rep, nil
+}
+
+// imported is one session read from a file.
+type imported struct {
+	path string
+	s    importers.Session
+}
+
+// importFiles imports every file of cfg first: with Strict, a bad file
+// fails before anything starts; otherwise it is reported in failed and the
+// others go on. Sessions without events are dropped; the same session in
+// two inputs is kept twice, renamed apart.
+func importFiles(ctx context.Context, cfg Config, now func() time.Time, progress func(string, ...any)) (all []imported, failed []FileError, err error) {
+	seen := map[string]int{}
+	eta := newETA(cfg.Files, now)
+	for i, path := range cfg.Files {
+		if err := ctx.Err(); err != nil { // interrupted: stop between files
+			return nil, nil, err
+		}
+		sessions, err := importers.Import(path, cfg.Format)
+		eta.done(path)
+		if err != nil {
+			if cfg.Strict {
+				return nil, nil, err
+			}
+			failed = append(failed, FileError{File: path, Error: err.Error()})
+			progress("[%d/%d] FAILED %v%s", i+1, len(cfg.Files), err, eta.String())
+			continue
+		}
+		for _, s := range sessions {
+			if len(s.Events) == 0 {
+				continue
+			}
+			name := s.Events[0].Session
+			if n := seen[name]; n > 0 {
+				renamed := fmt.Sprintf("%s-%d", truncate(name, 120), n+1)
+				for i := range s.Events {
+					s.Events[i].Session = renamed
+				}
+			}
+			seen[name]++
+			all = append(all, imported{path, s})
+		}
+		progress("[%d/%d] read %s: %d session(s)%s", i+1, len(cfg.Files), path, len(sessions), eta.String())
+	}
+	return all, failed, nil
 }
 
 // waitIdle waits for the pipeline, reporting progress every few seconds and

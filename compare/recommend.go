@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 
-	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
@@ -72,10 +71,7 @@ func Recommend(ctx context.Context, sessions []Input, blobs BlobGetter, tc proje
 		if err != nil {
 			return nil, fmt.Errorf("candidate %q: %w", c.Name, err)
 		}
-		rows = append(rows, lab.Row{Name: c.Name, Kind: "candidate", Timing: scheduler.StrategyScheduled, Policy: p,
-			Marks: func(facts []events.Event, content func(string) ([]byte, error)) []events.Event {
-				return lab.EligibilityMarks(p, facts, content)
-			}})
+		rows = append(rows, lab.PolicyRow(c.Name, "candidate", "", scheduler.StrategyScheduled, p))
 	}
 	rep, err := Run(ctx, rows, sessions, blobs, tc, progress)
 	if err != nil {
@@ -128,6 +124,11 @@ func WritePolicy(w io.Writer, r *Recommendation) error {
 	fmt.Fprintf(w, "# the cheapest setting with %s (later_used is a proxy for a false prune, not ground truth)\n", r.Bounds)
 	fmt.Fprintf(w, "# scheduled: %d tokens sent (%s), %.4f USD (%s); later_used %d\n",
 		b.TokensSent, pct(b.TokensSent, r.None.TokensSent), b.CostUSD, pctF(b.CostUSD, r.None.CostUSD), b.LaterUsed)
+	fmt.Fprintf(w, "# candidates tried (scheduled timing; none: %d tokens sent, %.4f USD):\n", r.None.TokensSent, r.None.CostUSD)
+	for _, c := range r.Tried {
+		fmt.Fprintf(w, "#   %-32s %12d tokens (%s)  %10.4f USD (%s)  later_used %d\n",
+			c.Name, c.TokensSent, pct(c.TokensSent, r.None.TokensSent), c.CostUSD, pctF(c.CostUSD, r.None.CostUSD), c.LaterUsed)
+	}
 	if b.YAML == "" {
 		_, err := fmt.Fprintf(w, "# the shipped default: no setting to change\nname: default\n")
 		return err

@@ -13,7 +13,7 @@ import (
 // WriteText writes the comparison as tables a person reads: the totals,
 // then each session.
 func WriteText(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "Policies on %d session(s): what each row would have done (later-used: %s)\n\n", len(r.Sessions), r.Note)
+	fmt.Fprintf(w, "Policies on %d session(s): what each row would have done.\nNote: %s.\n\n", len(r.Sessions), r.Note)
 	if err := writeTable(w, r.None, r.Comparison); err != nil {
 		return err
 	}

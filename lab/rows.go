@@ -26,6 +26,16 @@ type Row struct {
 	Marks func(facts []events.Event, content func(hash string) ([]byte, error)) []events.Event
 }
 
+// PolicyRow is a row whose marks are the production eligibility core's
+// under p (a production condition, a recommendation candidate, the user's
+// own policy), with the given timing.
+func PolicyRow(name, kind, desc, timing string, p policy.Policy) Row {
+	return Row{Name: name, Kind: kind, Description: desc, Timing: timing, Policy: p,
+		Marks: func(facts []events.Event, content func(string) ([]byte, error)) []events.Event {
+			return EligibilityMarks(p, facts, content)
+		}}
+}
+
 // Rows returns the rows analyze --compare runs, in report order, with
 // masking keeping the maskWindow most recent observations (0: the lab's
 // default, peers.DefaultMaskWindow).
@@ -41,11 +51,7 @@ func Rows(maskWindow int) []Row {
 		r := Row{Name: c.name, Kind: c.kind, Description: c.desc, Timing: c.primary, Policy: policy.Default()}
 		switch {
 		case c.pol != nil:
-			p := *c.pol
-			r.Policy = p
-			r.Marks = func(facts []events.Event, content func(string) ([]byte, error)) []events.Event {
-				return EligibilityMarks(p, facts, content)
-			}
+			r = PolicyRow(c.name, c.kind, c.desc, c.primary, *c.pol)
 		case c.name == PeerMasking:
 			r.Name = fmt.Sprintf("masking-%d", maskWindow)
 			r.Description = fmt.Sprintf("observation masking: keep the last %d observations", maskWindow)

@@ -29,19 +29,17 @@ func WritePointsSVG(w io.Writer, title, xlabel, ylabel, note string, pts []Point
 	fx, fy := s.axes(90, 50, 560, 380, xmax, ymax, xlabel, ylabel, true)
 	var kinds []string
 	seen := map[string]bool{}
-	for i, p := range pts {
+	labels := make([]labelPoint, 0, len(pts))
+	for _, p := range pts {
 		x, y := fx(p.X), fy(p.Y)
 		s.circle(x, y, 6, colourOf(p.Kind))
-		dy := -9.0
-		if i%2 == 1 {
-			dy = 17
-		}
-		s.text(x+8, y+dy, "start", 12, "bold", p.Label)
+		labels = append(labels, labelPoint{x, y, rowLabel(p.Label)})
 		if !seen[p.Kind] {
 			seen[p.Kind] = true
 			kinds = append(kinds, p.Kind)
 		}
 	}
+	s.placeLabels(labels, box{92, 50, 650, 428})
 	lx := 670.0
 	for k, kind := range kinds {
 		y := 70 + float64(k)*20

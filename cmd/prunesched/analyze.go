@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/compare"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers"
 )
@@ -27,7 +30,17 @@ whose format is detected. --discover reads the transcripts Claude Code
 keep under your home (see docs/cli.md; OpenCode's database needs
 'opencode export' first). A file that fails is reported with file:line and
 the others still run; the exit status is 1 if any failed (--strict stops at
-the first).`)
+the first).
+
+--compare runs every policy row of the Context Lab (the production settings
+and the peers: DCP, clear_tool_uses, observation masking) over the files and
+reports, per row, timing and session, tokens sent, cost, what it removed and
+how many removed items the agent later used (a distinctive term of the item
+appearing again in its own messages or tool inputs: a proxy for a false
+prune, not ground truth). --compare --recommend prints the policy file with
+the best saving whose later-used count is at most --risk:
+  prunesched analyze --compare --recommend ~/.claude/projects > mine.yaml
+  prunesched serve --policy mine.yaml`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	format := fs.String("format", "auto", "input format: auto, "+strings.Join(importers.Formats(), ", "))
 	bundles := fs.String("bundles", "", "also write each session's final bundle to DIR as ID.anthropic.json, ID.openai.json and ID.txt")
@@ -39,12 +52,23 @@ the first).`)
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	all := fs.Bool("all-decisions", false, "list every decision in the readable report (default: prunes only)")
 	summary := fs.Bool("summary", false, "print Markdown tables over all sessions (decisions by rung, economics, calibration) instead of the per-session report")
+	cmp := fs.Bool("compare", false, "run every lab row (B, C, D, D-span, D+L3, E, DCP, clear_tool_uses, masking-N; and your --policy) over the files under immediate and scheduled timing and report tokens sent, cost, what each removed and the later-used count (a proxy for a false prune, not ground truth)")
+	maskWindow := fs.Int("mask-window", 0, "with --compare: the observations masking-N keeps (0: the lab's default)")
+	recommend := fs.Bool("recommend", false, "with --compare: print the policy file (YAML, for --policy) with the best saving whose later-used count is at most --risk on these files")
+	risk := fs.Int("risk", 0, "with --recommend: the later-used items allowed")
+	svgPath := fs.String("svg", "", "with --compare: also write the chart of tokens saved against later-used items to FILE (SVG)")
 	prevalence := fs.Bool("prevalence", false, "report the prevalence of each prunable shape (per format and in total) with what the policy decided on it, and the agreement with the hosts' own pruning, instead of the per-session report (with --json: as JSON)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 && !*discover {
 		return usagef("no files given (or --discover)")
+	}
+	if !*cmp && (*recommend || *svgPath != "" || *maskWindow != 0 || *risk != 0) {
+		return usagef("--recommend, --risk, --mask-window and --svg go with --compare")
+	}
+	if *maskWindow < 0 || *risk < 0 {
+		return usagef("--mask-window and --risk must not be negative")
 	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
@@ -63,6 +87,20 @@ the first).`)
 		cfg.Progress = e.stderr
 	}
 	var failed []analyze.FileError
+	if *cmp {
+		opt := analyze.CompareOptions{MaskWindow: *maskWindow, Recommend: *recommend, Risk: *risk}
+		if *policyPath != "" {
+			opt.PolicyName = "policy " + filepath.Base(*policyPath)
+		}
+		res, err := analyze.RunCompare(ctx, cfg, opt)
+		if err != nil {
+			return err
+		}
+		if err := writeCompare(e, res, *asJSON, *svgPath); err != nil {
+			return err
+		}
+		return batchResult(e, len(files), res.Failed)
+	}
 	if *prevalence {
 		prev, rep, err := analyze.RunPrevalenceReport(ctx, cfg)
 		if err != nil {
@@ -93,6 +131,28 @@ the first).`)
 		printReport(e.stdout, rep, *all)
 	}
 	return batchResult(e, len(files), rep.Failed)
+}
+
+// writeCompare prints analyze --compare's result: JSON, the policy file
+// of a recommendation, or the comparison's tables (and its chart to svg).
+func writeCompare(e *env, res *analyze.CompareResult, asJSON bool, svg string) error {
+	if svg != "" && res.Report != nil {
+		var b bytes.Buffer
+		if err := compare.WriteSVG(&b, res.Report); err != nil {
+			return err
+		}
+		if err := os.WriteFile(svg, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write chart: %w", err)
+		}
+	}
+	switch {
+	case asJSON:
+		return printJSON(e.stdout, res)
+	case res.Recommendation != nil:
+		return compare.WritePolicy(e.stdout, res.Recommendation)
+	default:
+		return compare.WriteText(e.stdout, res.Report)
+	}
 }
 
 // inputFiles expands the command line's files and directories (and, with
