@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -14,8 +15,13 @@ import (
 // baseline or goal), then the machine. The same table goes into
 // the README's Performance section.
 func WriteTable(w io.Writer, r *Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	var main bytes.Buffer
+	tw := tabwriter.NewWriter(&main, 0, 0, 1, ' ', 0)
+	rows := 0
+	row := func(cols ...string) {
+		rows++
+		fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|")
+	}
 	row("measure", "value", "baseline / goal")
 	row("---", "---", "---")
 	if r.RawPublishPerS > 0 {
@@ -61,6 +67,9 @@ func WriteTable(w io.Writer, r *Result) {
 		row("store append, "+what+", SyncAlways", rate(s.SyncAlwaysPerS)+" events/s", fmt.Sprintf("x%.2f of default", s.Ratio))
 	}
 	tw.Flush()
+	if rows > 2 {
+		_, _ = w.Write(main.Bytes())
+	}
 	writeReplay(w, r.ProxyReplay)
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
