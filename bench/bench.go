@@ -43,10 +43,14 @@ type Config struct {
 	TempDir string
 	// Only, when not empty, runs only the named sections (see Sections).
 	Only []string
+	// Traces are the Claude Code and OpenCode traces proxy-replay replays
+	// (FindTraces). Without them the section is skipped when every
+	// section runs, and an error when it is asked for.
+	Traces []string
 }
 
 // Sections lists the bench's sections in the order they run.
-var Sections = []string{"core", "memory", "log", "render", "durability", "proxy"}
+var Sections = []string{"core", "memory", "log", "render", "durability", "proxy", "proxy-replay"}
 
 // Result is one run's measurements. Rates are per second of wall time;
 // latencies in milliseconds, keyed by session size in items.
@@ -104,6 +108,9 @@ type Result struct {
 	// (proxy.MeasureOverhead; goal p99 <= 5 ms at 2,000 items).
 	ProxyP50Ms map[string]float64 `json:"proxy_p50_ms"`
 	ProxyP99Ms map[string]float64 `json:"proxy_p99_ms"`
+	// ProxyReplay is the proxy on real request sequences, against a bare
+	// reverse proxy in the same run (goals: ratio p50 <= 1.5, p99 <= 3).
+	ProxyReplay []ReplayRow `json:"proxy_replay,omitempty"`
 
 	// SyncAlways compares store appends with SyncAlways off (the default)
 	// and on, single events and batches.
@@ -174,9 +181,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"render", b.render},
 		{"durability", b.durability},
 		{"proxy", b.proxy},
+		{"proxy-replay", b.proxyReplay},
 	}
 	for _, s := range steps {
 		if !b.want(s.name) {
+			continue
+		}
+		if s.name == "proxy-replay" && len(cfg.Traces) == 0 && len(cfg.Only) == 0 {
+			b.progress("proxy-replay skipped: no traces (--traces)")
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -257,6 +269,14 @@ func targets(r *Result) []Target {
 	add("core_events_per_s", r.CoreEventsPerS, ">= 1000000", r.CoreEventsPerS >= 1e6, r.CoreEventsPerS > 0)
 	if v, ok := r.ProxyP99Ms["2000"]; ok {
 		add("proxy_p99_ms@2000", v, "<= 5", v <= 5, true)
+	}
+	if len(r.ProxyReplay) > 0 {
+		var w50, w99 float64
+		for _, row := range r.ProxyReplay {
+			w50, w99 = max(w50, row.RatioP50), max(w99, row.RatioP99)
+		}
+		add("proxy_replay_ratio_p50 (worst)", w50, "<= 1.5", w50 <= 1.5, true)
+		add("proxy_replay_ratio_p99 (worst)", w99, "<= 3", w99 <= 3, true)
 	}
 	return out
 }

@@ -25,7 +25,11 @@ func TestSmokeShape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	res, err := Run(ctx, Config{Smoke: true, TempDir: t.TempDir(), Progress: &progress})
+	traces, err := FindTraces("testdata/traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, Config{Smoke: true, TempDir: t.TempDir(), Progress: &progress, Traces: traces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +45,16 @@ func TestSmokeShape(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
+	}
+	// proxy-replay: each tiny trace in each of its shapes, streamed and
+	// not, every request sent three ways.
+	if got := len(res.ProxyReplay); got != 6 {
+		t.Errorf("proxy_replay has %d rows, want 6 (claude-code: anthropic x2; opencode: chat x2, responses x2)", got)
+	}
+	for _, row := range res.ProxyReplay {
+		if row.Requests == 0 || row.Rendered+row.FailedOpen != row.Requests {
+			t.Errorf("proxy_replay %s %s stream=%v: %d requests, %d rendered + %d failed open", row.Trace, row.API, row.Stream, row.Requests, row.Rendered, row.FailedOpen)
+		}
 	}
 	if m["smoke"] != true || m["quick"] != true {
 		t.Errorf("smoke %v quick %v, want both true", m["smoke"], m["quick"])

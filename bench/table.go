@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -14,8 +15,13 @@ import (
 // baseline or goal), then the machine. The same table goes into
 // the README's Performance section.
 func WriteTable(w io.Writer, r *Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	var main bytes.Buffer
+	tw := tabwriter.NewWriter(&main, 0, 0, 1, ' ', 0)
+	rows := 0
+	row := func(cols ...string) {
+		rows++
+		fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|")
+	}
 	row("measure", "value", "baseline / goal")
 	row("---", "---", "---")
 	if r.RawPublishPerS > 0 {
@@ -61,6 +67,10 @@ func WriteTable(w io.Writer, r *Result) {
 		row("store append, "+what+", SyncAlways", rate(s.SyncAlwaysPerS)+" events/s", fmt.Sprintf("x%.2f of default", s.Ratio))
 	}
 	tw.Flush()
+	if rows > 2 {
+		_, _ = w.Write(main.Bytes())
+	}
+	writeReplay(w, r.ProxyReplay)
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
 	switch {
@@ -113,4 +123,24 @@ func rate(v float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// writeReplay prints the proxy-replay rows as their own table.
+func writeReplay(w io.Writer, rows []ReplayRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nproxy on replayed real request sequences: added latency per request vs direct (ms), prunesched / bare reverse proxy")
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	row("trace", "api", "stream", "requests", "max body", "direct p50 / p99", "bare p50 / p99", "prunesched p50 / p99", "ratio p50 (<= 1.5)", "ratio p99 (<= 3)", "failed open")
+	row("---", "---", "---", "---", "---", "---", "---", "---", "---", "---", "---")
+	for _, x := range rows {
+		row(x.Trace, x.API, strconv.FormatBool(x.Stream), strconv.Itoa(x.Requests), fmt.Sprintf("%.0f KiB", x.MaxBodyKiB),
+			fmt.Sprintf("%.2f / %.2f", x.DirectP50, x.DirectP99), fmt.Sprintf("%.2f / %.2f", x.BareP50, x.BareP99),
+			fmt.Sprintf("%.2f / %.2f", x.ProxyP50, x.ProxyP99),
+			fmt.Sprintf("%.2f%s", x.RatioP50, mark(x.RatioP50 <= 1.5)), fmt.Sprintf("%.2f%s", x.RatioP99, mark(x.RatioP99 <= 3)),
+			strconv.Itoa(x.FailedOpen))
+	}
+	tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -20,7 +21,11 @@ and the projection rebuild, as ratios to those baselines; the
 render-at-request latency (live decision + bundle + Anthropic rendering)
 at 200, 2,000 and 20,000 items; the eligibility core alone; memory per
 session; the latency the proxy adds; and the cost of SyncAlways against
-the default fsync interval. Goals are reported, never asserted. Progress
+the default fsync interval; and (proxy-replay) the request sequences of
+real Claude Code and OpenCode traces rebuilt as Anthropic Messages, Chat
+Completions and Responses requests, streamed and not, sent straight to a
+fake upstream, through a bare reverse proxy and through the proxy,
+interleaved request by request. Goals are reported, never asserted. Progress
 goes to stderr.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quick := fs.Bool("quick", false, "smaller workloads: seconds instead of minutes, noisier numbers")
@@ -28,6 +33,7 @@ goes to stderr.`)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof FILE)")
 	only := fs.String("only", "", "comma-separated sections to run ("+strings.Join(bench.Sections, ", ")+"); default all")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
+	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,6 +57,19 @@ goes to stderr.`)
 	if !*quiet {
 		cfg.Progress = e.stderr
 	}
+	if dir := *tracesDir; dir != "" || slices.Contains(cfg.Only, "proxy-replay") || len(cfg.Only) == 0 {
+		if dir == "" {
+			dir = defaultTracesDir()
+		}
+		if dir != "" {
+			if cfg.Traces, err = bench.FindTraces(dir); err != nil && *tracesDir != "" {
+				return usagef("--traces: %v", err)
+			}
+		}
+		if len(cfg.Traces) == 0 && slices.Contains(cfg.Only, "proxy-replay") {
+			return usagef("--only proxy-replay: no traces found; pass --traces DIR (with claude-code/*.jsonl, opencode/*.json)")
+		}
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -71,4 +90,27 @@ goes to stderr.`)
 	}
 	bench.WriteTable(e.stdout, res)
 	return nil
+}
+
+// defaultTracesDir is ../shared/traces next to the module root found
+// from the working directory, or "" when there is none.
+func defaultTracesDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			t := filepath.Join(dir, "..", "shared", "traces")
+			if st, err := os.Stat(t); err == nil && st.IsDir() {
+				return t
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }

@@ -1,0 +1,352 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prunesched/prunesched/bench/replay"
+	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/proxy"
+	"github.com/prunesched/prunesched/service"
+)
+
+// ReplayRow is one replayed request sequence: a trace in one wire shape,
+// streamed or not, sent three ways in the same run, interleaved request by
+// request: straight to the fake upstream, through a bare
+// httputil.ReverseProxy, and through the prunesched proxy. Added latencies
+// are each request's time through a proxy minus its direct time (the
+// whole response read: for a stream, up to its last event).
+type ReplayRow struct {
+	Trace  string `json:"trace"`
+	API    string `json:"api"`
+	Stream bool   `json:"stream"`
+	// Requests is the number of requests replayed; MaxBodyKiB the largest.
+	Requests   int     `json:"requests"`
+	MaxBodyKiB float64 `json:"max_body_kib"`
+	DirectP50  float64 `json:"direct_p50_ms"`
+	DirectP99  float64 `json:"direct_p99_ms"`
+	BareP50    float64 `json:"bare_added_p50_ms"`
+	BareP99    float64 `json:"bare_added_p99_ms"`
+	ProxyP50   float64 `json:"proxy_added_p50_ms"`
+	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+	// RatioP50 and RatioP99 are ProxyP50/BareP50 and ProxyP99/BareP99
+	// (goals <= 1.5 and <= 3).
+	RatioP50 float64 `json:"ratio_p50"`
+	RatioP99 float64 `json:"ratio_p99"`
+	// Rendered and FailedOpen count the proxy's outcomes: a request that
+	// failed open skipped prunesched's work and would flatter the numbers.
+	Rendered   int `json:"rendered"`
+	FailedOpen int `json:"failed_open"`
+}
+
+// FindTraces returns the Claude Code (claude-code/*.jsonl) and OpenCode
+// (opencode/*.json) traces under dir, sorted.
+func FindTraces(dir string) ([]string, error) {
+	var out []string
+	for _, pat := range []string{"claude-code/*.jsonl", "opencode/*.json"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, fmt.Errorf("traces %s: %w", dir, err)
+		}
+		sort.Strings(m)
+		out = append(out, m...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("traces %s: no claude-code/*.jsonl or opencode/*.json files", dir)
+	}
+	return out, nil
+}
+
+// replayShapes are the wire shapes each trace format is replayed in:
+// Claude Code as Anthropic Messages; OpenCode as Chat Completions and, for
+// the Codex shape (no Codex trace is shared), as Responses.
+func replayShapes(format string) []replay.API {
+	switch format {
+	case importers.FormatClaudeCode:
+		return []replay.API{replay.Anthropic}
+	case importers.FormatOpenCode:
+		return []replay.API{replay.Chat, replay.Responses}
+	}
+	return nil
+}
+
+// turnHeader tells the fake upstream which answer to give.
+const turnHeader = "X-Replay-Turn"
+
+// replayRig is the fake upstream, the bare reverse proxy and the
+// prunesched proxy (in process, on its own embedded JetStream).
+type replayRig struct {
+	dir     string
+	svc     *service.Service
+	reg     *prometheus.Registry
+	servers []*http.Server
+	client  *http.Client
+	// base URLs: direct, bare, prunesched.
+	urls [3]string
+
+	mu      sync.RWMutex
+	answers map[string]replay.Turn
+}
+
+func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
+	dir, err := os.MkdirTemp(b.cfg.TempDir, "prunesched-replay-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	r := &replayRig{dir: dir, answers: map[string]replay.Turn{}, reg: prometheus.NewRegistry(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}}
+	r.svc, err = service.Start(ctx, service.Config{DataDir: dir, Policy: b.pol, Logger: b.log})
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("start prunesched: %w", err)
+	}
+	serve := func(h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("listen: %w", err)
+		}
+		srv := &http.Server{Handler: h}
+		r.servers = append(r.servers, srv)
+		go func() { _ = srv.Serve(ln) }()
+		return "http://" + ln.Addr().String(), nil
+	}
+	if r.urls[0], err = serve(http.HandlerFunc(r.upstream)); err != nil {
+		r.close()
+		return nil, err
+	}
+	up, _ := url.Parse(r.urls[0])
+	bare := httputil.NewSingleHostReverseProxy(up)
+	bare.FlushInterval = -1 // flush every write, as the prunesched proxy does
+	if r.urls[1], err = serve(bare); err != nil {
+		r.close()
+		return nil, err
+	}
+	px, err := proxy.New(proxy.Config{Upstream: r.urls[0], Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.urls[2], err = serve(px.Handler()); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// upstream answers a replayed request with its recorded answer, after
+// reading the whole body (as a real upstream does).
+func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	r.mu.RLock()
+	t, ok := r.answers[req.Header.Get(turnHeader)]
+	r.mu.RUnlock()
+	if !ok {
+		http.Error(w, "unknown turn", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", t.ContentType)
+	if t.ContentType == "application/json" {
+		w.Header().Set("Content-Length", strconv.Itoa(len(t.Answer)))
+		_, _ = w.Write(t.Answer)
+		return
+	}
+	// A stream: one write (and flush) per event, as a model's stream comes.
+	fl, _ := w.(http.Flusher)
+	rest := t.Answer
+	for len(rest) > 0 {
+		i := bytes.Index(rest, []byte("\n\n"))
+		if i < 0 {
+			i = len(rest)
+		} else {
+			i += 2
+		}
+		if _, err := w.Write(rest[:i]); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		rest = rest[i:]
+	}
+}
+
+func (r *replayRig) close() {
+	for _, s := range r.servers {
+		_ = s.Close()
+	}
+	if r.svc != nil {
+		r.svc.Close()
+	}
+	_ = os.RemoveAll(r.dir)
+}
+
+// send posts one request and reads the whole answer.
+func (r *replayRig) send(ctx context.Context, base string, api replay.API, session, key string, body []byte) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.Path(), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "prunesched-bench/replay")
+	req.Header.Set(api.SessionHeader(), session)
+	req.Header.Set(turnHeader, key)
+	start := time.Now()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: %w", key, err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: read answer: %w", key, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
+	}
+	return d, nil
+}
+
+// outcomes reads the proxy's request counters (rendered, fail_open).
+func (r *replayRig) outcomes() (rendered, failed int) {
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "prunesched_proxy_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "outcome" {
+					continue
+				}
+				switch l.GetValue() {
+				case "rendered":
+					rendered += int(m.GetCounter().GetValue())
+				case "fail_open":
+					failed += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return rendered, failed
+}
+
+// proxyReplay replays every trace's request sequence (see ReplayRow).
+func (b *runner) proxyReplay(ctx context.Context) error {
+	if len(b.cfg.Traces) == 0 {
+		return fmt.Errorf("no traces to replay (see --traces)")
+	}
+	rig, err := b.startReplayRig(ctx)
+	if err != nil {
+		return err
+	}
+	defer rig.close()
+	limit := b.pick(0, 40) // requests per sequence; 0: all
+	for _, path := range b.cfg.Traces {
+		sessions, err := importers.Import(path, importers.FormatAuto)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		for si, s := range sessions {
+			seq := replay.FromEvents(s.Events)
+			for _, api := range replayShapes(s.Format) {
+				for _, stream := range []bool{false, true} {
+					turns := seq.Build(api, stream)
+					if limit > 0 && len(turns) > limit {
+						turns = turns[:limit]
+					}
+					if len(turns) == 0 {
+						continue
+					}
+					label := name
+					if len(sessions) > 1 {
+						label = fmt.Sprintf("%s#%d", name, si)
+					}
+					row, err := rig.replay(ctx, label, api, stream, turns)
+					if err != nil {
+						return err
+					}
+					b.res.ProxyReplay = append(b.res.ProxyReplay, row)
+					b.progress("proxy-replay: %s %s stream=%v: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open",
+						label, api, stream, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// replay sends one sequence three ways, request by request, rotating
+// which way goes first so the machine's noise falls on all three alike.
+func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
+	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
+	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns)}
+	r.mu.Lock()
+	for i, t := range turns {
+		r.answers[session+"/"+strconv.Itoa(i)] = t
+		row.MaxBodyKiB = max(row.MaxBodyKiB, float64(len(t.Body))/1024)
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		for i := range turns {
+			delete(r.answers, session+"/"+strconv.Itoa(i))
+		}
+		r.mu.Unlock()
+	}()
+	rend0, fail0 := r.outcomes()
+	var direct, bare, via []time.Duration
+	for i, t := range turns {
+		key := session + "/" + strconv.Itoa(i)
+		var d [3]time.Duration
+		for k := range 3 {
+			way := (i + k) % 3
+			var err error
+			if d[way], err = r.send(ctx, r.urls[way], api, session, key, t.Body); err != nil {
+				return row, err
+			}
+		}
+		direct = append(direct, d[0])
+		bare = append(bare, d[1]-d[0])
+		via = append(via, d[2]-d[0])
+	}
+	rend1, fail1 := r.outcomes()
+	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
+	row.DirectP50, row.DirectP99 = pctMs(direct)
+	row.BareP50, row.BareP99 = pctMs(bare)
+	row.ProxyP50, row.ProxyP99 = pctMs(via)
+	row.RatioP50, row.RatioP99 = ratio(row.ProxyP50, row.BareP50), ratio(row.ProxyP99, row.BareP99)
+	return row, nil
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// pctMs is p50 and p99 in milliseconds.
+func pctMs(ds []time.Duration) (p50, p99 float64) {
+	a, b := percentiles(ds)
+	return ms(a), ms(b)
+}

@@ -1,0 +1,125 @@
+package tokens
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// whole counts s without cutting it.
+func whole(t testing.TB, c *Counter, s string) int {
+	t.Helper()
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return c.countOne(s)
+}
+
+// mixed builds a text of lines mixing the shapes the pre-split treats
+// apart: words in every case, contractions, digits, punctuation runs,
+// whitespace runs with and without line feeds, CRLF, non-Latin letters,
+// marks and invalid UTF-8.
+func mixed(r *rand.Rand, n int) string {
+	atoms := []string{"word", "Word", "WORD", "it's", "WE'LL", "x", " ", "  ", "\t", "\n", "\r\n", "\n\n", " \n", "\n ", "123", "4567890",
+		"...", "//", "/\n", "->", "{", "}", "\"", "日本語", "Ωmega", "é", "e\u0301", "ſ", "'s", "'", "\xff", "\xe2\x82", "\u00a0", "\u2028", "_", "1a", "a1"}
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(atoms[r.IntN(len(atoms))])
+	}
+	return b.String()
+}
+
+func TestCountPartsAddUp(t *testing.T) {
+	c := New()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 40; i++ {
+		s := mixed(r, 2*partBytes+r.IntN(6*partBytes))
+		if got, want := c.Count(s), whole(t, c, s); got != want {
+			t.Fatalf("text %d (%d bytes, %d parts): Count %d, whole %d", i, len(s), len(splitExact(s, partBytes)), got, want)
+		}
+	}
+}
+
+func TestSplitExactCuts(t *testing.T) {
+	tests := []struct {
+		s    string
+		min  int
+		want []string
+	}{
+		{"ab\ncd\nef", 2, []string{"ab\n", "cd\n", "ef"}},
+		{"ab\ncd\nef", 3, []string{"ab\ncd\n", "ef"}},
+		{"ab\n cd\n1ef", 2, []string{"ab\n cd\n1ef"}}, // no line feed before a letter
+		{"abcd", 1, []string{"abcd"}},
+		{"a\nb", 1, []string{"a\n", "b"}},
+		{"a\n\xffb", 1, []string{"a\n\xffb"}},
+	}
+	for _, tt := range tests {
+		got := splitExact(tt.s, tt.min)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("splitExact(%q, %d) = %q, want %q", tt.s, tt.min, got, tt.want)
+		}
+	}
+}
+
+// TestCountPartsRealTraces checks the cut on the shared real traces
+// (skipped without them): the start of every file, counted in parts and
+// whole.
+func TestCountPartsRealTraces(t *testing.T) {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			t.Skip("module root not found")
+		}
+		dir = filepath.Dir(dir)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "..", "shared", "traces", "*", "*"))
+	if len(files) == 0 {
+		t.Skip("no shared traces")
+	}
+	c := New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first 48 KiB of each: the tokenizer is slow.
+		if len(b) > 48<<10 {
+			b = b[:48<<10]
+		}
+		s := string(b)
+		if got, want := c.Count(s), whole(t, c, s); got != want {
+			t.Errorf("%s: Count %d, whole %d", f, got, want)
+		}
+	}
+}
+
+func FuzzCountParts(f *testing.F) {
+	f.Add("ab\ncd\n ef\n\ngh's\r\nIJ'LL\n123\n...\n/\nx")
+	f.Add("日本\n語\n\xff\nβ  \n\tγ")
+	c := New()
+	f.Fuzz(func(t *testing.T, s string) {
+		// Repeat the input so it is long enough to be cut.
+		s = strings.Repeat(s+"\nz", 2*partBytes/(len(s)+2)+1)
+		if got, want := c.Count(s), whole(t, c, s); got != want {
+			t.Fatalf("Count %d, whole %d", got, want)
+		}
+	})
+}
+
+func BenchmarkCount(b *testing.B) {
+	s := mixed(rand.New(rand.NewPCG(3, 4)), 64<<10)
+	c := New()
+	_ = c.Check()
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		c.Count(s)
+	}
+}
