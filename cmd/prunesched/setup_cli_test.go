@@ -14,29 +14,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/internal/agentclis"
 )
 
-// The real agent CLIs are installed by .ci/setup-clis.sh into
-// $PRUNESCHED_CLI_DIR (default $HOME/.cache/prunesched-clis), as for the
-// proxy's end-to-end tests (proxy/cli_test.go); a test whose CLI is absent
-// skips, saying how to install it.
+// The real agent CLIs are installed by .ci/setup-clis.sh (found by
+// agentclis.Binary, as for the proxy's end-to-end tests); a test whose CLI
+// is absent skips, saying how to install it.
 
 // setupCLITimeout bounds every CLI run.
 const setupCLITimeout = 90 * time.Second
-
-func agentCLI(t *testing.T, sub, bin string) string {
-	t.Helper()
-	dir := os.Getenv("PRUNESCHED_CLI_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "prunesched-clis")
-	}
-	p := filepath.Join(dir, sub, "node_modules", ".bin", bin)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s not installed at %s: run .ci/setup-clis.sh (or set PRUNESCHED_CLI_DIR)", bin, p)
-	}
-	return p
-}
 
 // lines is an io.Writer that hands each complete line to a channel, so a
 // test waits for a command's "listening on" line instead of sleeping.
@@ -203,7 +190,7 @@ type agentRun struct {
 // real CLI with that HOME and no variable pointing at the proxy, and
 // checks that its requests went through the proxy into the log.
 func runThroughSetup(t *testing.T, a agentRun) {
-	bin := agentCLI(t, a.sub, a.bin)
+	bin := agentclis.Binary(t, a.sub, a.bin)
 	fake := &fakeModel{}
 	up := httptest.NewServer(fake)
 	t.Cleanup(up.Close)
@@ -228,11 +215,7 @@ func runThroughSetup(t *testing.T, a agentRun) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, a.args...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append([]string{
-		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
-	}, a.env...)
+	cmd.Env = append(agentclis.HomeEnv(home), a.env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
