@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/agentclis"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -25,16 +26,7 @@ const cliTimeout = 90 * time.Second
 
 func cliBinary(t *testing.T, sub, bin string) string {
 	t.Helper()
-	dir := os.Getenv("PRUNESCHED_CLI_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "prunesched-clis")
-	}
-	p := filepath.Join(dir, sub, "node_modules", ".bin", bin)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s not installed at %s: run .ci/setup-clis.sh (or set PRUNESCHED_CLI_DIR)", bin, p)
-	}
-	return p
+	return agentclis.Binary(t, sub, bin)
 }
 
 // runCLI runs a CLI with a throwaway HOME, bounded by cliTimeout.
@@ -44,12 +36,7 @@ func runCLI(t *testing.T, dir string, env []string, bin string, args ...string) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	home := t.TempDir()
-	cmd.Env = append([]string{
-		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
-	}, env...)
+	cmd.Env = append(agentclis.HomeEnv(t.TempDir()), env...)
 	cmd.Stdin = nil
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

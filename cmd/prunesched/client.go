@@ -39,9 +39,9 @@ func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 	cf := &clientFlags{}
 	def := e.getenv("PRUNESCHED_SERVER")
 	if def == "" {
-		def = "http://127.0.0.1:7070"
+		def = "http://" + defaultServeListen
 	}
-	fs.StringVar(&cf.server, "server", def, "prunesched API URL ($PRUNESCHED_SERVER)")
+	fs.StringVar(&cf.server, "server", def, "prunesched API URL ($PRUNESCHED_SERVER; serve's by default, the proxy's is http://"+defaultProxyAPIListen+")")
 	fs.StringVar(&cf.data, "data", "", "open this data directory directly instead of a running server (offline; no server may be using it)")
 	fs.StringVar(&cf.tenant, "tenant", e.getenv("PRUNESCHED_TENANT"), "tenant ($PRUNESCHED_TENANT; default \"default\"; with a token, the token's)")
 	fs.StringVar(&cf.token, "token", e.getenv("PRUNESCHED_TOKEN"), "bearer token for a server started with --auth-file ($PRUNESCHED_TOKEN; prefer the variable: flags show in ps)")

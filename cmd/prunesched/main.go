@@ -66,6 +66,7 @@ func commands() []command {
 		{"pending", "list the marks the scheduler holds back, and why each waits", runPending},
 		{"lab", "run the six-condition pruning experiment on ground-truth fixtures, against the peers", runLab},
 		{"proxy", "prune live agents' requests: an Anthropic / OpenAI API proxy in front of the model", runProxy},
+		{"setup", "point Claude Code, Codex or OpenCode at the proxy (writes its config; --undo)", runSetup},
 		{"bench", "measure the pipeline against raw JetStream and the render path against the request budget", runBench},
 		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
 		{"version", "print the module version, VCS revision and build time", runVersion},
@@ -220,6 +221,10 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	}
 	return nil
 }
+
+// defaultServeListen is serve's HTTP API address, where the client
+// commands look by default.
+const defaultServeListen = "127.0.0.1:7070"
 
 // defaultDataDir is where serve keeps its log: $PRUNESCHED_DATA, else
 // $XDG_DATA_HOME/prunesched, else ~/.local/share/prunesched.

@@ -17,12 +17,30 @@ import (
 // identityKeyFile is the proxy's identity key inside the data directory.
 const identityKeyFile = "proxy-identity.key"
 
+// The proxy's defaults differ from serve's (127.0.0.1:7070 and the data
+// directory itself), so 'prunesched serve' and 'prunesched proxy' run side
+// by side without flags: each has its own log, lock and API port.
+const (
+	// defaultProxyListen is where agents reach the proxy ('prunesched
+	// setup' points them there).
+	defaultProxyListen = "127.0.0.1:8788"
+	// defaultProxyAPIListen is the proxy's prunesched API (serve's is
+	// defaultServeListen).
+	defaultProxyAPIListen = "127.0.0.1:7071"
+)
+
+// defaultProxyDataDir is the proxy's data directory: "proxy" inside
+// serve's (see defaultDataDir), which serve's embedded NATS leaves alone.
+func defaultProxyDataDir(getenv func(string) string) string {
+	return filepath.Join(defaultDataDir(getenv), "proxy")
+}
+
 func runProxy(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "proxy", "--upstream URL [flags]", `
 Prune live agents' requests. The proxy speaks the Anthropic Messages API
 (/v1/messages, streaming or not; count_tokens passed through) and the OpenAI
 Chat Completions (/v1/chat/completions) and Responses (/v1/responses) APIs.
-Point the agent's base URL at --listen: each request's new messages and tool
+Point the agent at --listen ('prunesched setup AGENT' writes its config): each request's new messages and tool
 results are appended to the session's log, the scheduler decides at the
 request's time, the placeholders of pruned items are spliced into the
 client's own request, and the response streams back unchanged. If anything
@@ -31,13 +49,15 @@ goes upstream unchanged.
 
 It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 --data, or --nats), and the prunesched API on --api-listen so that
-'prunesched decisions', 'bundle' and /metrics work while it runs.`)
-	listen := fs.String("listen", "127.0.0.1:8788", "proxy address the agents call; loopback unless told otherwise")
+'prunesched decisions', 'bundle' and /metrics work while it runs (with
+--server http://127.0.0.1:7071, or $PRUNESCHED_SERVER). Its defaults (API
+port, data directory) differ from serve's, so both can run side by side.`)
+	listen := fs.String("listen", defaultProxyListen, "proxy address the agents call; loopback unless told otherwise")
 	upstream := fs.String("upstream", "", "model API base URL requests go to, e.g. https://api.anthropic.com (required)")
 	openaiUp := fs.String("openai-upstream", "", "base URL for the OpenAI paths (/v1/chat/completions, /v1/responses), e.g. https://api.openai.com; default --upstream")
-	data := fs.String("data", defaultDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only")
+	data := fs.String("data", defaultProxyDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only (default: \"proxy\" inside serve's, so both can run at once)")
 	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
-	apiListen := fs.String("api-listen", "127.0.0.1:7070", "prunesched API address (decisions, bundle, /metrics); empty runs none")
+	apiListen := fs.String("api-listen", defaultProxyAPIListen, "prunesched API address (decisions, bundle, /metrics; serve's is 127.0.0.1:7070, so both can run at once); empty runs none")
 	authFile := fs.String("auth-file", "", "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")

@@ -111,7 +111,7 @@ func TestReadmeExamples(t *testing.T) {
 		t.Fatalf("only %d commands found in README.md", len(cmds))
 	}
 	client := []string{"sessions", "stats", "decisions", "item", "bundle", "pending", "render", "pin", "unpin", "prune", "restore", "flush", "import", "append"}
-	real := append([]string{"version", "policy", "help"}, client...)
+	real := append([]string{"version", "policy", "help", "setup"}, client...)
 	for _, words := range cmds {
 		name := strings.Join(words, " ")
 		if len(words) == 0 {

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/internal/agentclis"
+)
+
+// The real agent CLIs are installed by .ci/setup-clis.sh (found by
+// agentclis.Binary, as for the proxy's end-to-end tests); a test whose CLI
+// is absent skips, saying how to install it.
+
+// setupCLITimeout bounds every CLI run.
+const setupCLITimeout = 90 * time.Second
+
+// lines is an io.Writer that hands each complete line to a channel, so a
+// test waits for a command's "listening on" line instead of sleeping.
+type lines struct {
+	mu  sync.Mutex
+	buf []byte
+	ch  chan string
+}
+
+func newLines() *lines { return &lines{ch: make(chan string, 64)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		select {
+		case l.ch <- string(l.buf[:i]):
+		default:
+		}
+		l.buf = l.buf[i+1:]
+	}
+}
+
+// next waits for the next line starting with prefix.
+func (l *lines) next(t *testing.T, prefix string, exited <-chan int) string {
+	t.Helper()
+	for {
+		select {
+		case s := <-l.ch:
+			if strings.HasPrefix(s, prefix) {
+				return s
+			}
+		case code := <-exited:
+			t.Fatalf("command exited (%d) before printing %q", code, prefix)
+		}
+	}
+}
+
+// syncBuf is a bytes buffer safe for concurrent writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startCommand runs a long-running prunesched command (serve, proxy) in
+// process until the test ends, and returns its first stdout line starting
+// with prefix.
+func startCommand(t *testing.T, environ map[string]string, prefix string, args ...string) (line string, stderr *syncBuf) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := newLines(), &syncBuf{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, &env{stdout: out, stderr: errb, getenv: func(k string) string { return environ[k] }}, args)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("%s exited %d: %s", args[0], code, errb.String())
+		}
+	})
+	return out.next(t, prefix, exited), errb
+}
+
+// fakeModel is an upstream model server that answers every request with
+// the text "done" (Anthropic Messages or OpenAI Responses, streamed or
+// not) and records the requests.
+type fakeModel struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (f *fakeModel) requests() []*http.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*http.Request(nil), f.reqs...)
+}
+
+func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r.Clone(context.Background()))
+	n := len(f.reqs)
+	f.mu.Unlock()
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	send := func(name string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		w.(http.Flusher).Flush()
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/messages/count_tokens"):
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"input_tokens":42}`)
+	case strings.HasSuffix(r.URL.Path, "/messages"):
+		id := fmt.Sprintf("msg_fake_%d", n)
+		usage := map[string]any{"input_tokens": 120, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
+				"content": []any{map[string]any{"type": "text", "text": "done"}}, "stop_reason": "end_turn", "usage": usage})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		send("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant",
+			"model": req.Model, "content": []any{}, "stop_reason": nil, "usage": usage}})
+		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done"}})
+		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": 1}})
+		send("message_stop", map[string]any{"type": "message_stop"})
+	case strings.HasSuffix(r.URL.Path, "/responses"):
+		id := fmt.Sprintf("resp_fake_%d", n)
+		item := map[string]any{"type": "message", "id": "msg_" + id, "status": "completed", "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": "done", "annotations": []any{}}}}
+		usage := map[string]any{"input_tokens": 200, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens": 1,
+			"output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 201}
+		w.Header().Set("Content-Type", "text/event-stream")
+		send("response.created", map[string]any{"type": "response.created", "sequence_number": 0,
+			"response": map[string]any{"id": id, "object": "response", "status": "in_progress", "model": req.Model, "output": []any{}}})
+		send("response.output_item.done", map[string]any{"type": "response.output_item.done", "sequence_number": 1, "output_index": 0, "item": item})
+		send("response.completed", map[string]any{"type": "response.completed", "sequence_number": 2,
+			"response": map[string]any{"id": id, "object": "response", "status": "completed", "model": req.Model, "output": []any{item}, "usage": usage}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// agentRun is one real-CLI run configured only by 'prunesched setup'.
+type agentRun struct {
+	agent      string // setup's agent name
+	sub, bin   string // where .ci/setup-clis.sh installs the CLI
+	seed       func(home string)
+	env        []string // dummy keys and offline switches only
+	args       []string
+	prompt     string // a phrase of the prompt the bundle must hold
+	sessionHdr string // the header carrying the CLI's session id
+}
+
+// runThroughSetup starts a fake model and 'prunesched proxy' in front of
+// it, runs 'prunesched setup AGENT --home HOME --proxy URL', then runs the
+// real CLI with that HOME and no variable pointing at the proxy, and
+// checks that its requests went through the proxy into the log.
+func runThroughSetup(t *testing.T, a agentRun) {
+	bin := agentclis.Binary(t, a.sub, a.bin)
+	fake := &fakeModel{}
+	up := httptest.NewServer(fake)
+	t.Cleanup(up.Close)
+	line, proxyErr := startCommand(t, nil, "prunesched proxy on ", "proxy", "--upstream", up.URL, "--listen", "127.0.0.1:0",
+		"--api-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "warn")
+	// "prunesched proxy on http://ADDR -> UPSTREAM (API on http://ADDR)"
+	f := strings.Fields(line)
+	proxyURL, apiURL := f[3], strings.TrimSuffix(f[len(f)-1], ")")
+
+	home := t.TempDir()
+	if a.seed != nil {
+		a.seed(home)
+	}
+	homeEnv := map[string]string{"HOME": home}
+	if code, out, errOut := runTEnv(t, homeEnv, "setup", a.agent, "--proxy", proxyURL); code != 0 {
+		t.Fatalf("setup: exit %d: %s%s", code, out, errOut)
+	} else {
+		t.Logf("setup:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupCLITimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, a.args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(agentclis.HomeEnv(home), a.env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr (tail):\n%s\nproxy log:\n%s", a.bin, err, out, tailStr(stderr.String(), 3000), proxyErr.String())
+	}
+	if !strings.Contains(string(out), "done") {
+		t.Fatalf("%s did not print the fake model's answer:\n%s", a.bin, out)
+	}
+
+	// The fake model is known to the proxy alone: whatever reached it went
+	// through the proxy.
+	reqs := fake.requests()
+	if len(reqs) == 0 {
+		t.Fatal("no request reached the model")
+	}
+	cliSession := ""
+	for _, r := range reqs {
+		if v := r.Header.Get(a.sessionHdr); v != "" {
+			cliSession = v
+		}
+	}
+	t.Logf("%d request(s) through the proxy, %s %q", len(reqs), a.sessionHdr, cliSession)
+
+	// The proxy recorded the session: its id carries the CLI's, and its
+	// bundle holds the prompt.
+	code, ids, errOut := runT(t, "sessions", "--ids", "--server", apiURL)
+	if code != 0 {
+		t.Fatalf("sessions: %d %s", code, errOut)
+	}
+	var session string
+	for _, id := range strings.Fields(ids) {
+		if cliSession != "" && strings.HasPrefix(id, cliSession) {
+			session = id
+		}
+	}
+	if session == "" {
+		t.Fatalf("no session of the proxy's log carries the CLI's session id %q: %q", cliSession, ids)
+	}
+	code, bundle, errOut := runT(t, "bundle", session, "--format", "text", "--server", apiURL)
+	if code != 0 || !strings.Contains(bundle, a.prompt) {
+		t.Fatalf("bundle of %s (exit %d, %s) does not hold the prompt %q:\n%s", session, code, errOut, a.prompt, tailStr(bundle, 2000))
+	}
+}
+
+func tailStr(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetupClaudeCodeCLI: real Claude Code, pointed at the proxy only by
+// the env block 'setup claude-code' wrote into ~/.claude/settings.json.
+func TestSetupClaudeCodeCLI(t *testing.T) {
+	t.Parallel()
+	runThroughSetup(t, agentRun{
+		agent: "claude-code", sub: "claude-code", bin: "claude",
+		seed: func(home string) {
+			writeFile(t, filepath.Join(home, ".claude", "settings.json"), "{\n  \"permissions\": {\"allow\": [\"Read\"]}\n}\n")
+		},
+		env: []string{"ANTHROPIC_API_KEY=sk-ant-setup-test", "DISABLE_TELEMETRY=1",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"},
+		args:   []string{"-p", "Answer with the word done through setup.", "--output-format", "json"},
+		prompt: "done through setup", sessionHdr: "X-Claude-Code-Session-Id",
+	})
+}
+
+// TestSetupCodexCLI: real Codex, pointed at the proxy only by the provider
+// 'setup codex' added to ~/.codex/config.toml (the user's own settings,
+// comments and model_provider line kept or commented out).
+func TestSetupCodexCLI(t *testing.T) {
+	t.Parallel()
+	runThroughSetup(t, agentRun{
+		agent: "codex", sub: "codex", bin: "codex",
+		seed: func(home string) {
+			writeFile(t, filepath.Join(home, ".codex", "config.toml"), `# the user's own codex config
+model = "fake-model"
+model_provider = "openai"   # setup comments this out
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+`)
+		},
+		env:    []string{"OPENAI_API_KEY=sk-setup-test"},
+		args:   []string{"exec", "--skip-git-repo-check", "--json", "Answer with the word done through setup."},
+		prompt: "done through setup", sessionHdr: "Session-Id",
+	})
+}
+
+// TestSetupOpenCodeCLI: real OpenCode on its built-in anthropic provider,
+// pointed at the proxy only by the options.baseURL 'setup opencode' wrote
+// into ~/.config/opencode/opencode.json.
+func TestSetupOpenCodeCLI(t *testing.T) {
+	t.Parallel()
+	runThroughSetup(t, agentRun{
+		agent: "opencode", sub: "opencode", bin: "opencode",
+		seed: func(home string) {
+			writeFile(t, filepath.Join(home, ".config", "opencode", "opencode.json"), `{
+  "$schema": "https://opencode.ai/config.json",
+  "model": "anthropic/claude-sonnet-4-5",
+  "small_model": "anthropic/claude-sonnet-4-5",
+  "autoupdate": false,
+  "share": "disabled"
+}
+`)
+		},
+		env: []string{"ANTHROPIC_API_KEY=sk-ant-setup-test", "OPENCODE_DISABLE_MODELS_FETCH=1",
+			"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1"},
+		args:   []string{"run", "--format", "json", "answer", "with", "the", "word", "done", "through", "setup"},
+		prompt: "done through setup", sessionHdr: "X-Session-Id",
+	})
+}
