@@ -50,7 +50,7 @@ type Config struct {
 }
 
 // Sections lists the bench's sections in the order they run.
-var Sections = []string{"core", "memory", "log", "render", "durability", "proxy", "proxy-replay"}
+var Sections = []string{"core", "memory", "session-memory", "log", "render", "durability", "proxy", "proxy-replay"}
 
 // Result is one run's measurements. Rates are per second of wall time;
 // latencies in milliseconds, keyed by session size in items.
@@ -103,6 +103,11 @@ type Result struct {
 	// MemoryPerSessionBytes is the heap retained per session by the
 	// projection and the eligibility and scheduler cores, keyed by size.
 	MemoryPerSessionBytes map[string]float64 `json:"memory_per_session_bytes"`
+	// SessionMemory is a session's memory in the running pipeline per
+	// holder, hot and idle (evicted to its compact form), per size.
+	SessionMemory []SessionMemory `json:"session_memory,omitempty"`
+	// IdleRSS is the process's resident memory with many idle sessions.
+	IdleRSS *IdleRSS `json:"idle_rss,omitempty"`
 
 	// ProxyP50Ms and ProxyP99Ms are the latency the proxy adds per request
 	// (proxy.MeasureOverhead; goal p99 <= 5 ms at 2,000 items).
@@ -177,6 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}{
 		{"core", b.core},
 		{"memory", b.memory},
+		{"session-memory", b.sessionMemory},
 		{"log", b.logRates},
 		{"render", b.render},
 		{"durability", b.durability},
@@ -267,6 +273,11 @@ func targets(r *Result) []Target {
 		add("render_p99_ms@2000", v, "<= 2", v <= 2, true)
 	}
 	add("core_events_per_s", r.CoreEventsPerS, ">= 1000000", r.CoreEventsPerS >= 1e6, r.CoreEventsPerS > 0)
+	for _, m := range r.SessionMemory {
+		if m.Items == 2000 {
+			add("idle_session_bytes@2000", m.IdleBytes, "<= 65536 + fact-id index", m.IdleBytes <= 64<<10, true)
+		}
+	}
 	if v, ok := r.ProxyP99Ms["2000"]; ok {
 		add("proxy_p99_ms@2000", v, "<= 5", v <= 5, true)
 	}

@@ -57,29 +57,45 @@ func (b *runner) startLog(ctx context.Context, syncAlways bool) (*logRig, error)
 	return r, nil
 }
 
+// close stops the rig; a second call does nothing.
 func (r *logRig) close() {
 	if r.nc != nil {
 		_ = r.nc.Drain()
 		r.nc.Close()
+		r.nc = nil
 	}
 	if r.emb != nil {
 		r.emb.Shutdown()
+		r.emb = nil
 	}
-	_ = os.RemoveAll(r.dir)
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+		r.dir = ""
+	}
 }
 
 // startPipeline runs the three workers until the returned stop is called.
 func (b *runner) startPipeline(r *logRig) (*pipeline.Pipeline, func()) {
-	p := pipeline.New(r.st, b.pol, b.log, nil)
+	return b.startPipelineConfig(r.st, pipeline.Config{})
+}
+
+// startPipelineConfig is startPipeline with cfg (its policy and logger are
+// the run's).
+func (b *runner) startPipelineConfig(st *store.Store, cfg pipeline.Config) (*pipeline.Pipeline, func()) {
+	cfg.Policy, cfg.Logger = b.pol, b.log
+	p := pipeline.NewFromConfig(st, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = p.Run(ctx)
 	}()
+	var once sync.Once
 	return p, func() {
-		cancel()
-		<-done
+		once.Do(func() {
+			cancel()
+			<-done
+		})
 	}
 }
 

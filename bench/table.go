@@ -49,6 +49,23 @@ func WriteTable(w io.Writer, r *Result) {
 			row(fmt.Sprintf("memory per session, %s items (projection + cores)", k), fmt.Sprintf("%.0f KiB", v/1024), "")
 		}
 	}
+	for _, m := range r.SessionMemory {
+		row(fmt.Sprintf("session memory, %d items, hot: eligibility / scheduler / projection", m.Items),
+			fmt.Sprintf("%.0f / %.0f / %.0f KiB", m.EligibilityBytes/1024, m.SchedulerBytes/1024, m.ProjectionBytes/1024),
+			fmt.Sprintf("all held: %.0f KiB", m.HotBytes/1024))
+		goal := ""
+		if m.Items == 2000 {
+			goal = "goal idle <= 64 KiB + index" + mark(m.IdleBytes <= 64<<10)
+		}
+		row(fmt.Sprintf("session memory, %d items, idle (compact) + fact-id index", m.Items),
+			fmt.Sprintf("%.1f + %.0f KiB", m.IdleBytes/1024, m.IDIndexBytes/1024), goal)
+		row(fmt.Sprintf("session rebuilt on demand, %d items (view + live decision)", m.Items), fmt.Sprintf("%.1f ms", m.RebuildMs), "")
+	}
+	if m := r.IdleRSS; m != nil {
+		row(fmt.Sprintf("RSS, %d sessions of %d items (%d facts): before / held / idle", m.Sessions, m.Items, m.Facts),
+			fmt.Sprintf("%.0f / %.0f / %.0f MiB", mib(m.RSSBefore), mib(m.RSSHot), mib(m.RSSIdle)),
+			fmt.Sprintf("live heap %.0f / %.0f / %.0f MiB", mib(m.HeapBefore), mib(m.HeapHot), mib(m.HeapIdle)))
+	}
 	for _, k := range sizeKeys(r.ProxyP99Ms) {
 		if p99, ok := r.ProxyP99Ms[k]; ok {
 			goal := ""

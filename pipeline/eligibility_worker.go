@@ -293,3 +293,9 @@ func (w *EligibilityWorker) takeMarks(k sessionKey, seq, after uint64) (marks []
 	s.from = after
 	return marks, true
 }
+
+// EvictIdle forgets the sessions no fact or reader used since the previous
+// call (see Pipeline.EvictIdle) and returns how many. Each is rebuilt from
+// the log when its next fact arrives; until then the partition's handled
+// watermark answers the waits.
+func (w *EligibilityWorker) EvictIdle() int { return w.state.evictIdle() }

@@ -59,6 +59,9 @@ type sessionTable[S any] struct {
 	// forgotten session's facts up to it are known handled (see
 	// handledUpTo). Zero: unknown.
 	through uint64
+	// idleMark is clock at the last idle sweep (see evictIdle): a session
+	// whose last use is at or before it was not used since.
+	idleMark uint64
 }
 
 // advanceLocked records a batch handled whole, in order.
@@ -136,6 +139,27 @@ func (t *sessionTable[S]) evictLocked() {
 	}
 }
 
+// evictIdle forgets the sessions not used since the previous call (the
+// idle sweep: called every idle interval, it forgets sessions idle for
+// one to two intervals) and returns how many. A forgotten session is
+// rebuilt from the log when its next fact arrives, exactly as after
+// evictLocked.
+func (t *sessionTable[S]) evictIdle() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, u := range t.use {
+		if u <= t.idleMark {
+			if _, ok := t.sessions[k]; ok {
+				n++
+			}
+			t.forgetLocked(k)
+		}
+	}
+	t.idleMark = t.clock
+	return n
+}
+
 // drop forgets every cached session of the partition; each is rebuilt from
 // the log when its next fact arrives. Called when another process consumed
 // facts of the partition in between, and after a failure.
@@ -152,6 +176,22 @@ type partitionTables[S any] struct {
 	tables map[int]*sessionTable[S]
 	// maxFacts is each table's bound (0: DefaultWorkerFacts).
 	maxFacts int
+}
+
+// evictIdle runs every table's idle sweep (sessionTable.evictIdle) and
+// returns the sessions forgotten.
+func (pt *partitionTables[S]) evictIdle() int {
+	pt.mu.Lock()
+	tables := make([]*sessionTable[S], 0, len(pt.tables))
+	for _, t := range pt.tables {
+		tables = append(tables, t)
+	}
+	pt.mu.Unlock()
+	n := 0
+	for _, t := range tables {
+		n += t.evictIdle()
+	}
+	return n
 }
 
 // get returns partition p's table.

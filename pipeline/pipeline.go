@@ -51,7 +51,18 @@ type Config struct {
 	// DefaultWorkerFacts); least recently used sessions are forgotten past
 	// it and rebuilt from the log on their next fact.
 	WorkerFacts int
+	// IdleAfter is the idle sweep's interval: every IdleAfter the
+	// sessions no fact or reader used since the previous sweep (idle for
+	// one to two intervals) are evicted from the three workers and
+	// rebuilt from the log on demand (see EvictIdle). Zero:
+	// DefaultIdleAfter; negative: no sweep.
+	IdleAfter time.Duration
 }
+
+// DefaultIdleAfter is the idle sweep's default interval: a session idle
+// for 10 to 20 minutes (longer than the 5-minute prompt cache) keeps only
+// its compact form.
+const DefaultIdleAfter = 10 * time.Minute
 
 // Pipeline wires the three workers to one store.
 type Pipeline struct {
@@ -80,6 +91,9 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	}
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 5 * time.Second
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = DefaultIdleAfter
 	}
 	if len(cfg.Partitions) == 0 {
 		for p := 0; p < st.Partitions(); p++ {
@@ -227,6 +241,9 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 			p.pollLag(ctx, want)
 		}()
 	}
+	if p.cfg.IdleAfter > 0 {
+		wg.Go(func() { p.sweepIdle(ctx) })
+	}
 	var first error
 	for i := 0; i < n; i++ {
 		if err := <-errc; err != nil && first == nil {
@@ -237,6 +254,46 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	cancel()
 	wg.Wait()
 	return first
+}
+
+// Evicted counts the sessions one idle sweep evicted, per worker.
+type Evicted struct {
+	Eligibility int `json:"eligibility"`
+	Scheduler   int `json:"scheduler"`
+	Projection  int `json:"projection"`
+}
+
+// EvictIdle is one idle sweep: it evicts from the three workers the
+// sessions no fact or reader used since the previous sweep, down to their
+// compact form (the projection keeps the session's key, the eligibility
+// and scheduler workers the partition's handled watermark, the scheduler
+// the session's pending-mark summary for its gauges), and reports how many
+// each evicted. An evicted session is rebuilt from the log on demand (a
+// view, its next fact, a live decision), to the same state: decisions do
+// not depend on eviction. Run calls it every Config.IdleAfter; the store's
+// fact-id index is bounded on its own (store.Config.IDCacheEntries).
+func (p *Pipeline) EvictIdle() Evicted {
+	return Evicted{
+		Eligibility: p.Eligibility.EvictIdle(),
+		Scheduler:   p.Scheduler.EvictIdle(),
+		Projection:  p.Projection.EvictIdle(),
+	}
+}
+
+// sweepIdle runs EvictIdle every IdleAfter until ctx ends.
+func (p *Pipeline) sweepIdle(ctx context.Context) {
+	t := time.NewTicker(p.cfg.IdleAfter)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if ev := p.EvictIdle(); ev != (Evicted{}) {
+				p.logger.Debug("idle sessions evicted", "eligibility", ev.Eligibility, "scheduler", ev.Scheduler, "projection", ev.Projection)
+			}
+		}
+	}
 }
 
 // pollLag sets the consumer lag gauges every LagInterval: NumPending +

@@ -52,6 +52,9 @@ type ProjectionWorker struct {
 	evicted    map[sessionKey]struct{}
 	rebuilding map[sessionKey]*rebuild
 	evictions  uint64
+	// gen counts idle sweeps (EvictIdle); an entry used since the last
+	// sweep carries the current one (under lruMu).
+	gen uint64
 }
 
 // projEntry is one session held in memory.
@@ -63,6 +66,8 @@ type projEntry struct {
 	// memory estimate.
 	events int64
 	bytes  int64 // estimate counted in ProjectionWorker.bytes
+	// gen is ProjectionWorker.gen at the last use (under lruMu).
+	gen uint64
 }
 
 // rebuild is one session being rebuilt from the log: the events the
@@ -301,6 +306,7 @@ func (w *ProjectionWorker) hold(k sessionKey, s *projections.Session) *projEntry
 	e := &projEntry{key: k, s: s}
 	w.sessions[k] = e
 	w.lruMu.Lock()
+	e.gen = w.gen
 	e.elem = w.lru.PushFront(e)
 	w.lruMu.Unlock()
 	return e
@@ -313,6 +319,7 @@ func (w *ProjectionWorker) touch(e *projEntry) {
 	w.bytes += est - e.bytes
 	e.bytes = est
 	w.lruMu.Lock()
+	e.gen = w.gen
 	w.lru.MoveToFront(e.elem)
 	w.lruMu.Unlock()
 }
@@ -326,13 +333,48 @@ func (w *ProjectionWorker) evict() {
 	w.lruMu.Lock()
 	defer w.lruMu.Unlock()
 	for w.bytes > w.maxBytes && w.lru.Len() > 1 {
-		e := w.lru.Remove(w.lru.Back()).(*projEntry)
-		// Cached renderings may have grown since the last touch.
-		w.bytes -= e.bytes
-		delete(w.sessions, e.key)
-		w.evicted[e.key] = struct{}{}
-		w.evictions++
+		w.evictLocked(w.lru.Back())
 	}
+}
+
+// evictLocked moves the entry at el from memory to the evicted set (write
+// lock and lruMu held).
+func (w *ProjectionWorker) evictLocked(el *list.Element) {
+	e := w.lru.Remove(el).(*projEntry)
+	// Cached renderings may have grown since the last touch.
+	w.bytes -= e.bytes
+	delete(w.sessions, e.key)
+	w.evicted[e.key] = struct{}{}
+	w.evictions++
+}
+
+// EvictIdle evicts the sessions not applied to or viewed since the
+// previous call (the idle sweep, see Pipeline.EvictIdle) and returns how
+// many. An evicted session keeps only its key; it is rebuilt from the log
+// when next viewed. Without a reader (SetEviction) it evicts nothing.
+func (w *ProjectionWorker) EvictIdle() int {
+	if w.reader == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lruMu.Lock()
+	defer w.lruMu.Unlock()
+	n := 0
+	// Least recently used first: stop at the first entry used since the
+	// last sweep (every entry in front of it was used later).
+	for el := w.lru.Back(); el != nil; {
+		e := el.Value.(*projEntry)
+		if e.gen == w.gen {
+			break
+		}
+		prev := el.Prev()
+		w.evictLocked(el)
+		n++
+		el = prev
+	}
+	w.gen++
+	return n
 }
 
 // projQueue hands messages from the consumer's callback to the decoder:
@@ -456,6 +498,7 @@ func (w *ProjectionWorker) ViewContext(ctx context.Context, tenant, session stri
 		e, ok := w.sessions[k]
 		if ok {
 			w.lruMu.Lock()
+			e.gen = w.gen
 			if e.elem != nil {
 				w.lru.MoveToFront(e.elem)
 			}

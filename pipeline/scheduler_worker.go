@@ -621,3 +621,9 @@ func (w *SchedulerWorker) Pending(ctx context.Context, tenant, session string) (
 	// The rebuild fed every mark stored when it read the session.
 	return s.core.Pending(), nil
 }
+
+// EvictIdle forgets the session cores no fact or reader used since the
+// previous call (see Pipeline.EvictIdle) and returns how many. Each is
+// rebuilt from the log when next needed (its next fact, a live decision,
+// Pending); the pending-mark summary of the deferred gauges is kept.
+func (w *SchedulerWorker) EvictIdle() int { return w.state.evictIdle() }

@@ -97,9 +97,11 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 			firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish: %w", err)}
 			break
 		}
+		// No Nats-Expected-Stream header: a subject belongs to one stream
+		// (the server refuses overlapping subjects), and the ack names
+		// the stream that stored it, which is checked below.
 		f, err := s.js.PublishMsgAsync(m,
 			jetstream.WithMsgID(events.MsgID(out[i])),
-			jetstream.WithExpectStream(events.StreamName),
 			jetstream.WithStallWait(s.cfg.PublishTimeout),
 			// No automatic retry: a retried message would land after the
 			// ones published behind it. The caller retries the batch.
@@ -122,6 +124,12 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 		}
 		select {
 		case ack := <-f.Ok():
+			if ack.Stream != events.StreamName {
+				if firstErr == nil {
+					firstErr = &EventError{Index: i, ID: out[i].ID, Err: fmt.Errorf("publish to %s: stored by stream %q, want %q", msgs[i].Subject, ack.Stream, events.StreamName)}
+				}
+				continue
+			}
 			out[i].Seq = ack.Sequence
 			published[i] = true
 			if ack.Duplicate {
@@ -176,7 +184,6 @@ func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFa
 	guard := events.StoredSubject(stored.TenantOrDefault(), stored.Session, events.KindFact, s.PartitionOf(stored.TenantOrDefault(), stored.Session))
 	ack, err := s.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(events.MsgID(stored)),
-		jetstream.WithExpectStream(events.StreamName),
 		jetstream.WithExpectLastSequenceForSubject(expectLastFactSeq, guard),
 	)
 	if err != nil {
@@ -185,6 +192,9 @@ func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFa
 				stored.ID, guard, expectLastFactSeq, ErrConflict, err)
 		}
 		return events.Event{}, fmt.Errorf("append guarded event %s to %s: %w", stored.ID, msg.Subject, err)
+	}
+	if ack.Stream != events.StreamName {
+		return events.Event{}, fmt.Errorf("append guarded event %s to %s: stored by stream %q, want %q", stored.ID, msg.Subject, ack.Stream, events.StreamName)
 	}
 	stored.Seq = ack.Sequence
 	return stored, nil

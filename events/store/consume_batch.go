@@ -177,6 +177,10 @@ func (b *batcher) loop(ctx context.Context) {
 			evs = append(evs, d.ev)
 		}
 		b.settle(ctx, batch, runBatchHandler(ctx, b.handler, evs))
+		// Do not keep the last batch's messages and events alive while
+		// the consumer is idle.
+		clear(batch)
+		clear(evs)
 	}
 }
 
