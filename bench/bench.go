@@ -110,7 +110,7 @@ type Result struct {
 	IdleRSS *IdleRSS `json:"idle_rss,omitempty"`
 
 	// ProxyP50Ms and ProxyP99Ms are the latency the proxy adds per request
-	// (proxy.MeasureOverhead; goal p99 <= 5 ms at 2,000 items).
+	// (MeasureOverhead; goal p99 <= 5 ms at 2,000 items).
 	ProxyP50Ms map[string]float64 `json:"proxy_p50_ms"`
 	ProxyP99Ms map[string]float64 `json:"proxy_p99_ms"`
 	// ProxyReplay is the proxy on real request sequences, against a bare

@@ -9,7 +9,6 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/projections"
-	"github.com/prunesched/prunesched/proxy"
 )
 
 // render measures the render-at-request path for sessions of 200, 2,000
@@ -159,11 +158,11 @@ func (b *runner) durability(ctx context.Context) error {
 }
 
 // proxy measures the latency the proxy adds per request at 200 and 2,000
-// items (proxy.MeasureOverheadDetail: its own log, pipeline and an instant
+// items (MeasureOverheadDetail: its own log, pipeline and an instant
 // upstream).
 func (b *runner) proxy(ctx context.Context) error {
 	for _, items := range []int{b.size(200), b.size(2000)} {
-		o, err := proxy.MeasureOverheadDetail(ctx, items, b.pick(200, 20))
+		o, err := MeasureOverheadDetail(ctx, items, b.pick(200, 20))
 		if err != nil {
 			return err
 		}

@@ -1,20 +1,20 @@
-package proxy
+package bench
 
 import (
 	"bytes"
 	"context"
-
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/proxy"
 	"github.com/prunesched/prunesched/service"
 )
 
@@ -67,19 +67,6 @@ func MeasureOverheadDetail(ctx context.Context, items, requests int) (Overhead, 
 	return o, nil
 }
 
-func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(q float64) time.Duration {
-		i := int(q*float64(len(s))+0.5) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return at(0.50), at(0.99)
-}
-
 // overheadRig is a started prunesched, a proxy and an instant upstream,
 // with a client conversation of a given size.
 type overheadRig struct {
@@ -120,7 +107,7 @@ func newOverheadRig(ctx context.Context, items int, pol policy.Policy) (*overhea
 	})}
 	go func() { _ = r.up.Serve(upLn) }()
 	r.upURL = "http://" + upLn.Addr().String()
-	px, err := New(Config{Upstream: r.upURL, Backend: ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: slog.New(slog.DiscardHandler), Budget: 5 * time.Second})
+	px, err := proxy.New(proxy.Config{Upstream: r.upURL, Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: slog.New(slog.DiscardHandler), Budget: 5 * time.Second})
 	if err != nil {
 		r.close()
 		return nil, err
@@ -151,7 +138,8 @@ func (r *overheadRig) addCall() {
 	r.n++
 	fmt.Fprintf(&r.history, `,{"role":"assistant","content":[{"type":"tool_use","id":"toolu_%06d","name":"Read","input":{"file_path":"/repo/f%d.go"}}]}`, r.n, r.n)
 	out := strings.Repeat(fmt.Sprintf("line of file %d ", r.n), 20)
-	fmt.Fprintf(&r.history, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%06d","content":%s}]}`, r.n, quote(out))
+	q, _ := json.Marshal(out) // a string always encodes
+	fmt.Fprintf(&r.history, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%06d","content":%s}]}`, r.n, q)
 }
 
 func (r *overheadRig) body() []byte {
