@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,19 +15,18 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/apiclient"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
 
 // client talks to a prunesched HTTP API: a running `serve`, or one started
-// in-process on a data directory (--data) for offline use.
+// in-process on a data directory (--data) for offline use; close stops
+// the latter.
 type client struct {
-	base   string
-	tenant string
-	token  string
-	http   *http.Client
-	close  func()
+	api   *apiclient.Client
+	close func()
 }
 
 // clientFlags are the flags every client command shares.
@@ -49,7 +48,7 @@ func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 }
 
 func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
-	c := &client{base: strings.TrimRight(cf.server, "/"), tenant: cf.tenant, token: cf.token, http: &http.Client{Timeout: 2 * time.Minute}, close: func() {}}
+	c := &client{api: apiclient.New(cf.server, cf.tenant, cf.token), close: func() {}}
 	if cf.data != "" {
 		if _, err := os.Stat(cf.data); err != nil {
 			return nil, fmt.Errorf("data directory %s: %w", cf.data, err)
@@ -62,7 +61,7 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.base = "http://" + svc.HTTPAddr
+		c.api.Base = "http://" + svc.HTTPAddr
 		c.close = func() {
 			// Offline, this process is the pipeline: let it handle what
 			// the command wrote (a pin, a prune) before it stops, or the
@@ -80,18 +79,16 @@ func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
 // and returns done; otherwise it decodes the answer into v for a readable
 // rendering by the caller.
 func (c *client) getJSON(ctx context.Context, path string, raw bool, w io.Writer, v any) (done bool, err error) {
-	out, err := c.do(ctx, "GET", path, nil, nil, "")
-	if err != nil {
-		return false, err
-	}
 	if raw {
+		out, err := c.do(ctx, "GET", path, nil, nil, "")
+		if err != nil {
+			return false, err
+		}
 		_, err = w.Write(out)
 		return true, err
 	}
-	if err := json.Unmarshal(out, v); err != nil {
-		return false, fmt.Errorf("bad response from %s: %w", path, err)
-	}
-	return false, nil
+	_, err = c.api.GetJSON(ctx, path, v)
+	return false, hint(err)
 }
 
 // parseAndConnect parses a client command's flags, checks it got nargs
@@ -106,57 +103,19 @@ func (cf *clientFlags) parseAndConnect(ctx context.Context, fs *pflag.FlagSet, a
 	return cf.connect(ctx)
 }
 
-// do sends a request and returns the body; non-2xx responses become errors
-// carrying the API's message.
+// do sends a request and returns the body (apiclient.Client.Do); an API
+// that does not answer gets a hint.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) ([]byte, error) {
-	if q == nil {
-		q = url.Values{}
-	}
-	if c.tenant != "" {
-		q.Set("tenant", c.tenant)
-	}
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, err
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w (is 'prunesched serve' running? or use --data DIR)", method, c.base, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read response: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var eb struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
-			return nil, fmt.Errorf("%s", eb.Error)
-		}
-		return nil, fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	return b, nil
+	out, err := c.api.Do(ctx, method, path, q, body, ctype)
+	return out, hint(err)
 }
 
-// itemPathEscaper escapes what an item id or a placeholder's recovery
-// handle ("#12") may hold that a URL path cannot carry as is; "/" stays (the
-// route takes the rest of the path).
-var itemPathEscaper = strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F")
-
-func sessionPath(session, rest string) string {
-	return "/v1/sessions/" + url.PathEscape(session) + rest
+// hint adds what to do to an error of an API that did not answer.
+func hint(err error) error {
+	if errors.Is(err, apiclient.ErrUnreachable) {
+		return fmt.Errorf("%w (is 'prunesched serve' running? or use --data DIR)", err)
+	}
+	return err
 }
 
 func runImport(ctx context.Context, e *env, args []string) error {
@@ -269,7 +228,7 @@ func runItem(ctx context.Context, e *env, args []string) error {
 	if !*asJSON {
 		q.Set("format", "raw")
 	}
-	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/items/"+itemPathEscaper.Replace(fs.Arg(1))), q, nil, "")
+	out, err := c.do(ctx, "GET", apiclient.ItemPath(fs.Arg(0), fs.Arg(1), ""), q, nil, "")
 	if err != nil {
 		return err
 	}
@@ -289,7 +248,7 @@ func runBundle(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.close()
-	out, err := c.do(ctx, "GET", sessionPath(fs.Arg(0), "/bundle"), url.Values{"format": {*format}}, nil, "")
+	out, err := c.do(ctx, "GET", apiclient.SessionPath(fs.Arg(0), "/bundle"), url.Values{"format": {*format}}, nil, "")
 	if err != nil {
 		return err
 	}
@@ -319,7 +278,7 @@ func runRender(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.close()
 	body, _ := json.Marshal(map[string]any{"time": t, "request": *reqID, "format": *format})
-	out, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/render"), nil, bytes.NewReader(body), "application/json")
+	out, err := c.do(ctx, "POST", apiclient.SessionPath(fs.Arg(0), "/render"), nil, bytes.NewReader(body), "application/json")
 	if err != nil {
 		return err
 	}
@@ -339,7 +298,7 @@ func controlCmd(verb string) func(context.Context, *env, []string) error {
 		}
 		defer c.close()
 		body, _ := json.Marshal(map[string]string{"item": fs.Arg(1), "by": *by, "reason": *reason})
-		if _, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/"+verb), nil, bytes.NewReader(body), "application/json"); err != nil {
+		if _, err := c.do(ctx, "POST", apiclient.SessionPath(fs.Arg(0), "/"+verb), nil, bytes.NewReader(body), "application/json"); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "%s %s recorded\n", verb, fs.Arg(1))
@@ -361,7 +320,7 @@ func runFlush(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.close()
 	body, _ := json.Marshal(map[string]string{"by": *by, "reason": *reason})
-	if _, err := c.do(ctx, "POST", sessionPath(fs.Arg(0), "/flush"), nil, bytes.NewReader(body), "application/json"); err != nil {
+	if _, err := c.do(ctx, "POST", apiclient.SessionPath(fs.Arg(0), "/flush"), nil, bytes.NewReader(body), "application/json"); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "flush of %s recorded: pending marks apply at the next request\n", fs.Arg(0))
@@ -383,7 +342,7 @@ func runPending(ctx context.Context, e *env, args []string) error {
 			Since                  time.Time
 		} `json:"pending"`
 	}
-	if done, err := c.getJSON(ctx, sessionPath(fs.Arg(0), "/pending"), *asJSON, e.stdout, &res); done || err != nil {
+	if done, err := c.getJSON(ctx, apiclient.SessionPath(fs.Arg(0), "/pending"), *asJSON, e.stdout, &res); done || err != nil {
 		return err
 	}
 	if len(res.Pending) == 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prunesched/prunesched/apiclient"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -33,7 +34,7 @@ mark that changes nothing in the bundle).`)
 	var res struct {
 		Decisions []projections.Decision `json:"decisions"`
 	}
-	if done, err := c.getJSON(ctx, sessionPath(fs.Arg(0), "/decisions"), *asJSON, e.stdout, &res); done || err != nil {
+	if done, err := c.getJSON(ctx, apiclient.SessionPath(fs.Arg(0), "/decisions"), *asJSON, e.stdout, &res); done || err != nil {
 		return err
 	}
 	if len(res.Decisions) == 0 {
@@ -43,7 +44,7 @@ mark that changes nothing in the bundle).`)
 	var pend struct {
 		Pending []scheduler.PendingMark `json:"pending"`
 	}
-	if _, err := c.getJSON(ctx, sessionPath(fs.Arg(0), "/pending"), false, nil, &pend); err != nil {
+	if _, err := c.getJSON(ctx, apiclient.SessionPath(fs.Arg(0), "/pending"), false, nil, &pend); err != nil {
 		return err
 	}
 	pending := map[string]bool{}

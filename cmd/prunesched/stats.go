@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/analyze"
+	"github.com/prunesched/prunesched/apiclient"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -38,13 +39,13 @@ func fetchSessions(ctx context.Context, c *client, only string) ([]sessionSaving
 		var st struct {
 			Info projections.SessionInfo `json:"info"`
 		}
-		if _, err := c.getJSON(ctx, sessionPath(name, "/stats"), false, nil, &st); err != nil {
+		if _, err := c.getJSON(ctx, apiclient.SessionPath(name, "/stats"), false, nil, &st); err != nil {
 			return nil, fmt.Errorf("session %s: %w", name, err)
 		}
 		var eco struct {
 			Ledgers map[string]*scheduler.Ledger `json:"ledgers"`
 		}
-		if _, err := c.getJSON(ctx, sessionPath(name, "/economics"), false, nil, &eco); err != nil {
+		if _, err := c.getJSON(ctx, apiclient.SessionPath(name, "/economics"), false, nil, &eco); err != nil {
 			return nil, fmt.Errorf("session %s: %w", name, err)
 		}
 		ss := sessionSavings{info: st.Info, ledgers: eco.Ledgers, savings: analyze.NewSavings()}
