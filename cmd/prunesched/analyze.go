@@ -7,12 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/prunesched/prunesched/analyze"
 	"github.com/prunesched/prunesched/compare"
-	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers"
 )
 
@@ -128,7 +126,7 @@ the best saving whose later-used count is at most --risk:
 	case *summary:
 		analyze.WriteSummary(e.stdout, rep)
 	default:
-		printReport(e.stdout, rep, *all)
+		analyze.WriteReport(e.stdout, rep, *all)
 	}
 	return batchResult(e, len(files), rep.Failed)
 }
@@ -205,80 +203,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func printReport(w io.Writer, rep *analyze.Report, all bool) {
-	sv := analyze.NewSavings()
-	for _, s := range rep.Sessions {
-		sv.AddEconomics(s.Economics)
-	}
-	fmt.Fprintf(w, "%s\n\n", sv.Headline())
-	fmt.Fprintf(w, "tokenizer: %s\npolicy:    %s\n", rep.Tokenizer, rep.PolicyVersion)
-	for _, s := range rep.Sessions {
-		fmt.Fprintf(w, "\n%s  (%s, session %s)\n", s.Source, s.Format, s.Session)
-		fmt.Fprintf(w, "  items %d, tool calls %d, model requests %d\n", s.Items, s.ToolCalls, s.Requests)
-		t := s.Tokens
-		fmt.Fprintf(w, "  tokens: raw %d, rendered %d, removed %d, placeholder %d (net %d, %s of raw)\n",
-			t.Raw, t.Rendered, t.Removed, t.Placeholder, t.Removed-t.Placeholder, pct(t.Removed-t.Placeholder, t.Raw))
-		if t.HostCompacted > 0 || t.HostPruned > 0 {
-			fmt.Fprintf(w, "  removed by the host itself: compacted %d, cleared %d\n", t.HostCompacted, t.HostPruned)
-		}
-		fmt.Fprintf(w, "  decisions:")
-		for _, d := range events.Decisions {
-			fmt.Fprintf(w, " %s %d", d, s.DecisionCounts[d])
-		}
-		fmt.Fprintf(w, " (abstention %.1f%%); applied %d marks in %d applications, pending %d\n", 100*s.AbstentionRate, s.Applied, len(s.Applications), s.Pending)
-		if e := s.Economics; e != nil {
-			one := analyze.NewSavings()
-			one.AddEconomics(e)
-			if e.Unpriced {
-				fmt.Fprintf(w, "  saved: %s tokens (%.1f%%), unpriced model %s\n", analyze.Thousands(one.SavedTokens("scheduled")), one.PctTokens("scheduled"), e.Model)
-			} else {
-				fmt.Fprintf(w, "  saved: %s (%.1f%%) and %s tokens (%.1f%%); immediate: %s and %s tokens\n",
-					analyze.USD(one.SavedUSD("scheduled")), one.PctUSD("scheduled"), analyze.Thousands(one.SavedTokens("scheduled")), one.PctTokens("scheduled"),
-					analyze.USD(one.SavedUSD("immediate")), analyze.Thousands(one.SavedTokens("immediate")))
-			}
-		}
-		if len(s.PrunesByRung) > 0 {
-			rungs := make([]string, 0, len(s.PrunesByRung))
-			for r := range s.PrunesByRung {
-				rungs = append(rungs, r)
-			}
-			sort.Strings(rungs)
-			fmt.Fprintf(w, "  prunes by rung:")
-			for _, r := range rungs {
-				fmt.Fprintf(w, " %s %d (%d tok)", r, s.PrunesByRung[r], s.TokensByRung[r])
-			}
-			fmt.Fprintln(w)
-		}
-		tw := newTable(w)
-		n := 0
-		for _, d := range s.Decisions {
-			if !all && d.Decision != events.Prune {
-				continue
-			}
-			if n == 0 {
-				fmt.Fprintln(tw, "  ITEM\tDECISION\tRUNG\tREASON\tAPPLIED\tTOKENS")
-			}
-			n++
-			applied := "-"
-			switch {
-			case d.Applied:
-				applied = "at " + d.AppliedAt
-			case d.Pending:
-				applied = "pending"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\n", d.Item, d.Decision, orDash(string(d.Rung)), d.Reason, applied, d.TokensEstimated)
-		}
-		tw.Flush()
-	}
-}
-
-func pct(a, b int) string {
-	if b == 0 {
-		return "0%"
-	}
-	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
 }
 
 func orDash(s string) string {
