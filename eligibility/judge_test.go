@@ -130,26 +130,3 @@ func TestFastJudgeEqualsReference(t *testing.T) {
 		}
 	}
 }
-
-// TestReadRangeString pins readRange.String to the fmt formats it replaced.
-func TestReadRangeString(t *testing.T) {
-	for _, off := range []int{0, 1, 7, 99, 100, 12345, -3} {
-		for _, lim := range []int{0, 1, 50, 1000} {
-			cases := map[readRange]string{
-				{off: off, lim: lim, full: true}:   "1-EOF",
-				{off: off, lim: lim, tail: true}:   fmt.Sprintf("last %d", lim),
-				{off: off, lim: lim, window: true}: fmt.Sprintf("window at %d", off),
-			}
-			if lim == 0 {
-				cases[readRange{off: off}] = fmt.Sprintf("%d-EOF", off)
-			} else {
-				cases[readRange{off: off, lim: lim}] = fmt.Sprintf("%d-%d", off, off+lim-1)
-			}
-			for r, want := range cases {
-				if got := r.String(); got != want {
-					t.Errorf("%+v: got %q want %q", r, got, want)
-				}
-			}
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/tiktoken-go/tokenizer"
 )
 
@@ -40,7 +41,7 @@ func (c *Counter) Count(s string) int {
 	n, err := c.codec.Count(s)
 	if err != nil {
 		// Fall back to a byte-based estimate rather than dropping the item.
-		return (len(s) + 3) / 4
+		return events.EstimateTokens(len(s))
 	}
 	return n
 }
