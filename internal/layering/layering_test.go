@@ -157,6 +157,17 @@ func formatImporter(p string) bool {
 	return ok && !strings.Contains(rest, "/") && rest != "internal"
 }
 
+// prefixed returns prefix+x for every x of xs that bad reports.
+func prefixed(prefix string, xs []string, bad func(string) bool) []string {
+	var out []string
+	for _, x := range xs {
+		if bad(x) {
+			out = append(out, prefix+x)
+		}
+	}
+	return out
+}
+
 // TestLayering checks the import rules, one row each.
 func TestLayering(t *testing.T) {
 	pkgs := module(t)
@@ -193,13 +204,7 @@ func TestLayering(t *testing.T) {
 				if !under(p, "importers") || p == "importers" {
 					return nil
 				}
-				var bad []string
-				for _, d := range pkgs[p].imports {
-					if formatImporter(d) || d == "importers" {
-						bad = append(bad, "imports "+d)
-					}
-				}
-				return bad
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return formatImporter(d) || d == "importers" })
 			},
 		},
 		{
@@ -210,13 +215,7 @@ func TestLayering(t *testing.T) {
 				if p != "analyze" {
 					return nil
 				}
-				var bad []string
-				for _, d := range pkgs[p].imports {
-					if formatImporter(d) {
-						bad = append(bad, "imports "+d)
-					}
-				}
-				return bad
+				return prefixed("imports ", pkgs[p].imports, formatImporter)
 			},
 		},
 		{
@@ -228,13 +227,7 @@ func TestLayering(t *testing.T) {
 				if p != "analyze" {
 					return nil
 				}
-				var bad []string
-				for _, id := range pkgs[p].uses["eligibility"] {
-					if id != "New" {
-						bad = append(bad, "uses eligibility."+id)
-					}
-				}
-				return bad
+				return prefixed("uses eligibility.", pkgs[p].uses["eligibility"], func(id string) bool { return id != "New" })
 			},
 		},
 		{
@@ -245,13 +238,7 @@ func TestLayering(t *testing.T) {
 				if p != "toolspec" {
 					return nil
 				}
-				var bad []string
-				for _, d := range pkgs[p].imports {
-					if d != "events" {
-						bad = append(bad, "imports "+d)
-					}
-				}
-				return bad
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return d != "events" })
 			},
 		},
 	}
