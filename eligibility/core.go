@@ -304,8 +304,8 @@ type Core struct {
 
 	// candValues caches candidateValue.
 	candValues []candValue
-	// alwaysBuild makes judge build the mark on every judgement and check
-	// it against decide (tests only).
+	// alwaysBuild makes judge build the mark on every judgement, which
+	// must change no decision (tests only).
 	alwaysBuild bool
 
 	// content returns a stored output by content address (SetContent);

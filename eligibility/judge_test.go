@@ -3,6 +3,7 @@ package eligibility
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func mixedSession(n int, seed uint64) []events.Event {
 
 // TestFastJudgeEqualsReference runs sessions through a core that builds a
 // mark only when an item's decision changes and through one that builds it
-// at every judgement (checking decide against buildMark each time), under
+// at every judgement (building a mark must change no decision), under
 // several policies: both must emit the same marks, byte for byte, and end
 // with the same decisions.
 func TestFastJudgeEqualsReference(t *testing.T) {
@@ -127,6 +128,26 @@ func TestFastJudgeEqualsReference(t *testing.T) {
 					t.Fatal("final decisions differ")
 				}
 			})
+		}
+	}
+}
+
+// TestProtectedReasonIsFirstProtection: a blocked proposal's mark lists its
+// protections (protections) with the decision's reason (firstProtection)
+// first, for every set of protections.
+func TestProtectedReasonIsFirstProtection(t *testing.T) {
+	c := New(policy.Default(), "", "s")
+	surv := &item{id: "o0"}
+	it := &item{id: "o1", kind: kInput, call: &call{tool: "Edit", rule: "CLAUDE.md", protFile: "*.go",
+		fail: &callFailure{explains: "the input explains the failure"}}}
+	cand := &verdict{decision: events.Prune, survivor: surv}
+	for m := protSet(1); m < protSet(1)<<len(protReasons); m++ {
+		prot, ev := c.protections(it, cand, m, nil)
+		if len(prot) != bits.OnesCount16(uint16(m)) || len(ev) != len(prot) {
+			t.Fatalf("mask %b: %d reasons, %d evidence", m, len(prot), len(ev))
+		}
+		if prot[0] != firstProtection(m) {
+			t.Fatalf("mask %b: first %s, key %s", m, prot[0], firstProtection(m))
 		}
 	}
 }
