@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/prunesched/prunesched/events"
 	"github.com/tiktoken-go/tokenizer"
 )
 
@@ -41,7 +40,7 @@ func (c *Counter) Count(s string) int {
 	n, err := c.codec.Count(s)
 	if err != nil {
 		// Fall back to a byte-based estimate rather than dropping the item.
-		return events.EstimateTokens(len(s))
+		return (len(s) + 3) / 4
 	}
 	return n
 }
