@@ -15,8 +15,8 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
-	"github.com/prunesched/prunesched/importers/codex"
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Shape names a prunable shape of context, detected from the session's facts
@@ -329,7 +329,7 @@ type callFacts struct {
 	idx        int
 	tool       string
 	canon      string // tool + canonical input
-	cls        eligibility.CallClass
+	cls        toolspec.CallClass
 	readPath   string
 	rangeKey   string
 	full       bool
@@ -389,7 +389,7 @@ func measure(s importers.Session, sr SessionReport, pol policy.Policy, tc TokenC
 					unscoped++
 				}
 				for _, w := range cf.cls.Writes {
-					pathWrites[cleanPath(w, cwd)]++
+					pathWrites[toolspec.CleanPath(w, cwd)]++
 				}
 			}
 		case *events.ToolResult:
@@ -416,7 +416,7 @@ func measure(s importers.Session, sr SessionReport, pol policy.Policy, tc TokenC
 			cf.passing = !p.IsError && (p.ExitCode == nil || *p.ExitCode == 0)
 			cf.hostPruned = p.HostPruned
 			if cf.readPath == "" && p.Source != nil && p.Source.Kind == "file" && p.Source.Path != "" && cf.cls.Class != events.DeterminismSideEffect {
-				cf.readPath = cleanPath(p.Source.Path, cwd)
+				cf.readPath = toolspec.CleanPath(p.Source.Path, cwd)
 				cf.full = p.Source.Offset == 0 && p.Source.Limit == 0
 				cf.rangeKey = fmt.Sprintf("%d:%d", p.Source.Offset, p.Source.Limit)
 				if cf.full {
@@ -525,19 +525,17 @@ var installPrograms = map[string]bool{"pip": true, "pip3": true, "npm": true, "y
 	"apt": true, "apt-get": true, "conda": true, "poetry": true, "uv": true, "cargo": true, "go": true, "gem": true, "brew": true}
 
 // classifyCall classifies a call with the eligibility core's own tool table
-// and shell classifier. A Codex code-mode exec snippet running one command
-// is classified as that command.
+// and shell classifier (package toolspec). A Codex code-mode exec snippet
+// running one command is classified as that command.
 func classifyCall(tool string, input json.RawMessage, cwd string) *callFacts {
 	cf := &callFacts{tool: tool}
-	cf.canon = tool + "\x00" + canonical(input)
-	cls := eligibility.ClassifyCall(tool, input)
+	canon, _, _ := toolspec.CanonicalJSON(input)
+	cf.canon = tool + "\x00" + canon
+	cls := toolspec.ClassifyCall(tool, input)
 	if tool == "exec" {
-		var js string
-		if json.Unmarshal(input, &js) == nil {
-			if cmds := codex.ExecCommands(js); len(cmds) == 1 {
-				cls = eligibility.ClassifyShellCommand(cmds[0])
-				cls.Known = true
-			}
+		if cmds := toolspec.ExecCommands(input); len(cmds) == 1 {
+			cls = toolspec.ClassifyShellCommand(cmds[0])
+			cls.Known = true
 		}
 	}
 	cf.cls = cls
@@ -547,7 +545,7 @@ func classifyCall(tool string, input json.RawMessage, cwd string) *callFacts {
 		cf.canon = "shell\x00" + strings.TrimSpace(cls.Command)
 	}
 	if cls.ReadPath != "" {
-		cf.readPath = cleanPath(cls.ReadPath, cwd)
+		cf.readPath = toolspec.CleanPath(cls.ReadPath, cwd)
 		switch {
 		case cls.Full:
 			cf.rangeKey, cf.full = "full", true
@@ -575,29 +573,6 @@ func classifyCall(tool string, input json.RawMessage, cwd string) *callFacts {
 		}
 	}
 	return cf
-}
-
-func canonical(raw json.RawMessage) string {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return strings.TrimSpace(string(raw))
-	}
-	b, err := json.Marshal(v) // map keys are sorted
-	if err != nil {
-		return strings.TrimSpace(string(raw))
-	}
-	return string(b)
-}
-
-func cleanPath(p, cwd string) string {
-	if p == "" {
-		return ""
-	}
-	p = path.Clean(strings.TrimPrefix(p, "file://"))
-	if cwd != "" && strings.HasPrefix(p, cwd+"/") {
-		p = strings.TrimPrefix(p, cwd+"/")
-	}
-	return p
 }
 
 // detect assigns shapes, walking the calls backwards so each call knows what

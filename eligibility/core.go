@@ -10,7 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
-	"mvdan.cc/sh/v3/syntax"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // By is the Mark.By of every automatic decision.
@@ -175,7 +175,7 @@ type call struct {
 	// readPath is set for a content read of one file, with its range.
 	paths    []string
 	readPath string
-	rng      readRange
+	rng      toolspec.Range
 	url      string
 	rule     string // project-rule pattern matched, if any
 	protFile string // protected-file pattern matched, if any
@@ -205,7 +205,7 @@ type call struct {
 	fail *callFailure
 
 	known  bool
-	kind   toolKind
+	kind   toolspec.Kind
 	stable bool
 	// fullPlan is set for a plan call that replaces the whole plan (its
 	// tool's plan list is present and not empty).
@@ -285,10 +285,10 @@ type Core struct {
 	// evidence), bounded like canon.
 	canonHashes map[string]string
 	// shells caches classifyShell per command line, bounded like canon.
-	shells map[string]shellInfo
-	// shParser is reused by classifyShell for lines not in shells (a
-	// parser allocates its buffers once).
-	shParser *syntax.Parser
+	shells map[string]toolspec.Shell
+	// shParser classifies the lines not in shells with one reused parser
+	// (a parser allocates its buffers once).
+	shParser toolspec.ShellClassifier
 	// pathMatch caches matchAny per path (matchProtectedPaths).
 	pathMatch map[string]pathMatch
 	// slab is where items are allocated from, 32 at a time.
@@ -304,8 +304,8 @@ type Core struct {
 
 	// candValues caches candidateValue.
 	candValues []candValue
-	// alwaysBuild makes judge build the mark on every judgement and check
-	// it against decide (tests only).
+	// alwaysBuild makes judge build the mark on every judgement, which
+	// must change no decision (tests only).
 	alwaysBuild bool
 
 	// content returns a stored output by content address (SetContent);
@@ -439,8 +439,6 @@ func (c *Core) Decision(itemID string) (events.Mark, bool) {
 // lookup returns the item with id, or nil.
 func (c *Core) lookup(id string) *item { return c.byID.get(c.items, id) }
 
-func estimate(n int) int { return (n + 3) / 4 }
-
 func (c *Core) newItem(id string, kind itemKind, tokens int) *item {
 	h := c.byID.hash(id)
 	if c.byID.getHash(c.items, id, h) != nil {
@@ -473,7 +471,7 @@ func (c *Core) newItem(id string, kind itemKind, tokens int) *item {
 func (c *Core) onMessage(ev events.Event, p *events.Message) {
 	tok := p.Tokens
 	if tok == 0 {
-		tok = estimate(len(p.Text))
+		tok = events.EstimateTokens(len(p.Text))
 	}
 	it := c.newItem(p.Item, kMessage, tok)
 	if it == nil {
@@ -491,7 +489,7 @@ func (c *Core) onMessage(ev events.Event, p *events.Message) {
 func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 	tok := p.InputTokens
 	if tok == 0 {
-		tok = estimate(len(p.Input))
+		tok = events.EstimateTokens(len(p.Input))
 	}
 	in := c.newItem(p.Item, kInput, tok)
 	if in == nil {
@@ -506,7 +504,7 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 	if cl.readPath != "" {
 		cl.chgAtCall = c.lastChange(cl.readPath)
 	}
-	if cl.kind == kindPlan {
+	if cl.kind == toolspec.KindPlan {
 		prevIn, prevOut := c.planIn, c.planOut
 		c.planIn, c.planOut = in, nil
 		if prevIn != nil {
@@ -525,40 +523,40 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 // the call may write and whether it may write anything.
 func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string, bool) {
 	cl := &call{id: id, tool: tool}
-	spec, known := lookupSpec(tool)
-	var args callArgs
+	spec, known := toolspec.Lookup(tool)
+	var args toolspec.Args
 	cl.canon, cl.parsed, cl.key, args = c.canonical(input, tool, spec)
 	cl.known = known
-	cl.class, cl.kind = spec.class, spec.kind
+	cl.class, cl.kind = spec.Class, spec.Kind
 	var writes []string
-	unscoped := spec.unscoped
-	switch spec.kind {
-	case kindShell:
-		sh := c.classifyShell(args.command)
-		cl.class, cl.kind = sh.class, sh.kind
-		if sh.readPath != "" {
-			cl.readPath, cl.rng = sh.readPath, sh.rng
+	unscoped := spec.Unscoped
+	switch spec.Kind {
+	case toolspec.KindShell:
+		sh := c.classifyShell(args.Command)
+		cl.class, cl.kind = sh.Class, sh.Kind
+		if sh.ReadPath != "" {
+			cl.readPath, cl.rng = sh.ReadPath, sh.Range
 		}
-		writes, unscoped = sh.writes, sh.unscoped
-		cl.target = tool + "\x00prog:" + sh.program
-		if sh.readPath != "" {
-			cl.target = tool + "\x00" + cleanPath(sh.readPath, c.cwd)
+		writes, unscoped = sh.Writes, sh.Unscoped
+		cl.target = tool + "\x00prog:" + sh.Program
+		if sh.ReadPath != "" {
+			cl.target = tool + "\x00" + toolspec.CleanPath(sh.ReadPath, c.cwd)
 		}
-	case kindSWEStrReplace:
-		if args.sub == "view" {
-			cl.class, cl.kind = events.DeterminismVersioned, kindRead
-			cl.readPath, cl.rng = args.path, args.rng
+	case toolspec.KindSWEStrReplace:
+		if args.Sub == "view" {
+			cl.class, cl.kind = events.DeterminismVersioned, toolspec.KindRead
+			cl.readPath, cl.rng = args.Path, args.Range
 		} else {
-			cl.class, cl.kind = events.DeterminismSideEffect, kindWrite
+			cl.class, cl.kind = events.DeterminismSideEffect, toolspec.KindWrite
 		}
-	case kindRead:
-		cl.readPath, cl.rng = args.path, args.rng
+	case toolspec.KindRead:
+		cl.readPath, cl.rng = args.Path, args.Range
 	}
-	if cl.kind == kindWrite && spec.kind != kindShell {
-		if args.path != "" {
-			writes = append(writes, args.path)
+	if cl.kind == toolspec.KindWrite && spec.Kind != toolspec.KindShell {
+		if args.Path != "" {
+			writes = append(writes, args.Path)
 		}
-		writes = append(writes, args.patchPaths...)
+		writes = append(writes, args.PatchPaths...)
 		if len(writes) == 0 {
 			unscoped = true
 		}
@@ -569,8 +567,8 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		switch ov {
 		case events.DeterminismSideEffect:
 			if len(writes) == 0 && !unscoped {
-				if args.path != "" {
-					writes = []string{args.path}
+				if args.Path != "" {
+					writes = []string{args.Path}
 				} else {
 					unscoped = true
 				}
@@ -578,15 +576,15 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 			cl.readPath = ""
 		case events.DeterminismVersioned:
 			writes, unscoped = nil, false
-			if cl.readPath == "" && args.path != "" {
-				cl.readPath, cl.rng = args.path, args.rng
+			if cl.readPath == "" && args.Path != "" {
+				cl.readPath, cl.rng = args.Path, args.Range
 			}
 		default:
 			writes, unscoped = nil, false
 			cl.readPath = ""
 		}
-		if cl.kind == kindPlan && ov != events.DeterminismSideEffect {
-			cl.kind = kindOther
+		if cl.kind == toolspec.KindPlan && ov != events.DeterminismSideEffect {
+			cl.kind = toolspec.KindOther
 		}
 	}
 	if !cl.known {
@@ -596,11 +594,11 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		unscoped = true
 	}
 	if cl.readPath != "" {
-		cl.readPath = cleanPath(cl.readPath, c.cwd)
+		cl.readPath = toolspec.CleanPath(cl.readPath, c.cwd)
 	}
-	cl.url = args.url
+	cl.url = args.URL
 	for i, w := range writes {
-		writes[i] = cleanPath(w, c.cwd)
+		writes[i] = toolspec.CleanPath(w, c.cwd)
 	}
 	// writes is this call's own slice (built here or cloned from the shell
 	// cache) and is only read after: paths may share it.
@@ -609,8 +607,8 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	}
 	if cl.readPath != "" {
 		cl.paths = append(cl.paths, cl.readPath)
-	} else if args.path != "" && cl.class != events.DeterminismSideEffect {
-		cl.paths = append(cl.paths, cleanPath(args.path, c.cwd))
+	} else if args.Path != "" && cl.class != events.DeterminismSideEffect {
+		cl.paths = append(cl.paths, toolspec.CleanPath(args.Path, c.cwd))
 	}
 	if cl.target == "" {
 		if len(cl.paths) > 0 {
@@ -620,7 +618,7 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 		}
 	}
 	c.matchProtectedPaths(cl)
-	cl.fullPlan = cl.kind == kindPlan && spec.planList != "" && nonEmptyList(cl.parsed, spec.planList)
+	cl.fullPlan = cl.kind == toolspec.KindPlan && spec.PlanList != "" && nonEmptyList(cl.parsed, spec.PlanList)
 	return cl, writes, unscoped && cl.class == events.DeterminismSideEffect || !cl.known
 }
 
@@ -642,7 +640,7 @@ type canonArgs struct {
 	parsed any
 	tool   string
 	key    string // tool + "\x00" + canon
-	args   callArgs
+	args   toolspec.Args
 }
 
 // maxCanonCache bounds the canonical-arguments cache; it is emptied when
@@ -653,7 +651,7 @@ const maxCanonCache = 4096
 // (tool + "\x00" + canonical arguments) and extractArgs(spec, parsed), spec
 // being lookupSpec(tool). The arguments are shared between calls with the
 // same bytes and tool: they are never modified.
-func (c *Core) canonical(input []byte, tool string, spec toolSpec) (string, any, string, callArgs) {
+func (c *Core) canonical(input []byte, tool string, spec toolspec.Spec) (string, any, string, toolspec.Args) {
 	e := c.canon[string(input)]
 	if e != nil && e.tool == tool {
 		return e.canon, e.parsed, e.key, e.args
@@ -663,28 +661,25 @@ func (c *Core) canonical(input []byte, tool string, spec toolSpec) (string, any,
 			c.canon = map[string]*canonArgs{}
 		}
 		e = new(canonArgs)
-		e.canon, e.parsed = canonicalJSON(input)
+		e.canon, e.parsed, _ = toolspec.CanonicalJSON(input)
 		c.canon[string(input)] = e
 	}
-	e.tool, e.key, e.args = tool, tool+"\x00"+e.canon, extractArgs(spec, e.parsed)
+	e.tool, e.key, e.args = tool, tool+"\x00"+e.canon, toolspec.ExtractArgs(spec, e.parsed)
 	return e.canon, e.parsed, e.key, e.args
 }
 
 // classifyShell is classifyShell through the core's cache. The writes
 // slice is copied: callers rewrite it in place.
-func (c *Core) classifyShell(line string) shellInfo {
+func (c *Core) classifyShell(line string) toolspec.Shell {
 	sh, ok := c.shells[line]
 	if !ok {
-		if c.shParser == nil {
-			c.shParser = newShellParser()
-		}
-		sh = classifyShellWith(c.shParser, line)
+		sh = c.shParser.Classify(line)
 		if c.shells == nil || len(c.shells) >= maxCanonCache {
-			c.shells = map[string]shellInfo{}
+			c.shells = map[string]toolspec.Shell{}
 		}
 		c.shells[line] = sh
 	}
-	sh.writes = slices.Clone(sh.writes)
+	sh.Writes = slices.Clone(sh.Writes)
 	return sh
 }
 
@@ -706,7 +701,7 @@ func (c *Core) applySideEffects(cl *call, writes []string, unscoped bool) {
 	if cl.class != events.DeterminismSideEffect && cl.known {
 		return
 	}
-	if cl.kind == kindPlan {
+	if cl.kind == toolspec.KindPlan {
 		return
 	}
 	c.sideAt = c.causeIdx
@@ -773,7 +768,7 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 	case p.OutputRef != nil:
 		tokens, hash = p.OutputRef.Tokens, p.OutputRef.Hash
 	case p.Output != nil:
-		tokens, hash = estimate(len(*p.Output)), events.HashBytes([]byte(*p.Output))
+		tokens, hash = events.EstimateTokens(len(*p.Output)), events.HashBytes([]byte(*p.Output))
 	}
 	out := c.newItem(p.Item, kOutput, tokens)
 	if out == nil {
@@ -819,7 +814,7 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 		return
 	}
 	c.onSuccess(cl)
-	if cl.kind == kindPlan && c.planIn == cl.in && cl.in != nil {
+	if cl.kind == toolspec.KindPlan && c.planIn == cl.in && cl.in != nil {
 		c.planOut = out
 	}
 	if cl.fullPlan {
@@ -838,16 +833,16 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 	if s := p.Source; s != nil {
 		cl.srcVersion, cl.srcHash = s.Version, s.ContentHash
 		if s.Kind == "file" && s.Path != "" && (cl.class == events.DeterminismVersioned || cl.class == events.DeterminismPure) {
-			sp := cleanPath(s.Path, c.cwd)
+			sp := toolspec.CleanPath(s.Path, c.cwd)
 			if cl.readPath == "" || cl.readPath == sp {
 				if cl.readPath == "" {
 					cl.chgAtCall = c.lastChange(sp)
 				}
 				cl.readPath = sp
 				if s.Offset != 0 || s.Limit != 0 {
-					cl.rng = readRange{off: s.Offset, lim: s.Limit}
-				} else if !cl.rng.window && !cl.rng.tail && cl.rng.off == 0 && cl.rng.lim == 0 {
-					cl.rng = readRange{full: true}
+					cl.rng = toolspec.Range{Off: s.Offset, Lim: s.Limit}
+				} else if !cl.rng.Window && !cl.rng.Tail && cl.rng.Off == 0 && cl.rng.Lim == 0 {
+					cl.rng = toolspec.Range{Full: true}
 				}
 			}
 			if !containsStr(cl.paths, sp) {
@@ -864,7 +859,7 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 		cl.scopedAtRes = c.scopedWrite(cl.readPath).idx
 		cl.stable = cl.chgAtCall == cl.chgAtResult
 		rk := "full"
-		if !cl.rng.full {
+		if !cl.rng.Full {
 			rk = cl.tool + ":" + cl.rng.String()
 		}
 		cl.srcKey = "f\x00" + cl.readPath + "\x00" + rk

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 func TestToolClasses(t *testing.T) {
@@ -85,19 +86,8 @@ func TestWritesScope(t *testing.T) {
 	}
 }
 
-func TestCanonicalJSON(t *testing.T) {
-	a, _ := canonicalJSON([]byte(`{"b": 1, "a": {"y": [1, 2], "x": "<&>"}}`))
-	b, _ := canonicalJSON([]byte("{\"a\":{\"x\":\"<&>\",\"y\":[1,2]},\n \"b\":1}"))
-	if a != b || a != `{"a":{"x":"<&>","y":[1,2]},"b":1}` {
-		t.Fatalf("%s != %s", a, b)
-	}
-	if c, _ := canonicalJSON([]byte(`{"n": 1.50}`)); c != `{"n":1.50}` {
-		t.Fatalf("numbers must keep their literal: %s", c)
-	}
-}
-
 func TestSkeleton(t *testing.T) {
-	_, v := canonicalJSON([]byte(`{"file_path":"src/a.go","content":"` + body("x", 100) + `","replace_all":false,"n":3}`))
+	_, v, _ := toolspec.CanonicalJSON([]byte(`{"file_path":"src/a.go","content":"` + body("x", 100) + `","replace_all":false,"n":3}`))
 	got := skeleton(v, nil)
 	want := `{"content":<400 bytes>,"file_path":"src/a.go","n":3,"replace_all":false}`
 	if got != want {

@@ -5,14 +5,15 @@
 // its certificate (rung, reason code, evidence, recoverability, protection,
 // residue, estimated tokens net of the placeholder, policy version).
 //
-// It owns the evidence ladder (identical_l0.go, source_l1.go, supersede.go,
+// It owns the evidence ladder (identical_l0.go, source_l1.go, superseded_l2.go,
 // residue_l3.go, predicted_l4.go; keep_copy.go says which of two copies
 // stays; span_l1.go is the L1 span, a partial prune that renders an
 // output's repeated runs as references to an earlier output, whose lines it
 // reads through SetContent when outputs are stored by content address),
-// the tool determinism classes
-// (determinism.go) and the shell-command classifier (shell.go), errored-call
-// residue (errored.go) and property-derived protection (protect.go); judge.go
+// the policy's overrides of the tool determinism classes (determinism.go;
+// the built-in classes, argument extraction and the shell-command
+// classifier are package toolspec's), errored-call residue (errored.go,
+// skeleton.go) and property-derived protection (protect.go); judge.go
 // combines them. REASONS.md lists every reason code.
 //
 // The core is a pure, deterministic function of the session's fact events in

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // bigWrite is a Write whose content is about 1000 tokens.
@@ -102,7 +103,7 @@ func TestErroredResidue(t *testing.T) {
 }
 
 func TestExplainsFailure(t *testing.T) {
-	_, v := canonicalJSON([]byte(`{"file_path":"a/b/c.go","old_string":"func Load() error {\n  return nil\n}"}`))
+	_, v, _ := toolspec.CanonicalJSON([]byte(`{"file_path":"a/b/c.go","old_string":"func Load() error {\n  return nil\n}"}`))
 	cases := []struct {
 		msg  string
 		want bool

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // L0, identical rendered copy. An older tool output O and a newer output N
@@ -94,7 +95,7 @@ func (c *Core) l0(n *item) {
 // l0Allowed applies the determinism rule of L0 to two identical outputs of
 // one call (o older, n newer).
 func (c *Core) l0Allowed(o, n *call) (bool, events.Reason, string) {
-	class := maxClass(o.class, n.class)
+	class := toolspec.MaxClass(o.class, n.class)
 	switch class {
 	case events.DeterminismPure, events.DeterminismVersioned:
 		return true, "", ""

@@ -7,86 +7,61 @@ import (
 	"github.com/prunesched/prunesched/placeholder"
 )
 
-// judge decides an item (decide) and, when the decision key differs from
-// the item's last emitted mark, builds the mark that emit will publish
-// (buildMark), at the same point and so from the same state as the
-// decision. Re-judging an item whose decision did not change, the common
-// case, builds no evidence, strings or mark. It returns the decision key,
-// the survivor a PRUNE relies on, and the mark (nil when the key is unset or
-// equals the last emitted one).
+// judge decides an item: it walks the policy ladder once (ladder) and, when
+// the decision differs from the item's last emitted mark, builds the mark
+// that emit will publish (buildMark) from that same walk. Re-judging an
+// item whose decision did not change, the common case, builds no evidence,
+// strings or mark. It returns the decision key, the survivor a PRUNE relies
+// on, and the mark (nil when the key is unset or equals the last emitted
+// one).
 func (c *Core) judge(it *item) (decisionKey, *item, *events.Mark) {
-	k, surv := c.decide(it)
+	var scratch verdict
+	o := c.ladder(it, &scratch)
+	k, surv := o.key()
 	if !c.alwaysBuild && (!k.set() || k == markKey(it.last)) {
 		return k, surv, nil
 	}
-	m, msurv := c.buildMark(it)
-	if mk := markKey(m); mk != k || msurv != surv {
-		// decide and buildMark walk one ladder; a difference is a bug,
-		// which the tests (alwaysBuild) turn into a failure. buildMark is
-		// the reference: its outcome stands.
-		if c.alwaysBuild {
-			panic("eligibility: decide and buildMark disagree on " + it.id + ": " +
-				string(k.decision) + " " + string(k.rung) + " " + string(k.reason) + " vs " +
-				string(mk.decision) + " " + string(mk.rung) + " " + string(mk.reason))
-		}
-		k, surv = mk, msurv
+	if o.cand == &scratch {
+		// The errored proposal was compared without its evidence and
+		// residue: build it whole for the mark.
+		o.cand = c.erroredVerdict(it)
 	}
+	m := c.buildMark(it, o)
 	if !k.set() || k == markKey(it.last) {
 		return k, surv, nil
 	}
 	return k, surv, m
 }
 
-// decide is buildMark's ladder reduced to the decision key and the survivor:
-// no evidence, no protection list, no mark. Its side effects (the
-// RECENT_TURN wake-up) are those of buildMark and idempotent, so building
-// the mark after it changes nothing.
-func (c *Core) decide(it *item) (decisionKey, *item) {
-	var scratch verdict
-	cand := c.candidate(it, false, &scratch)
-	manual := it.manualAt >= 0 && it.manualAt > it.restored
-	if cand == nil && !manual && it.last == nil && it.survRefs == 0 && it.restored < 0 {
-		return decisionKey{}, nil
-	}
-	if it.pinned {
-		if cand == nil && !manual && it.last == nil && it.survRefs == 0 {
-			return decisionKey{}, nil
-		}
-		return keyOf(events.Keep, "", events.ReasonPinned), nil
-	}
-	if manual {
-		return keyOf(events.Prune, "", events.ReasonManualPrune), nil
-	}
-	if cand != nil && cand.decision != events.Abstain {
-		if mask := c.protMask(it, cand, true); mask != 0 {
-			return keyOf(events.Keep, "", firstProtection(mask)), nil
-		}
-		k := keyOf(cand.decision, cand.rung, cand.reason)
-		if cand.decision == events.Prune {
-			return k, cand.survivor
-		}
-		return k, nil
-	}
-	if it.restored >= 0 {
-		return keyOf(events.Keep, "", events.ReasonRestored), nil
-	}
-	if it.survRefs > 0 {
-		return keyOf(events.Keep, "", events.ReasonSurvivingCopy), nil
-	}
-	if cand != nil {
-		return keyOf(cand.decision, cand.rung, cand.reason), nil
-	}
-	if it.last != nil {
-		return keyOf(events.Keep, "", events.ReasonUnique), nil
-	}
-	return decisionKey{}, nil
+// step is the rung of the policy ladder that decides an item.
+type step uint8
+
+const (
+	stepNone      step = iota // no decision
+	stepPinned                // KEEP PINNED
+	stepManual                // PRUNE MANUAL_PRUNE
+	stepProtected             // KEEP <first protection>: the proposal is blocked
+	stepProposal              // the best PRUNE or DEFER proposal
+	stepRestored              // KEEP RESTORED
+	stepSurvivor              // KEEP SURVIVING_COPY
+	stepAbstain               // ABSTAIN: a tempting prune refused
+	stepUnique                // KEEP UNIQUE: no evidence left
+)
+
+// outcome is where the ladder stopped for an item, with what the mark of
+// that step is built from.
+type outcome struct {
+	step step
+	// cand is the item's best proposal (candidate), nil when none.
+	cand *verdict
+	// manual is set when a manual prune request stands (after the last
+	// restore).
+	manual bool
+	// mask is the set of protections blocking cand (stepProtected).
+	mask protSet
 }
 
-func keyOf(d events.Decision, r events.Rung, why events.Reason) decisionKey {
-	return decisionKey{decision: d, rung: r, reason: why}
-}
-
-// buildMark combines an item's rung proposals, manual requests and protections
+// ladder combines an item's rung proposals, manual requests and protections
 // into its current decision, following the spec's policy ladder:
 //
 //	pinned                      -> KEEP PINNED (also refuses a manual prune)
@@ -102,18 +77,147 @@ func keyOf(d events.Decision, r events.Rung, why events.Reason) decisionKey {
 //
 // A PRUNE that would not net a saving (tokens minus the placeholder it
 // would leave, placeholder.Tokens, <= 0; or below min_prune_tokens) is not
-// proposed. After a restore only proposals
-// whose evidence arrived after it count. It returns the mark (without cause
-// fields) and, for a PRUNE, the survivor it relies on.
-//
-// decide is the same ladder without the mark: judge calls it first and
-// builds the mark only when the decision changed.
-func (c *Core) buildMark(it *item) (*events.Mark, *item) {
-	m, surv := c.buildMark1(it)
-	if m != nil && len(m.Evidence) == 0 {
+// proposed. After a restore only proposals whose evidence arrived after it
+// count. The errored proposal may be *scratch (see candidate). Its side
+// effect (the RECENT_TURN wake-up, in protMask) is idempotent.
+func (c *Core) ladder(it *item, scratch *verdict) outcome {
+	o := outcome{cand: c.candidate(it, scratch), manual: it.manualAt >= 0 && it.manualAt > it.restored}
+	cand := o.cand
+	switch {
+	case cand == nil && !o.manual && it.last == nil && it.survRefs == 0 && it.restored < 0:
+		// No decision (every step below would say so).
+	case it.pinned:
+		if cand != nil || o.manual || it.last != nil || it.survRefs != 0 {
+			o.step = stepPinned
+		}
+	case o.manual:
+		o.step = stepManual
+	case cand != nil && cand.decision != events.Abstain:
+		o.step = stepProposal
+		if o.mask = c.protMask(it, cand, true); o.mask != 0 {
+			o.step = stepProtected
+		}
+	case it.restored >= 0:
+		o.step = stepRestored
+	case it.survRefs > 0:
+		o.step = stepSurvivor
+	case cand != nil:
+		o.step = stepAbstain
+	case it.last != nil:
+		o.step = stepUnique
+	}
+	return o
+}
+
+// key is the decision of an outcome and, for a PRUNE, the survivor it
+// relies on.
+func (o outcome) key() (decisionKey, *item) {
+	switch o.step {
+	case stepPinned:
+		return keyOf(events.Keep, "", events.ReasonPinned), nil
+	case stepManual:
+		return keyOf(events.Prune, "", events.ReasonManualPrune), nil
+	case stepProtected:
+		return keyOf(events.Keep, "", firstProtection(o.mask)), nil
+	case stepProposal:
+		k := keyOf(o.cand.decision, o.cand.rung, o.cand.reason)
+		if o.cand.decision == events.Prune {
+			return k, o.cand.survivor
+		}
+		return k, nil
+	case stepRestored:
+		return keyOf(events.Keep, "", events.ReasonRestored), nil
+	case stepSurvivor:
+		return keyOf(events.Keep, "", events.ReasonSurvivingCopy), nil
+	case stepAbstain:
+		return keyOf(o.cand.decision, o.cand.rung, o.cand.reason), nil
+	case stepUnique:
+		return keyOf(events.Keep, "", events.ReasonUnique), nil
+	}
+	return decisionKey{}, nil
+}
+
+func keyOf(d events.Decision, r events.Rung, why events.Reason) decisionKey {
+	return decisionKey{decision: d, rung: r, reason: why}
+}
+
+// buildMark builds the mark of an outcome (without cause fields): its
+// decision is o.key()'s, with the evidence, protections, recoverability,
+// residue and estimated tokens of its step. nil for no decision.
+func (c *Core) buildMark(it *item, o outcome) *events.Mark {
+	k, _ := o.key()
+	if !k.set() {
+		return nil
+	}
+	cand := o.cand
+	var m *events.Mark
+	switch o.step {
+	case stepPinned:
+		n := 1
+		if o.manual {
+			n++
+		}
+		if cand != nil {
+			n += 1 + len(cand.evidence)
+		}
+		m, _ = newMark(it, n, false)
+		m.Protection = []events.Reason{events.ReasonPinned}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "protection", Value: string(events.ReasonPinned), Detail: "pinned" + byWhom(it.pinBy())})
+		if o.manual {
+			m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: "prune requested" + byWhom(it.manualBy()) + " refused: the item is pinned"})
+		}
+		if cand != nil {
+			m.Evidence = c.appendCandidateEvidence(m.Evidence, cand)
+		}
+	case stepManual:
+		var rec *events.Recoverability
+		m, rec = newMark(it, 1, true)
+		detail := "prune requested" + byWhom(it.manualBy())
+		if rs := it.manualRs(); rs != "" {
+			detail += ": " + rs
+		}
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: detail})
+		m.Recoverability = c.recoverability(rec, it, nil, "")
+		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonManualPrune, nil, nil)
+		if by := it.manualBy(); by != "" {
+			m.By = by
+		}
+	case stepProtected:
+		m, _ = newMark(it, bits.OnesCount16(uint16(o.mask))+1+len(cand.evidence), false)
+		prot, pev := c.protections(it, cand, o.mask, m.Evidence)
+		m.Protection = prot // prot[0] is firstProtection(o.mask): both go in bit order
+		m.Evidence = c.appendCandidateEvidence(pev, cand)
+	case stepProposal:
+		var rec *events.Recoverability
+		m, rec = newMark(it, len(cand.evidence), cand.decision == events.Prune)
+		if rec != nil {
+			m.Recoverability = c.recoverability(rec, it, cand.survivor, cand.source)
+		}
+		m.Evidence = append(m.Evidence, cand.evidence...)
+		m.Residue = cand.residue
+		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
+		if cand.span != nil {
+			m.TokensEstimated = cand.span.net // runs minus their reference lines
+		}
+	case stepRestored:
+		m, _ = newMark(it, 1, false)
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "restore", Detail: "restored by a person; no automatic prune until new evidence"})
+	case stepSurvivor:
+		m, _ = newMark(it, 1, false)
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"})
+	case stepAbstain:
+		m, _ = newMark(it, len(cand.evidence), false)
+		m.Evidence = append(m.Evidence, cand.evidence...)
+		m.Protection = reasonsOf(c.protMask(it, nil, false))
+	case stepUnique:
+		m, _ = newMark(it, 1, false)
+		m.Evidence = append(m.Evidence, events.Evidence{Kind: "no_evidence", Detail: "no rung proposes removing it any more"})
+	}
+	m.Decision, m.Rung, m.Reason = k.decision, k.rung, k.reason
+	if len(m.Evidence) == 0 {
 		m.Evidence = nil // as a slice built by appending nothing to nil
 	}
-	return m, surv
+	return m
 }
 
 // newMark returns an empty mark for it with room for n evidence entries
@@ -202,113 +306,14 @@ func newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability)
 	return m, rec
 }
 
-func (c *Core) buildMark1(it *item) (*events.Mark, *item) {
-	var scratch verdict
-	cand := c.candidate(it, true, &scratch)
-	manual := it.manualAt >= 0 && it.manualAt > it.restored
-	if cand == nil && !manual && it.last == nil && it.survRefs == 0 && it.restored < 0 {
-		return nil, nil // no decision (every branch below would say so)
-	}
-	if it.pinned {
-		if cand == nil && !manual && it.last == nil && it.survRefs == 0 {
-			return nil, nil
-		}
-		n := 1
-		if manual {
-			n++
-		}
-		if cand != nil {
-			n += 1 + len(cand.evidence)
-		}
-		m, _ := newMark(it, n, false)
-		m.Decision, m.Reason = events.Keep, events.ReasonPinned
-		m.Protection = []events.Reason{events.ReasonPinned}
-		m.Evidence = append(m.Evidence, events.Evidence{Kind: "protection", Value: string(events.ReasonPinned), Detail: "pinned" + byWhom(it.pinBy())})
-		if manual {
-			m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: "prune requested" + byWhom(it.manualBy()) + " refused: the item is pinned"})
-		}
-		if cand != nil {
-			m.Evidence = c.appendCandidateEvidence(m.Evidence, cand)
-		}
-		return m, nil
-	}
-	if manual {
-		m, rec := newMark(it, 1, true)
-		m.Decision, m.Reason = events.Prune, events.ReasonManualPrune
-		detail := "prune requested" + byWhom(it.manualBy())
-		if rs := it.manualRs(); rs != "" {
-			detail += ": " + rs
-		}
-		m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: detail})
-		m.Recoverability = c.recoverability(rec, it, nil, "")
-		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonManualPrune, nil, nil)
-		if by := it.manualBy(); by != "" {
-			m.By = by
-		}
-		return m, nil
-	}
-	if cand != nil && cand.decision != events.Abstain {
-		if mask := c.protMask(it, cand, true); mask != 0 {
-			m, _ := newMark(it, bits.OnesCount16(uint16(mask))+1+len(cand.evidence), false)
-			prot, pev := c.protections(it, cand, mask, m.Evidence)
-			m.Decision, m.Reason, m.Protection = events.Keep, prot[0], prot
-			m.Evidence = c.appendCandidateEvidence(pev, cand)
-			return m, nil
-		}
-		m, rec := newMark(it, len(cand.evidence), cand.decision == events.Prune)
-		if rec != nil {
-			m.Recoverability = c.recoverability(rec, it, cand.survivor, cand.source)
-		}
-		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
-		m.Evidence = append(m.Evidence, cand.evidence...)
-		m.Residue = cand.residue
-		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
-		if cand.span != nil {
-			m.TokensEstimated = cand.span.net // runs minus their reference lines
-		}
-		if cand.decision == events.Prune {
-			return m, cand.survivor
-		}
-		return m, nil
-	}
-	if it.restored >= 0 {
-		m, _ := newMark(it, 1, false)
-		m.Decision, m.Reason = events.Keep, events.ReasonRestored
-		m.Evidence = append(m.Evidence, events.Evidence{Kind: "restore", Detail: "restored by a person; no automatic prune until new evidence"})
-		return m, nil
-	}
-	if it.survRefs > 0 {
-		m, _ := newMark(it, 1, false)
-		m.Decision, m.Reason = events.Keep, events.ReasonSurvivingCopy
-		m.Evidence = append(m.Evidence, events.Evidence{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"})
-		return m, nil
-	}
-	if cand != nil {
-		m, _ := newMark(it, len(cand.evidence), false)
-		prot := reasonsOf(c.protMask(it, nil, false))
-		m.Decision, m.Rung, m.Reason = cand.decision, cand.rung, cand.reason
-		m.Evidence = append(m.Evidence, cand.evidence...)
-		m.Protection = prot
-		return m, nil
-	}
-	if it.last != nil {
-		m, _ := newMark(it, 1, false)
-		m.Decision, m.Reason = events.Keep, events.ReasonUnique
-		m.Evidence = append(m.Evidence, events.Evidence{Kind: "no_evidence", Detail: "no rung proposes removing it any more"})
-		return m, nil
-	}
-	return nil, nil
-}
-
 // candidate returns the item's best proposal: the first PRUNE in rung order,
 // else the first DEFER, else the first ABSTAIN. Rungs the policy disables
 // (eligibility.rungs, eligibility.errored_inputs) propose nothing; their
 // evidence is still gathered, so other rungs see the same facts. The errored
 // proposal is compared without its evidence and residue (in *scratch: the
 // same decision, rung, reason and fact index, so the same proposal wins);
-// with full, when it wins it is built whole (erroredVerdict). Without full
-// the result may be scratch.
-func (c *Core) candidate(it *item, full bool, scratch *verdict) *verdict {
+// the result may be scratch, which erroredVerdict builds whole.
+func (c *Core) candidate(it *item, scratch *verdict) *verdict {
 	var best *verdict
 	for s := 0; s < nSlots; s++ {
 		if !c.slotOn[s] {
@@ -327,9 +332,6 @@ func (c *Core) candidate(it *item, full bool, scratch *verdict) *verdict {
 		if best == nil || rank(v.decision) < rank(best.decision) {
 			best = v
 		}
-	}
-	if full && best == scratch {
-		best = c.erroredVerdict(it)
 	}
 	return best
 }

@@ -3,6 +3,7 @@ package eligibility
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func mixedSession(n int, seed uint64) []events.Event {
 
 // TestFastJudgeEqualsReference runs sessions through a core that builds a
 // mark only when an item's decision changes and through one that builds it
-// at every judgement (checking decide against buildMark each time), under
+// at every judgement (building a mark must change no decision), under
 // several policies: both must emit the same marks, byte for byte, and end
 // with the same decisions.
 func TestFastJudgeEqualsReference(t *testing.T) {
@@ -131,25 +132,22 @@ func TestFastJudgeEqualsReference(t *testing.T) {
 	}
 }
 
-// TestReadRangeString pins readRange.String to the fmt formats it replaced.
-func TestReadRangeString(t *testing.T) {
-	for _, off := range []int{0, 1, 7, 99, 100, 12345, -3} {
-		for _, lim := range []int{0, 1, 50, 1000} {
-			cases := map[readRange]string{
-				{off: off, lim: lim, full: true}:   "1-EOF",
-				{off: off, lim: lim, tail: true}:   fmt.Sprintf("last %d", lim),
-				{off: off, lim: lim, window: true}: fmt.Sprintf("window at %d", off),
-			}
-			if lim == 0 {
-				cases[readRange{off: off}] = fmt.Sprintf("%d-EOF", off)
-			} else {
-				cases[readRange{off: off, lim: lim}] = fmt.Sprintf("%d-%d", off, off+lim-1)
-			}
-			for r, want := range cases {
-				if got := r.String(); got != want {
-					t.Errorf("%+v: got %q want %q", r, got, want)
-				}
-			}
+// TestProtectedReasonIsFirstProtection: a blocked proposal's mark lists its
+// protections (protections) with the decision's reason (firstProtection)
+// first, for every set of protections.
+func TestProtectedReasonIsFirstProtection(t *testing.T) {
+	c := New(policy.Default(), "", "s")
+	surv := &item{id: "o0"}
+	it := &item{id: "o1", kind: kInput, call: &call{tool: "Edit", rule: "CLAUDE.md", protFile: "*.go",
+		fail: &callFailure{explains: "the input explains the failure"}}}
+	cand := &verdict{decision: events.Prune, survivor: surv}
+	for m := protSet(1); m < protSet(1)<<len(protReasons); m++ {
+		prot, ev := c.protections(it, cand, m, nil)
+		if len(prot) != bits.OnesCount16(uint16(m)) || len(ev) != len(prot) {
+			t.Fatalf("mask %b: %d reasons, %d evidence", m, len(prot), len(ev))
+		}
+		if prot[0] != firstProtection(m) {
+			t.Fatalf("mask %b: first %s, key %s", m, prot[0], firstProtection(m))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // L4, predicted irrelevant: a heuristic, off by default (eligibility.l4).
@@ -106,7 +107,7 @@ func (c *Core) reference(text string) {
 			continue
 		}
 		c.referenced(tok)
-		if cp := cleanPath(tok, c.cwd); cp != tok {
+		if cp := toolspec.CleanPath(tok, c.cwd); cp != tok {
 			c.referenced(cp)
 		}
 		if b := path.Base(tok); b != tok {
@@ -140,3 +141,7 @@ func isRefSep(r rune) bool {
 	}
 	return false
 }
+
+// isDigits reports whether s is a non-empty run of ASCII digits (a line
+// number after "path:").
+func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }

@@ -179,6 +179,12 @@ type ContentRef struct {
 	Tokens int    `json:"tokens"`
 }
 
+// EstimateTokens is the bytes/4 token estimate (rounded up) used where no
+// stored count exists (inline payloads in tests and input forms, error-only
+// results, a tokenizer that failed). It is the one definition the cores and
+// the tokenizer share, so they agree on every such count.
+func EstimateTokens(bytes int) int { return (bytes + 3) / 4 }
+
 // SourceIdentity names what a tool observed, as far as it is known.
 type SourceIdentity struct {
 	// Kind is "file", "url", "search", "command" or "other".

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prunesched/prunesched/placeholder"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // HostPlaceholder is what the host itself shows for an output it cleared
@@ -59,7 +60,7 @@ func orDash(s string) string {
 // limit bytes on a member boundary ("…" marks the cut). It never copies more
 // than limit bytes of the arguments.
 func ArgsSummary(raw json.RawMessage, limit int) string {
-	v, err := decodeJSON(raw)
+	v, err := toolspec.DecodeJSON(raw)
 	if err != nil {
 		return fmt.Sprintf("<%d bytes>", len(raw))
 	}
@@ -130,17 +131,6 @@ func truncUTF8(s string, n int) string {
 	return s[:cut] + ell
 }
 
-// decodeJSON decodes one JSON value keeping numbers as written.
-func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // quoteJSON returns s as a JSON string without HTML escaping.
 func quoteJSON(s string) string {
 	b, _ := marshalJSON(s)
@@ -160,16 +150,12 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// canonicalJSON re-encodes a JSON value with sorted keys, compact, without
-// HTML escaping; invalid input is returned as is.
-func canonicalJSON(raw json.RawMessage) string {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return string(raw)
+// canonicalArgs is a call's arguments as a request shows them: canonical
+// JSON (toolspec.CanonicalJSON: sorted keys, compact, numbers as written,
+// no HTML escaping), or the input as it is when it is not JSON.
+func canonicalArgs(raw json.RawMessage) string {
+	if c, _, ok := toolspec.CanonicalJSON(raw); ok {
+		return c
 	}
-	b, err := marshalJSON(v)
-	if err != nil {
-		return string(raw)
-	}
-	return string(b)
+	return string(raw)
 }

@@ -156,7 +156,7 @@ func (bi *BundleItem) openaiFragment(ctx context.Context, blobs BlobGetter, rc *
 		in := bi.wireInput()
 		args := string(in)
 		if !bi.Pruned {
-			args = canonicalJSON(in)
+			args = canonicalArgs(in)
 		}
 		out = make([]byte, 0, 64+len(bi.CallID)+len(bi.Tool)+len(args)+len(args)/8)
 		out = append(out, `{"id":`...)

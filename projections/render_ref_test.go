@@ -87,7 +87,7 @@ func refRenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCo
 			case ItemToolUse:
 				args := string(bi.wireInput())
 				if !bi.Pruned {
-					args = canonicalJSON(bi.wireInput())
+					args = canonicalArgs(bi.wireInput())
 				}
 				calls = append(calls, openaiToolCall{
 					ID: bi.CallID, Type: "function",

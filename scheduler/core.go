@@ -104,43 +104,38 @@ func (c *Core) choose(m moment, cands []candidate) ([]candidate, events.Trigger)
 	case policy.ModeImmediate:
 		return cands, events.TriggerImmediate
 	}
-	if t, ok := c.globalTrigger(m); ok {
-		return cands, t
-	}
-	if lo, ok := ruleSubtaskBoundary(c, m); ok {
-		inside := 0
-		for i := range cands {
-			if cands[i].it.fact >= lo {
-				cands[i].boundary = true
-				inside++
-			}
+	for _, t := range triggers {
+		if !t.fires(c, m) {
+			continue
 		}
-		chosen, trig := c.perMark(m, cands)
-		if inside > 0 && len(chosen) > 0 {
-			trig = events.TriggerSubtask
+		if t.served != nil {
+			t.served(c, m)
 		}
-		return chosen, trig
+		if t.scope == releaseAll {
+			return cands, t.name
+		}
+		return c.closedWork(m, cands)
 	}
 	return c.perMark(m, cands)
 }
 
-// globalTrigger runs the rules that release everything pending at once, in
-// order: manual flush, nothing sent yet (never_sent), cache expired,
-// pressure. A subtask boundary releases only the closed work's own marks
-// (see ruleSubtaskBoundary).
-func (c *Core) globalTrigger(m moment) (events.Trigger, bool) {
-	switch {
-	case ruleManualFlush(c, m):
-		c.flushServed = m.f
-		return events.TriggerManual, true
-	case m.cs.prev < 0:
-		return events.TriggerNeverSent, true
-	case ruleCacheExpired(m):
-		return events.TriggerCacheExpired, true
-	case rulePressure(c, m):
-		return events.TriggerPressure, true
+// closedWork releases the marks on items inside the subtasks that closed
+// since the previous request (ruleSubtaskBoundary) and decides the others
+// mark by mark.
+func (c *Core) closedWork(m moment, cands []candidate) ([]candidate, events.Trigger) {
+	lo, _ := subtasksClosed(c, m)
+	inside := 0
+	for i := range cands {
+		if cands[i].it.fact >= lo {
+			cands[i].boundary = true
+			inside++
+		}
 	}
-	return "", false
+	chosen, trig := c.perMark(m, cands)
+	if inside > 0 && len(chosen) > 0 {
+		trig = events.TriggerSubtask
+	}
+	return chosen, trig
 }
 
 // build fills the application record for the chosen marks.

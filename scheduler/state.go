@@ -229,22 +229,19 @@ func resultTokens(p *events.ToolResult) int {
 	case p.OutputRef != nil:
 		return p.OutputRef.Tokens
 	case p.Output != nil:
-		return estimate(len(*p.Output))
+		return events.EstimateTokens(len(*p.Output))
 	case p.Error != nil:
-		return estimate(len(p.Error.Message))
+		return events.EstimateTokens(len(p.Error.Message))
 	}
 	return 0
 }
-
-// estimate is the bytes/4 estimate used when no stored count exists.
-func estimate(bytes int) int { return (bytes + 3) / 4 }
 
 func (c *Core) addItem(id string, f, tokens, bytes int, callID string, result bool) {
 	if _, dup := c.byID[id]; dup {
 		return
 	}
 	if tokens == 0 && bytes > 0 {
-		tokens = estimate(bytes)
+		tokens = events.EstimateTokens(bytes)
 	}
 	c.byID[id] = len(c.items)
 	c.items = append(c.items, &item{id: id, fact: f, tokens: tokens, callID: callID, result: result})

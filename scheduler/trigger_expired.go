@@ -8,4 +8,4 @@ package scheduler
 // replaced the context since, or the previous request cached nothing
 // (below the minimum cacheable length, or it reported no cache use).
 // CacheCost is 0.
-func ruleCacheExpired(m moment) bool { return m.cs.prev >= 0 && !m.cs.warm }
+func ruleCacheExpired(_ *Core, m moment) bool { return m.cs.prev >= 0 && !m.cs.warm }

@@ -10,3 +10,6 @@ func ruleManualFlush(c *Core, m moment) bool {
 	k := sort.SearchInts(c.flushes, c.flushServed)
 	return k < len(c.flushes) && c.flushes[k] < m.f
 }
+
+// flushServed records that the flushes before this request are served.
+func flushServed(c *Core, m moment) { c.flushServed = m.f }

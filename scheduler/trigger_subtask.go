@@ -9,8 +9,7 @@ type closedSubtask struct {
 }
 
 // ruleSubtaskBoundary (trigger subtask_boundary): one or more subtasks
-// closed between the previous request and this one. It returns the
-// earliest fact index at which those subtasks opened. Work just closed
+// closed between the previous request and this one (subtasksClosed). Work just closed
 // sits at the end of the cached prefix, so cutting inside it invalidates
 // only that tail: pending marks on items inside the closed subtasks apply
 // at the boundary (still priced on the application), while marks on
@@ -18,7 +17,15 @@ type closedSubtask struct {
 // break-even like any other. The Context Lab showed why: releasing every
 // pending mark at a boundary broke 0.81 M cached tokens for 2.80 USD of
 // cache writes against 0.86 USD of expected saving.
-func ruleSubtaskBoundary(c *Core, m moment) (int, bool) {
+func ruleSubtaskBoundary(c *Core, m moment) bool {
+	_, ok := subtasksClosed(c, m)
+	return ok
+}
+
+// subtasksClosed returns the earliest fact index at which the subtasks
+// that closed between the previous request and this one opened; ok is
+// false when none closed.
+func subtasksClosed(c *Core, m moment) (lo int, ok bool) {
 	if m.cs.prev < 0 {
 		return 0, false
 	}

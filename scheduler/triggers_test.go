@@ -380,3 +380,22 @@ func TestHorizonFromSession(t *testing.T) {
 		t.Fatalf("reason %q", r)
 	}
 }
+
+// TestTriggerTableOrder pins the scheduled mode's trigger order: a flush
+// wins over everything, then a first request, an expired cache, pressure,
+// and last a subtask boundary, the only trigger that releases part of
+// what is pending.
+func TestTriggerTableOrder(t *testing.T) {
+	want := []events.Trigger{events.TriggerManual, events.TriggerNeverSent, events.TriggerCacheExpired, events.TriggerPressure, events.TriggerSubtask}
+	if len(triggers) != len(want) {
+		t.Fatalf("%d triggers, want %d", len(triggers), len(want))
+	}
+	for i, tr := range triggers {
+		if tr.name != want[i] {
+			t.Errorf("trigger %d is %s, want %s", i, tr.name, want[i])
+		}
+		if (tr.scope == releaseClosedWork) != (tr.name == events.TriggerSubtask) {
+			t.Errorf("%s: scope %d", tr.name, tr.scope)
+		}
+	}
+}

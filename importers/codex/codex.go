@@ -30,6 +30,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
 	"github.com/prunesched/prunesched/importers/internal/jsonl"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of Codex CLI rollouts.
@@ -437,11 +438,7 @@ func errMessage(out string, code int) string {
 func source(tool string, input json.RawMessage) *events.SourceIdentity {
 	switch tool {
 	case "exec":
-		var js string
-		if json.Unmarshal(input, &js) != nil {
-			return nil
-		}
-		cmds := ExecCommands(js)
+		cmds := toolspec.ExecCommands(input)
 		if len(cmds) == 1 {
 			return build.ShellSource(cmds[0])
 		}
@@ -478,34 +475,6 @@ func commandString(v any) string {
 		return strings.Join(parts, " ")
 	}
 	return ""
-}
-
-var execCmdRe = regexp.MustCompile("exec_command\\(\\s*\\{[^{}]*?\\bcmd\\s*:\\s*(\"(?:[^\"\\\\]|\\\\.)*\"|'(?:[^'\\\\]|\\\\.)*'|`[^`]*`)")
-
-// ExecCommands returns the shell commands a code-mode exec snippet runs
-// through tools.exec_command({cmd: ...}), where cmd is a string literal.
-func ExecCommands(js string) []string {
-	var out []string
-	for _, m := range execCmdRe.FindAllStringSubmatch(js, -1) {
-		lit := m[1]
-		switch lit[0] {
-		case '"':
-			var s string
-			if json.Unmarshal([]byte(lit), &s) == nil {
-				out = append(out, s)
-			}
-		case '\'':
-			s := lit[1 : len(lit)-1]
-			s = strings.ReplaceAll(s, `\'`, `'`)
-			s = strings.ReplaceAll(s, `\\`, `\`)
-			out = append(out, s)
-		default:
-			if !strings.Contains(lit, "${") {
-				out = append(out, lit[1:len(lit)-1])
-			}
-		}
-	}
-	return out
 }
 
 // isMeta reports harness-injected user text (environment context, AGENTS.md

@@ -1,11 +1,11 @@
 package peers
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // call is one tool call as the peers see it.
@@ -100,14 +100,10 @@ func newView(facts []events.Event) *view {
 // keys returns the dedup key (tool + canonical arguments) and the kind key
 // (tool + main argument) of a call.
 func keys(tool string, input json.RawMessage) (string, string) {
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
+	canon, v, ok := toolspec.CanonicalJSON(input)
+	if !ok {
 		return tool + "\x00" + string(input), tool
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // map keys come out sorted
 	target := tool
 	if m, ok := v.(map[string]any); ok {
 		for _, k := range []string{"file_path", "path", "command", "pattern", "url"} {
@@ -117,7 +113,7 @@ func keys(tool string, input json.RawMessage) (string, string) {
 			}
 		}
 	}
-	return tool + "\x00" + string(bytes.TrimSpace(buf.Bytes())), target
+	return tool + "\x00" + canon, target
 }
 
 // requestsBetween counts model requests with fact index in (from, to).

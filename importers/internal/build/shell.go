@@ -1,8 +1,8 @@
 package build
 
 import (
-	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // ShellSource names what a shell command observed, as the eligibility
@@ -14,7 +14,7 @@ func ShellSource(command string) *events.SourceIdentity {
 	if command == "" {
 		return nil
 	}
-	cc := eligibility.ClassifyShellCommand(command)
+	cc := toolspec.ClassifyShellCommand(command)
 	switch {
 	case cc.ReadPath != "":
 		s := &events.SourceIdentity{Kind: "file", Path: cc.ReadPath}

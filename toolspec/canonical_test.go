@@ -1,8 +1,6 @@
-package eligibility
+package toolspec
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -20,7 +18,7 @@ func TestCanonicalJSONMatchesEncodingJSON(t *testing.T) {
 		"{\"k\x7f\":\"\x7f\"}", `{"a":"/"}`, strings.Repeat(`[`, 20) + strings.Repeat(`]`, 20),
 	}
 	for _, in := range inputs {
-		got, gv := canonicalJSON([]byte(in))
+		got, gv, _ := CanonicalJSON([]byte(in))
 		want, wv := canonicalJSONSlowFull([]byte(in))
 		if got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
@@ -33,31 +31,43 @@ func TestCanonicalJSONMatchesEncodingJSON(t *testing.T) {
 
 // canonicalJSONSlowFull is the previous canonicalJSON, all encoding/json.
 func canonicalJSONSlowFull(raw []byte) (string, any) {
-	v, ok := decodeForTest(raw)
+	v, ok := decodeForTestOK(raw)
 	if !ok {
 		return strings.TrimSpace(string(raw)), nil
 	}
-	return canonicalJSONSlow(raw, v)
+	s, v, _ := canonicalJSONSlow(raw, v)
+	return s, v
 }
 
-func decodeForTest(raw []byte) (any, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	return v, true
+func decodeForTestOK(raw []byte) (any, bool) {
+	v, err := DecodeJSON(raw)
+	return v, err == nil
 }
 
 func FuzzCanonicalJSON(f *testing.F) {
 	f.Add(`{"b":[1,2.5,"x\u00e9"],"a":{"c":null,"d":true}}`)
 	f.Add("{\"a\":\"\xff\\u2028<>&\"}")
 	f.Fuzz(func(t *testing.T, in string) {
-		got, _ := canonicalJSON([]byte(in))
+		got, _, _ := CanonicalJSON([]byte(in))
 		want, _ := canonicalJSONSlowFull([]byte(in))
 		if got != want {
 			t.Fatalf("%q: got %q, want %q", in, got, want)
 		}
 	})
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	a, _, _ := CanonicalJSON([]byte(`{"b": 1, "a": {"y": [1, 2], "x": "<&>"}}`))
+	b, _, _ := CanonicalJSON([]byte("{\"a\":{\"x\":\"<&>\",\"y\":[1,2]},\n \"b\":1}"))
+	if a != b || a != `{"a":{"x":"<&>","y":[1,2]},"b":1}` {
+		t.Fatalf("%s != %s", a, b)
+	}
+	if c, _, _ := CanonicalJSON([]byte(`{"n": 1.50}`)); c != `{"n":1.50}` {
+		t.Fatalf("numbers must keep their literal: %s", c)
+	}
+	for in, want := range map[string]bool{`{"a":1}`: true, ` null `: true, `{bad`: false, ``: false, `  x`: false} {
+		if _, _, ok := CanonicalJSON([]byte(in)); ok != want {
+			t.Errorf("%q: ok %v, want %v", in, ok, want)
+		}
+	}
 }

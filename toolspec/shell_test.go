@@ -1,4 +1,4 @@
-package eligibility
+package toolspec
 
 import (
 	"encoding/json"
@@ -96,32 +96,32 @@ func runShellCases(t *testing.T, cases []shellCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.cmd, func(t *testing.T) {
-			got := classifyShell(tc.cmd)
+			got := ClassifyShell(tc.cmd)
 			checkShell(t, got, tc.class, tc.readPath, tc.rng, tc.writes, tc.unscoped)
-			if tc.program != anyProgram && got.program != tc.program {
-				t.Errorf("program %q, want %q", got.program, tc.program)
+			if tc.program != anyProgram && got.Program != tc.program {
+				t.Errorf("program %q, want %q", got.Program, tc.program)
 			}
 		})
 	}
 }
 
 // checkShell compares a classification with what a table expects.
-func checkShell(t *testing.T, got shellInfo, class events.Determinism, readPath, rng string, writes []string, unscoped bool) {
+func checkShell(t *testing.T, got Shell, class events.Determinism, readPath, rng string, writes []string, unscoped bool) {
 	t.Helper()
-	if got.class != class {
-		t.Errorf("class %q, want %q", got.class, class)
+	if got.Class != class {
+		t.Errorf("class %q, want %q", got.Class, class)
 	}
-	if got.readPath != readPath {
-		t.Errorf("readPath %q, want %q", got.readPath, readPath)
+	if got.ReadPath != readPath {
+		t.Errorf("readPath %q, want %q", got.ReadPath, readPath)
 	}
-	if readPath != "" && got.rng.String() != rng {
-		t.Errorf("range %q, want %q", got.rng, rng)
+	if readPath != "" && got.Range.String() != rng {
+		t.Errorf("range %q, want %q", got.Range, rng)
 	}
-	if !reflect.DeepEqual(got.writes, writes) {
-		t.Errorf("writes %q, want %q", got.writes, writes)
+	if !reflect.DeepEqual(got.Writes, writes) {
+		t.Errorf("writes %q, want %q", got.Writes, writes)
 	}
-	if got.unscoped != unscoped {
-		t.Errorf("unscoped %v, want %v", got.unscoped, unscoped)
+	if got.Unscoped != unscoped {
+		t.Errorf("unscoped %v, want %v", got.Unscoped, unscoped)
 	}
 }
 
@@ -213,15 +213,15 @@ func TestClassifyShellTraces(t *testing.T) {
 			name = name[:60]
 		}
 		t.Run(strconv.Itoa(i)+"/"+name, func(t *testing.T) {
-			got := classifyShell(tc.Cmd)
-			if string(got.class) != tc.Class || kindName(got.kind) != tc.Kind {
-				t.Errorf("%s: class %s/%s, want %s/%s", tc.Trace, got.class, kindName(got.kind), tc.Class, tc.Kind)
+			got := ClassifyShell(tc.Cmd)
+			if string(got.Class) != tc.Class || got.Kind.Name() != tc.Kind {
+				t.Errorf("%s: class %s/%s, want %s/%s", tc.Trace, got.Class, got.Kind.Name(), tc.Class, tc.Kind)
 			}
-			if got.readPath != tc.Read || tc.Read != "" && got.rng.String() != tc.Range {
-				t.Errorf("%s: read %q %q, want %q %q", tc.Trace, got.readPath, got.rng, tc.Read, tc.Range)
+			if got.ReadPath != tc.Read || tc.Read != "" && got.Range.String() != tc.Range {
+				t.Errorf("%s: read %q %q, want %q %q", tc.Trace, got.ReadPath, got.Range, tc.Read, tc.Range)
 			}
-			if !reflect.DeepEqual(got.writes, tc.Writes) || got.unscoped != tc.Unscoped {
-				t.Errorf("%s: writes %q unscoped %v, want %q %v", tc.Trace, got.writes, got.unscoped, tc.Writes, tc.Unscoped)
+			if !reflect.DeepEqual(got.Writes, tc.Writes) || got.Unscoped != tc.Unscoped {
+				t.Errorf("%s: writes %q unscoped %v, want %q %v", tc.Trace, got.Writes, got.Unscoped, tc.Writes, tc.Unscoped)
 			}
 		})
 	}
@@ -240,18 +240,18 @@ func FuzzClassifyShell(f *testing.F) {
 	}
 	// One parser across inputs, as Core reuses it: a reused parser must
 	// classify as a fresh one does.
-	fuzzParser := newShellParser()
+	var fuzzParser ShellClassifier
 	f.Fuzz(func(t *testing.T, line string) {
-		a := classifyShell(line)
-		b := classifyShellWith(fuzzParser, line)
+		a := ClassifyShell(line)
+		b := fuzzParser.Classify(line)
 		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("%q: not deterministic: %+v vs %+v", line, a, b)
 		}
-		if _, ok := danger[a.class]; !ok {
-			t.Fatalf("%q: class %q", line, a.class)
+		if _, ok := danger[a.Class]; !ok {
+			t.Fatalf("%q: class %q", line, a.Class)
 		}
-		if a.readPath != "" && a.class != events.DeterminismVersioned {
-			t.Fatalf("%q: read path %q on a %s command", line, a.readPath, a.class)
+		if a.ReadPath != "" && a.Class != events.DeterminismVersioned {
+			t.Fatalf("%q: read path %q on a %s command", line, a.ReadPath, a.Class)
 		}
 	})
 }
@@ -269,7 +269,7 @@ func BenchmarkClassifyShell(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, c := range cases {
-			classifyShell(c.Cmd)
+			ClassifyShell(c.Cmd)
 		}
 	}
 }
@@ -284,11 +284,11 @@ func BenchmarkClassifyShellReused(b *testing.B) {
 	if err := json.Unmarshal(data, &cases); err != nil {
 		b.Fatal(err)
 	}
-	p := newShellParser()
+	var p ShellClassifier
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, c := range cases {
-			classifyShellWith(p, c.Cmd)
+			p.Classify(c.Cmd)
 		}
 	}
 }

@@ -81,12 +81,12 @@ func (c *Core) supersedes(n, o *item) (string, bool) {
 	if nc.srcHash != "" && nc.srcHash == oc.srcHash {
 		return "", false // one source content: L1's business
 	}
-	if nc.rng.full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > int(o.factIdx) {
+	if nc.rng.Full && nc.scopedAtRes > oc.scopedAtRes && nc.scopedAtRes > int(o.factIdx) {
 		w := c.scopedWrite(nc.readPath)
 		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") after the recorded edit " + w.ev +
 			" covers read " + oc.readPath + " lines " + oc.rng.String() + " (" + o.eventID + ") from before it", true
 	}
-	if c.sameVersion(oc, nc) && !(nc.rng.full && oc.rng.full) && nc.rng != oc.rng && nc.rng.covers(oc.rng, nc.tool == oc.tool) {
+	if c.sameVersion(oc, nc) && !(nc.rng.Full && oc.rng.Full) && nc.rng != oc.rng && nc.rng.Covers(oc.rng, nc.tool == oc.tool) {
 		return "read " + nc.readPath + " lines " + nc.rng.String() + " (" + n.eventID + ") covers read " +
 			oc.readPath + " lines " + oc.rng.String() + " (" + o.eventID + ") at the same version: no write of the path recorded or possible between", true
 	}

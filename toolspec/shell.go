@@ -1,4 +1,4 @@
-package eligibility
+package toolspec
 
 import (
 	"path"
@@ -45,32 +45,21 @@ import (
 // of a side effect, a program named by a variable). A line that does not
 // parse (unbalanced quotes, an unterminated here-document) is an unscoped
 // side effect.
-type shellInfo struct {
-	class events.Determinism
-	kind  toolKind
-	// readPath and rng are set when the command is a single content read of
-	// one path.
-	readPath string
-	rng      readRange
-	// writes are the paths a side effect may touch; unscoped means any.
-	writes   []string
-	unscoped bool
-	// program is the first program run (not cd), for error targets.
-	program string
-}
-
-var danger = map[events.Determinism]int{
-	events.DeterminismPure:       0,
-	events.DeterminismVersioned:  1,
-	events.DeterminismState:      2,
-	events.DeterminismSideEffect: 3,
-}
-
-func maxClass(a, b events.Determinism) events.Determinism {
-	if danger[b] > danger[a] {
-		return b
-	}
-	return a
+type Shell struct {
+	// Class is the line's determinism class: the riskiest of its commands.
+	Class events.Determinism
+	// Kind is what the line does (KindRead, KindSearch, KindTest,
+	// KindWrite, KindWeb or KindOther).
+	Kind Kind
+	// ReadPath and Range are set when the command is a single content read
+	// of one path.
+	ReadPath string
+	Range    Range
+	// Writes are the paths a side effect may touch; Unscoped means any.
+	Writes   []string
+	Unscoped bool
+	// Program is the first program run (not cd), for error targets.
+	Program string
 }
 
 // shCmd is one simple command as the shell would run it: its words (quotes
@@ -91,29 +80,31 @@ type shCmd struct {
 
 // unknownShell is the class of a command line the classifier cannot
 // understand: a side effect that may touch any path.
-func unknownShell() shellInfo {
-	return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, unscoped: true}
+func unknownShell() Shell {
+	return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Unscoped: true}
 }
 
 // unknownDir marks a working directory the classifier cannot pin (cd to a
 // variable, cd in a branch or loop, popd).
 const unknownDir = "$PWD"
 
-// classifyShell classifies a shell command line. It parses the line as bash
+// ClassifyShell classifies a shell command line. It parses the line as bash
 // (mvdan.cc/sh/v3/syntax); a line that does not parse is an unscoped side
 // effect.
-func classifyShell(line string) shellInfo {
-	return classifyShellWith(newShellParser(), line)
+func ClassifyShell(line string) Shell {
+	var sc ShellClassifier
+	return sc.Classify(line)
 }
 
-// newShellParser returns the parser classifyShellWith needs: bash.
-func newShellParser() *syntax.Parser {
-	return syntax.NewParser(syntax.Variant(syntax.LangBash))
+// ShellClassifier is ClassifyShell with one parser reused across lines (a
+// parser allocates its buffers once; Parse resets it). The zero value is
+// ready to use; not for concurrent use.
+type ShellClassifier struct {
+	p *syntax.Parser
 }
 
-// classifyShellWith is classifyShell with a parser to reuse (Parse resets
-// it); not for concurrent use of one parser.
-func classifyShellWith(p *syntax.Parser, line string) (info shellInfo) {
+// Classify classifies one command line as ClassifyShell does.
+func (sc *ShellClassifier) Classify(line string) (info Shell) {
 	defer func() {
 		// The parser is outside code fed with outside input: a panic in
 		// it must not stop the session's eligibility.
@@ -121,6 +112,10 @@ func classifyShellWith(p *syntax.Parser, line string) (info shellInfo) {
 			info = unknownShell()
 		}
 	}()
+	if sc.p == nil {
+		sc.p = syntax.NewParser(syntax.Variant(syntax.LangBash))
+	}
+	p := sc.p
 	f, err := p.Parse(strings.NewReader(line), "")
 	if err != nil {
 		return unknownShell()
@@ -454,14 +449,14 @@ func unescape(s string, quoted bool) string {
 // combineShell folds the simple commands of a line into one class: the
 // most dangerous class of its parts, the union of their writes, and a read
 // path only when the line is a single read.
-func combineShell(cmds []shCmd) shellInfo {
-	info := shellInfo{class: events.DeterminismPure}
-	var reads []shellInfo
+func combineShell(cmds []shCmd) Shell {
+	info := Shell{Class: events.DeterminismPure}
+	var reads []Shell
 	nonCD := 0
 	for _, c := range cmds {
-		var one shellInfo
+		var one Shell
 		if c.builtin != "" {
-			one = shellInfo{class: events.DeterminismPure, program: c.builtin}
+			one = Shell{Class: events.DeterminismPure, Program: c.builtin}
 		} else {
 			one = classifyCommand(c.words)
 		}
@@ -469,52 +464,52 @@ func combineShell(cmds []shCmd) shellInfo {
 			if w == "/dev/null" || w == "/dev/stderr" || w == "/dev/stdout" {
 				continue
 			}
-			one.class = events.DeterminismSideEffect
-			one.kind = kindWrite
-			one.writes = append(one.writes, w)
+			one.Class = events.DeterminismSideEffect
+			one.Kind = KindWrite
+			one.Writes = append(one.Writes, w)
 		}
-		if one.program == "cd" && one.class == events.DeterminismPure {
+		if one.Program == "cd" && one.Class == events.DeterminismPure {
 			continue
 		}
 		nonCD++
-		if info.program == "" && !c.inner {
-			info.program = one.program
+		if info.Program == "" && !c.inner {
+			info.Program = one.Program
 		}
-		if one.readPath != "" {
-			p, ok := resolvePath(c.dir, one.readPath)
+		if one.ReadPath != "" {
+			p, ok := resolvePath(c.dir, one.ReadPath)
 			if ok {
-				one.readPath = p
+				one.ReadPath = p
 				reads = append(reads, one)
 			} else {
 				// A relative read in a directory we cannot pin reads
 				// no known source.
-				one.readPath, one.rng = "", readRange{}
-				if one.kind == kindRead {
-					one.kind = kindOther
+				one.ReadPath, one.Range = "", Range{}
+				if one.Kind == KindRead {
+					one.Kind = KindOther
 				}
 			}
 		}
-		if danger[one.class] > danger[info.class] || info.kind == kindOther && one.kind != kindOther && one.class == info.class {
-			info.kind = one.kind
+		if danger[one.Class] > danger[info.Class] || info.Kind == KindOther && one.Kind != KindOther && one.Class == info.Class {
+			info.Kind = one.Kind
 		}
-		info.class = maxClass(info.class, one.class)
-		for _, w := range one.writes {
+		info.Class = MaxClass(info.Class, one.Class)
+		for _, w := range one.Writes {
 			p, ok := resolvePath(c.dir, w)
 			if !ok {
-				info.unscoped = true
+				info.Unscoped = true
 				continue
 			}
-			info.writes = append(info.writes, p)
+			info.Writes = append(info.Writes, p)
 		}
-		info.unscoped = info.unscoped || one.unscoped
+		info.Unscoped = info.Unscoped || one.Unscoped
 	}
-	if nonCD == 1 && len(reads) == 1 && info.class == events.DeterminismVersioned {
-		info.readPath = reads[0].readPath
-		info.rng = reads[0].rng
-		info.kind = kindRead
+	if nonCD == 1 && len(reads) == 1 && info.Class == events.DeterminismVersioned {
+		info.ReadPath = reads[0].ReadPath
+		info.Range = reads[0].Range
+		info.Kind = KindRead
 	}
 	if nonCD == 0 {
-		info.program = "cd"
+		info.Program = "cd"
 	}
 	return info
 }
@@ -579,7 +574,7 @@ func set(xs ...string) map[string]bool {
 var sedRangeRe = regexp.MustCompile(`^(\d+)(?:,(\d+|\$))?p$`)
 
 // classifyCommand classifies one simple command (no operators).
-func classifyCommand(words []string) shellInfo {
+func classifyCommand(words []string) Shell {
 	// Drop environment assignments and wrapper programs.
 	for len(words) > 0 {
 		w := words[0]
@@ -602,15 +597,15 @@ func classifyCommand(words []string) shellInfo {
 		break
 	}
 	if len(words) == 0 {
-		return shellInfo{class: events.DeterminismPure}
+		return Shell{Class: events.DeterminismPure}
 	}
 	prog := path.Base(words[0])
 	args := words[1:]
-	side := func(unscoped bool, writes ...string) shellInfo {
-		return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, unscoped: unscoped, writes: writes, program: prog}
+	side := func(unscoped bool, writes ...string) Shell {
+		return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Unscoped: unscoped, Writes: writes, Program: prog}
 	}
-	state := func(k toolKind) shellInfo {
-		return shellInfo{class: events.DeterminismState, kind: k, program: prog}
+	state := func(k Kind) Shell {
+		return Shell{Class: events.DeterminismState, Kind: k, Program: prog}
 	}
 	switch {
 	case prog == "xargs":
@@ -619,16 +614,16 @@ func classifyCommand(words []string) shellInfo {
 			i++
 		}
 		inner := classifyCommand(args[i:])
-		inner.readPath = ""
-		if inner.class == events.DeterminismSideEffect {
-			inner.unscoped = true
+		inner.ReadPath = ""
+		if inner.Class == events.DeterminismSideEffect {
+			inner.Unscoped = true
 		}
-		if inner.class == events.DeterminismVersioned {
-			inner.class = events.DeterminismState
+		if inner.Class == events.DeterminismVersioned {
+			inner.Class = events.DeterminismState
 		}
 		return inner
 	case pureProgs[prog]:
-		return shellInfo{class: events.DeterminismPure, program: prog}
+		return Shell{Class: events.DeterminismPure, Program: prog}
 	case readProgs[prog]:
 		return classifyRead(prog, args)
 	case prog == "sed":
@@ -636,7 +631,7 @@ func classifyCommand(words []string) shellInfo {
 	case prog == "sort" && hasFlagPrefix(args, "-o"):
 		return side(true)
 	case filterProgs[prog]:
-		return shellInfo{class: events.DeterminismVersioned, program: prog}
+		return Shell{Class: events.DeterminismVersioned, Program: prog}
 	case prog == "find":
 		for _, a := range args {
 			switch a {
@@ -644,15 +639,15 @@ func classifyCommand(words []string) shellInfo {
 				return side(true)
 			}
 		}
-		return state(kindSearch)
+		return state(KindSearch)
 	case (prog == "curl" || prog == "wget") && (hasFlagPrefix(args, "-o") || hasFlagPrefix(args, "-O") || hasFlagPrefix(args, "--output")):
 		return side(true)
 	case prog == "curl" || prog == "wget" || prog == "http":
-		return state(kindWeb)
+		return state(KindWeb)
 	case searchProgs[prog]:
-		return state(kindSearch)
+		return state(KindSearch)
 	case testProgs[prog]:
-		return state(kindTest)
+		return state(KindTest)
 	case writeProgs[prog]:
 		return side(false, nonFlags(args)...)
 	case prog == "git":
@@ -660,31 +655,31 @@ func classifyCommand(words []string) shellInfo {
 	case prog == "go":
 		switch first(args) {
 		case "test", "vet":
-			return state(kindTest)
+			return state(KindTest)
 		case "list", "env", "version", "doc":
-			return state(kindSearch)
+			return state(KindSearch)
 		}
 		return side(true)
 	case prog == "gofmt":
 		if hasFlagPrefix(args, "-w") {
 			return side(false, nonFlags(args)...)
 		}
-		return shellInfo{class: events.DeterminismVersioned, program: prog}
+		return Shell{Class: events.DeterminismVersioned, Program: prog}
 	case prog == "cargo":
 		switch first(args) {
 		case "test", "check", "clippy", "nextest":
-			return state(kindTest)
+			return state(KindTest)
 		case "tree", "metadata":
-			return state(kindSearch)
+			return state(KindSearch)
 		}
 		return side(true)
 	case prog == "npm" || prog == "yarn" || prog == "pnpm" || prog == "bun":
 		a := first(args)
 		if a == "test" || a == "t" || (a == "run" && len(args) > 1 && strings.HasPrefix(args[1], "test")) {
-			return state(kindTest)
+			return state(KindTest)
 		}
 		if a == "ls" || a == "list" || a == "view" {
-			return state(kindSearch)
+			return state(KindSearch)
 		}
 		return side(true)
 	case prog == "npx" || prog == "uv" || prog == "poetry" || prog == "pipenv":
@@ -693,17 +688,17 @@ func classifyCommand(words []string) shellInfo {
 			rest = rest[1:]
 		}
 		if len(rest) > 0 && (testProgs[rest[0]] || rest[0] == "pytest") {
-			return state(kindTest)
+			return state(KindTest)
 		}
 		return side(true)
 	case strings.HasPrefix(prog, "python"):
 		if len(args) >= 2 && args[0] == "-m" && (args[1] == "pytest" || args[1] == "unittest") {
-			return state(kindTest)
+			return state(KindTest)
 		}
 		return side(true)
 	case prog == "mvn" || prog == "gradle" || prog == "./gradlew" || prog == "dotnet" || prog == "deno":
 		if first(args) == "test" {
-			return state(kindTest)
+			return state(KindTest)
 		}
 		return side(true)
 	}
@@ -739,8 +734,8 @@ func nonFlags(args []string) []string {
 }
 
 // classifyRead handles cat, nl, head, tail, less, more.
-func classifyRead(prog string, args []string) shellInfo {
-	info := shellInfo{class: events.DeterminismVersioned, kind: kindRead, program: prog}
+func classifyRead(prog string, args []string) Shell {
+	info := Shell{Class: events.DeterminismVersioned, Kind: KindRead, Program: prog}
 	var paths []string
 	n := 0
 	for i := 0; i < len(args); i++ {
@@ -766,33 +761,33 @@ func classifyRead(prog string, args []string) shellInfo {
 		}
 	}
 	if len(paths) == 0 {
-		info.class = events.DeterminismPure // a filter on stdin
-		info.kind = kindOther
+		info.Class = events.DeterminismPure // a filter on stdin
+		info.Kind = KindOther
 		return info
 	}
 	if len(paths) != 1 || unscopedWord(paths[0]) || n < 0 {
-		return shellInfo{class: events.DeterminismVersioned, program: prog}
+		return Shell{Class: events.DeterminismVersioned, Program: prog}
 	}
-	info.readPath = paths[0]
+	info.ReadPath = paths[0]
 	switch prog {
 	case "head":
 		if n == 0 {
 			n = 10
 		}
-		info.rng = readRange{off: 1, lim: n}
+		info.Range = Range{Off: 1, Lim: n}
 	case "tail":
 		if n == 0 {
 			n = 10
 		}
-		info.rng = readRange{tail: true, lim: n}
+		info.Range = Range{Tail: true, Lim: n}
 	default:
-		info.rng = readRange{full: true}
+		info.Range = Range{Full: true}
 	}
 	return info
 }
 
 // classifySed handles sed: -i writes; -n 'A,Bp' FILE reads a range.
-func classifySed(args []string) shellInfo {
+func classifySed(args []string) Shell {
 	quiet := false
 	script := ""
 	var files []string
@@ -800,7 +795,7 @@ func classifySed(args []string) shellInfo {
 		a := args[i]
 		switch {
 		case a == "-i" || strings.HasPrefix(a, "-i") || strings.HasPrefix(a, "--in-place") || (strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "i")):
-			return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, program: "sed", writes: sedFiles(args)}
+			return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Program: "sed", Writes: sedFiles(args)}
 		case a == "-n" || a == "--quiet" || a == "--silent":
 			quiet = true
 		case a == "-e" || a == "--expression":
@@ -810,7 +805,7 @@ func classifySed(args []string) shellInfo {
 			}
 		case a == "-E" || a == "-r" || a == "--regexp-extended":
 		case strings.HasPrefix(a, "-"):
-			return shellInfo{class: events.DeterminismVersioned, program: "sed"}
+			return Shell{Class: events.DeterminismVersioned, Program: "sed"}
 		case script == "":
 			script = a
 		default:
@@ -818,32 +813,32 @@ func classifySed(args []string) shellInfo {
 		}
 	}
 	if strings.Contains(script, "w ") || strings.HasSuffix(script, "w") && !strings.HasSuffix(script, "p") {
-		return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, program: "sed", unscoped: true}
+		return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Program: "sed", Unscoped: true}
 	}
 	if len(files) == 0 {
-		return shellInfo{class: events.DeterminismPure, program: "sed"}
+		return Shell{Class: events.DeterminismPure, Program: "sed"}
 	}
-	info := shellInfo{class: events.DeterminismVersioned, program: "sed"}
+	info := Shell{Class: events.DeterminismVersioned, Program: "sed"}
 	if quiet && len(files) == 1 && !unscopedWord(files[0]) {
 		if m := sedRangeRe.FindStringSubmatch(strings.TrimSpace(script)); m != nil {
 			a, _ := strconv.Atoi(m[1])
-			info.kind = kindRead
-			info.readPath = files[0]
+			info.Kind = KindRead
+			info.ReadPath = files[0]
 			switch m[2] {
 			case "":
-				info.rng = readRange{off: a, lim: 1}
+				info.Range = Range{Off: a, Lim: 1}
 			case "$":
 				if a <= 1 {
-					info.rng = readRange{full: true}
+					info.Range = Range{Full: true}
 				} else {
-					info.rng = readRange{off: a}
+					info.Range = Range{Off: a}
 				}
 			default:
 				b, _ := strconv.Atoi(m[2])
 				if b < a {
 					b = a
 				}
-				info.rng = readRange{off: a, lim: b - a + 1}
+				info.Range = Range{Off: a, Lim: b - a + 1}
 			}
 		}
 	}
@@ -876,7 +871,7 @@ func sedFiles(args []string) []string {
 }
 
 // classifyGit handles git subcommands.
-func classifyGit(args []string) shellInfo {
+func classifyGit(args []string) Shell {
 	i := 0
 	for i < len(args) && strings.HasPrefix(args[i], "-") {
 		if args[i] == "-C" || args[i] == "-c" {
@@ -885,21 +880,21 @@ func classifyGit(args []string) shellInfo {
 		i++
 	}
 	if i >= len(args) {
-		return shellInfo{class: events.DeterminismState, kind: kindSearch, program: "git"}
+		return Shell{Class: events.DeterminismState, Kind: KindSearch, Program: "git"}
 	}
 	sub := args[i]
 	rest := args[i+1:]
 	switch {
 	case gitReads[sub]:
-		return shellInfo{class: events.DeterminismState, kind: kindSearch, program: "git"}
+		return Shell{Class: events.DeterminismState, Kind: KindSearch, Program: "git"}
 	case (sub == "branch" || sub == "tag" || sub == "remote" || sub == "stash") && (len(rest) == 0 || rest[0] == "-a" || rest[0] == "-r" || rest[0] == "-v" || rest[0] == "--list" || rest[0] == "-l" || rest[0] == "list"):
-		return shellInfo{class: events.DeterminismState, kind: kindSearch, program: "git"}
+		return Shell{Class: events.DeterminismState, Kind: KindSearch, Program: "git"}
 	case sub == "config" && len(rest) > 0 && (rest[0] == "--get" || rest[0] == "--list" || rest[0] == "-l"):
-		return shellInfo{class: events.DeterminismState, kind: kindSearch, program: "git"}
+		return Shell{Class: events.DeterminismState, Kind: KindSearch, Program: "git"}
 	case gitPathWrites[sub]:
-		return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, program: "git", writes: nonFlags(rest)}
+		return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Program: "git", Writes: nonFlags(rest)}
 	case gitNoFiles[sub]:
-		return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, program: "git"}
+		return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Program: "git"}
 	}
-	return shellInfo{class: events.DeterminismSideEffect, kind: kindWrite, program: "git", unscoped: true}
+	return Shell{Class: events.DeterminismSideEffect, Kind: KindWrite, Program: "git", Unscoped: true}
 }

@@ -1,0 +1,269 @@
+package layering
+
+import (
+	"bufio"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// pkg is one package of the module as its non-test files declare it.
+type pkg struct {
+	imports []string            // module packages imported, relative to the module ("events")
+	uses    map[string][]string // module package -> identifiers selected from it
+}
+
+// module reads the import lines of every non-test Go file below the module
+// root (testdata, hidden and underscore folders skipped, as the go command
+// does), keyed by the package's path relative to the module ("" for the
+// root).
+func module(t *testing.T) map[string]*pkg {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modPath := modulePath(t, filepath.Join(root, "go.mod"))
+	pkgs := map[string]*pkg{}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", p, err)
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			rel = ""
+		}
+		k := pkgs[rel]
+		if k == nil {
+			k = &pkg{uses: map[string][]string{}}
+			pkgs[rel] = k
+		}
+		local := map[string]string{} // file's name for an import -> module package
+		for _, im := range f.Imports {
+			path, err := strconv.Unquote(im.Path.Value)
+			if err != nil {
+				return fmt.Errorf("%s: import %s: %w", p, im.Path.Value, err)
+			}
+			if path != modPath && !strings.HasPrefix(path, modPath+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(strings.TrimPrefix(path, modPath), "/")
+			if !slices.Contains(k.imports, dep) {
+				k.imports = append(k.imports, dep)
+			}
+			n := dep[strings.LastIndexByte(dep, '/')+1:]
+			if im.Name != nil {
+				n = im.Name.Name
+			}
+			local[n] = dep
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok {
+				if dep, ok := local[id.Name]; ok && !slices.Contains(k.uses[dep], sel.Sel.Name) {
+					k.uses[dep] = append(k.uses[dep], sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 10 || pkgs["eligibility"] == nil || pkgs["importers"] == nil {
+		t.Fatalf("read %d packages from %s: the walk missed the module", len(pkgs), root)
+	}
+	return pkgs
+}
+
+func modulePath(t *testing.T, gomod string) string {
+	t.Helper()
+	f, err := os.Open(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	t.Fatalf("%s: no module line", gomod)
+	return ""
+}
+
+// deps returns every module package p reaches through imports, p excluded,
+// each with the chain of imports that reaches it first (breadth first).
+func deps(pkgs map[string]*pkg, p string) map[string][]string {
+	seen := map[string][]string{p: {p}}
+	queue := []string{p}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		k := pkgs[cur]
+		if k == nil {
+			continue
+		}
+		for _, d := range k.imports {
+			if _, ok := seen[d]; !ok {
+				seen[d] = append(slices.Clone(seen[cur]), d)
+				queue = append(queue, d)
+			}
+		}
+	}
+	delete(seen, p)
+	return seen
+}
+
+// under reports whether package p is dir or inside it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// formatImporter reports whether p is one trace format's importer
+// (importers/claudecode, ...), not the registry or the shared internals.
+func formatImporter(p string) bool {
+	rest, ok := strings.CutPrefix(p, "importers/")
+	return ok && !strings.Contains(rest, "/") && rest != "internal"
+}
+
+// prefixed returns prefix+x for every x of xs that bad reports.
+func prefixed(prefix string, xs []string, bad func(string) bool) []string {
+	var out []string
+	for _, x := range xs {
+		if bad(x) {
+			out = append(out, prefix+x)
+		}
+	}
+	return out
+}
+
+// TestLayering checks the import rules, one row each.
+func TestLayering(t *testing.T) {
+	pkgs := module(t)
+	var names []string
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	rules := []struct {
+		name string
+		// check returns the violations of package p.
+		check func(p string) []string
+	}{
+		{
+			// Importers turn traces into facts; what a tool does is
+			// toolspec's. The eligibility core is no part of importing.
+			name: "importers reach no eligibility",
+			check: func(p string) []string {
+				if !under(p, "importers") {
+					return nil
+				}
+				if chain, ok := deps(pkgs, p)["eligibility"]; ok {
+					return []string{"reaches eligibility: " + strings.Join(chain, " -> ")}
+				}
+				return nil
+			},
+		},
+		{
+			// One format's importer shares code with the others only
+			// through importers/internal; only the registry (importers)
+			// knows them all.
+			name: "a format importer imports no other importer",
+			check: func(p string) []string {
+				if !under(p, "importers") || p == "importers" {
+					return nil
+				}
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return formatImporter(d) || d == "importers" })
+			},
+		},
+		{
+			// analyze reads traces through the registry, never through one
+			// format's importer.
+			name: "analyze imports no format importer",
+			check: func(p string) []string {
+				if p != "analyze" {
+					return nil
+				}
+				return prefixed("imports ", pkgs[p].imports, formatImporter)
+			},
+		},
+		{
+			// analyze runs the eligibility core (the host agreement replays
+			// it), but classifies tools with toolspec like everyone else:
+			// from eligibility it uses the core's constructor only.
+			name: "analyze takes only the core from eligibility",
+			check: func(p string) []string {
+				if p != "analyze" {
+					return nil
+				}
+				return prefixed("uses eligibility.", pkgs[p].uses["eligibility"], func(id string) bool { return id != "New" })
+			},
+		},
+		{
+			// toolspec is the leaf the cores, the importers, projections and
+			// analyze share: it imports nothing of the module but events.
+			name: "toolspec is a leaf",
+			check: func(p string) []string {
+				if p != "toolspec" {
+					return nil
+				}
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return d != "events" })
+			},
+		},
+	}
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			for _, p := range names {
+				for _, v := range r.check(p) {
+					t.Errorf("%s %s", p, v)
+				}
+			}
+		})
+	}
+}
+
+// TestLayeringCatches: the rules see a violation when one is there (a
+// fabricated module, so the check cannot pass by reading nothing).
+func TestLayeringCatches(t *testing.T) {
+	pkgs := map[string]*pkg{
+		"importers/a":              {imports: []string{"importers/internal/build", "importers/b"}},
+		"importers/internal/build": {imports: []string{"toolspec", "eligibility"}},
+	}
+	if chain, ok := deps(pkgs, "importers/a")["eligibility"]; !ok || strings.Join(chain, " ") != "importers/a importers/internal/build eligibility" {
+		t.Errorf("transitive eligibility: %v %v", chain, ok)
+	}
+	if !formatImporter("importers/b") || formatImporter("importers/internal") || formatImporter("importers/internal/build") || formatImporter("importers") {
+		t.Error("formatImporter misnames packages")
+	}
+}
