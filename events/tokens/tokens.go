@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/tiktoken-go/tokenizer"
 )
 
@@ -75,7 +76,7 @@ func (c *Counter) Count(s string) int {
 	n := 0
 	for _, k := range counts {
 		if k < 0 {
-			return estimate(s)
+			return events.EstimateTokens(len(s)) // rather than dropping the item when the codec fails
 		}
 		n += k
 	}
@@ -91,9 +92,6 @@ func (c *Counter) countOne(s string) int {
 	return n
 }
 
-// Count falls back to a byte-based estimate rather than dropping the item
-// when the codec fails.
-func estimate(s string) int { return (len(s) + 3) / 4 }
 
 // partBytes is the smallest part a long text is cut into.
 const partBytes = 4 << 10
