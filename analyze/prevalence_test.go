@@ -147,8 +147,7 @@ func TestPrevalenceTotalsAndJSON(t *testing.T) {
 		t.Fatalf("prevalence JSON does not parse: %v", err)
 	}
 	// Formats add up to the total; shapes add up to "any shape".
-	var sum PrevalenceGroup
-	sum = newGroup("sum")
+	sum := newGroup("sum")
 	for _, g := range back.Formats {
 		sum.merge(g)
 		shapeTok := 0

@@ -327,22 +327,6 @@ func (s *Session) buildPlaceholder(it *itemState) string {
 	return Placeholder(p)
 }
 
-// sourceVersion is "path@version" when a version or content hash is known.
-func sourceVersion(src *events.SourceIdentity) string {
-	name := src.Path
-	if name == "" {
-		name = src.URL
-	}
-	ver := src.Version
-	if ver == "" && src.ContentHash != "" {
-		ver = shortHash(src.ContentHash)
-	}
-	if name == "" || ver == "" {
-		return ""
-	}
-	return name + "@" + ver
-}
-
 // maxTokens returns the bundle's max_tokens or the default.
 func (b *Bundle) maxTokens() int {
 	if b.MaxTokens > 0 {

@@ -22,12 +22,11 @@ const HostPlaceholder = "[Old tool result content cleared]"
 // placeholder or a pruned input's residue object may quote. Arguments are
 // summarised to keys and short values first, then cut at ArgsSummaryBytes.
 const (
-	ArgsSummaryBytes  = 120
-	argValueBytes     = 48
-	argKeyBytes       = 32
-	residueMsgBytes   = placeholder.ResidueMsgBytes
-	residueSkelBytes  = placeholder.ResidueSkelBytes
-	shortHashHexBytes = 12
+	ArgsSummaryBytes = 120
+	argValueBytes    = 48
+	argKeyBytes      = 32
+	residueMsgBytes  = placeholder.ResidueMsgBytes
+	residueSkelBytes = placeholder.ResidueSkelBytes
 )
 
 // PlaceholderSpec is what a placeholder may say about a removed item:
@@ -38,14 +37,6 @@ type PlaceholderSpec = placeholder.Spec
 // (placeholder.Render): tool, source, rung and reason, the count the
 // certificate records, the surviving item and the recovery handle.
 func Placeholder(p PlaceholderSpec) string { return placeholder.Render(p) }
-
-// shortHash cuts a content address to its first 12 hex digits.
-func shortHash(h string) string {
-	if n := len("sha256:") + shortHashHexBytes; len(h) > n {
-		return h[:n]
-	}
-	return h
-}
 
 func orDash(s string) string {
 	if s == "" {

@@ -84,10 +84,8 @@ func joinTexts(bs []*block) string {
 
 func hasTools(t []byte) bool { return len(t) > 2 && t[0] == '[' }
 
-// parseOpenAIChat reads a Chat Completions request body.
-func parseOpenAIChat(body []byte) (*conversation, error) { return parseOpenAIChatWith(body, nil) }
-
-// parseOpenAIChatWith is parseOpenAIChat reusing (and feeding) pc.
+// parseOpenAIChatWith reads a Chat Completions request body, reusing (and
+// feeding) pc (nil: no cache).
 func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
 	a := &arrScan{pc: pc, api: APIOpenAIChat, body: body}
 	top, err := scanObjectHook(body, 0, "messages", a.hook)
@@ -186,14 +184,9 @@ func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
 	return c, nil
 }
 
-// parseOpenAIResponses reads a Responses API request body (as Codex sends
-// it: the full input every time, store false).
-func parseOpenAIResponses(body []byte) (*conversation, error) {
-	return parseOpenAIResponsesWith(body, nil)
-}
-
-// parseOpenAIResponsesWith is parseOpenAIResponses reusing (and feeding)
-// pc.
+// parseOpenAIResponsesWith reads a Responses API request body (as Codex
+// sends it: the full input every time, store false), reusing (and feeding)
+// pc (nil: no cache).
 func parseOpenAIResponsesWith(body []byte, pc *parseCache) (*conversation, error) {
 	a := &arrScan{pc: pc, api: APIOpenAIResponses, body: body}
 	top, err := scanObjectHook(body, 0, "input", a.hook)

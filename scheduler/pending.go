@@ -42,19 +42,6 @@ type PendingMark struct {
 // ReasonAwaiting is the reason of a pending mark no Decide has judged yet.
 const ReasonAwaiting = "awaiting the next request"
 
-// effective returns, per item, the latest mark eligible at fact index f
-// (CauseIndex < f; the higher CauseIndex wins, ties go to the later mark),
-// in mark arrival order of the winners.
-func (c *Core) effective(f int) []*mark {
-	best := c.effectiveMap(f)
-	out := make([]*mark, 0, len(best))
-	for _, m := range best {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
-}
-
 // effCache holds the winners of effective for one fact index, so the next
 // call merges only the marks it has not considered. The winner of an item
 // is the maximum of its eligible marks under (CauseIndex, seq), an order

@@ -28,11 +28,6 @@ type rawExport struct {
 	} `json:"messages"`
 }
 
-func importFile(t *testing.T, path string) build.Session {
-	t.Helper()
-	return tracetest.ImportFile(t, Import, path)
-}
-
 func TestRealTraces(t *testing.T) {
 	tracetest.EachTrace(t, "opencode", "*.json", Import, func(t *testing.T, path string, data []byte, s build.Session) {
 		var raw rawExport

@@ -98,7 +98,6 @@ type pending struct {
 	id, tool string
 	input    json.RawMessage
 	srcID    string // tool_call id, "" for positional calls
-	collapse bool
 }
 
 type converter struct {
