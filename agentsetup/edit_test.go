@@ -43,6 +43,12 @@ func TestEditJSON(t *testing.T) {
 		{"opencode jsonc comments and trailing commas", "opencode",
 			"// my config\n{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  /* theme */ \"theme\": \"tokyonight\",\n  \"provider\": {\n    \"anthropic\": {\n      \"options\": {\"timeout\": 600000,}, // long\n    },\n  },\n}\n",
 			"// my config\n{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  /* theme */ \"theme\": \"tokyonight\",\n  \"provider\": {\n    \"openai\": {\n      \"options\": {\n        \"baseURL\": \"http://127.0.0.1:8788/v1\"\n      }\n    },\n    \"anthropic\": {\n      \"options\": {\"baseURL\": \"http://127.0.0.1:8788/v1\", \"timeout\": 600000,}, // long\n    },\n  },\n}\n", 2},
+		{"line comment ends the file, no newline", "claude-code", `{"model":"opus"} // mine`,
+			`{"env": {"ANTHROPIC_BASE_URL":"http://127.0.0.1:8788"}, "model":"opus"} // mine`, 1},
+		{"only a comment", "claude-code", "// settings",
+			"{\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:8788\"\n  }\n}\n// settings", 1},
+		{"comment in an empty object kept", "claude-code", "{\n  \"env\": { /* none yet */ }\n}",
+			"{\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:8788\"\n   /* none yet */ }\n}", 1},
 		{"opencode no file", "opencode", "",
 			"{\n  \"provider\": {\n    \"anthropic\": {\n      \"options\": {\n        \"baseURL\": \"http://127.0.0.1:8788/v1\"\n      }\n    },\n    \"openai\": {\n      \"options\": {\n        \"baseURL\": \"http://127.0.0.1:8788/v1\"\n      }\n    }\n  }\n}\n", 2},
 	}
@@ -74,16 +80,18 @@ func TestEditJSONErrors(t *testing.T) {
 		line, col        int
 		msg              string
 	}{
-		{"missing comma", "claude-code", "{\n  \"a\": 1\n  \"b\": 2\n}", 3, 3, "want ',' or '}'"},
-		{"unterminated", "claude-code", "{\n  \"a\": [1, 2\n", 3, 1, "array opened at line 2"},
+		{"missing comma", "claude-code", "{\n  \"a\": 1\n  \"b\": 2\n}", 3, 3, "expecting ',' or '}'"},
+		{"unterminated", "claude-code", "{\n  \"a\": [1, 2\n", 3, 1, "array after value: unexpected EOF"},
+		{"unterminated, no newline at the end", "claude-code", "{\n  \"a\": [1, 2", 2, 13, "unexpected EOF"},
 		{"top level array", "claude-code", "[1]", 1, 1, "not a JSON object"},
 		{"env is a string", "claude-code", "{\n  \"env\": \"x\"\n}", 2, 10, `"env" is not an object`},
 		{"provider is a list", "opencode", "{\"provider\": []}", 1, 14, `"provider" is not an object`},
 		{"bad literal", "claude-code", "{\"a\": tru}", 1, 7, "invalid literal"},
-		{"garbage after", "claude-code", "{} {}", 1, 4, "after the top-level object"},
-		{"unterminated comment", "opencode", "{} /* x", 1, 4, "unterminated /* comment"},
-		{"control char in string", "claude-code", "{\"a\": \"x\ny\"}", 1, 9, "control character"},
-		{"bad escape", "claude-code", `{"a": "\q"}`, 1, 7, "invalid string"},
+		{"garbage after", "claude-code", "{} {}", 1, 4, "after top-level value"},
+		{"unterminated comment", "opencode", "{} /* x", 1, 4, "parsing comment: unexpected EOF"},
+		{"control char in string", "claude-code", "{\"a\": \"x\ny\"}", 1, 7, "invalid literal"},
+		{"bad escape", "claude-code", `{"a": "\q"}`, 1, 7, "invalid literal"},
+		{"nested too deep for the parser", "claude-code", "{\"a\":" + strings.Repeat("[", maxBrackets+1), 1, 5 + maxBrackets, "more than 10000 '{' and '['"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,18 +209,24 @@ func FuzzEditJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := parseDocument(out); err != nil {
+		// The result, its comments and trailing commas blanked, is JSON
+		// holding the value (of duplicate keys the last, as json keeps it);
+		// without them it is strict JSON already.
+		d, err := parseJSONC(out)
+		if err != nil {
 			t.Fatalf("edited document does not parse: %v\n%s", err, out)
 		}
-		// Without comments or trailing commas, the result is strict JSON
-		// holding the value.
-		if json.Valid([]byte(src)) || strings.TrimSpace(src) == "" {
-			var doc struct {
-				Env map[string]any `json:"env"`
-			}
-			if err := json.Unmarshal(out, &doc); err != nil || doc.Env["ANTHROPIC_BASE_URL"] != px {
-				t.Fatalf("value not set (%v):\n%s", err, out)
-			}
+		std := d.root
+		std.Standardize()
+		var doc map[string]any
+		if err := json.Unmarshal(std.Pack(), &doc); err != nil {
+			t.Fatalf("edited document is not JSON once standardized (%v):\n%s", err, out)
+		}
+		if env, _ := doc["env"].(map[string]any); env["ANTHROPIC_BASE_URL"] != px {
+			t.Fatalf("value not set:\n%s", out)
+		}
+		if (json.Valid([]byte(src)) || strings.TrimSpace(src) == "") && !json.Valid(out) {
+			t.Fatalf("strict JSON in, not strict JSON out:\n%s", out)
 		}
 		again, _, err := Edit("claude-code", out, px)
 		if err != nil || string(again) != string(out) {
