@@ -132,18 +132,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	progress := func(format string, args ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", args...)
-		}
-	}
-	if cfg.Format == "" {
-		cfg.Format = "auto"
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
+	progress, now := cfg.progressf(), cfg.clock()
 	rep := &Report{Tokenizer: tokens.Name, PolicyVersion: cfg.Policy.Version(), Sessions: []SessionReport{}, Files: len(cfg.Files), Failed: []FileError{}}
 	all, failed, err := importFiles(ctx, cfg, now, progress)
 	if err != nil {
@@ -207,6 +196,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// progressf returns the function progress lines go through (to
+// cfg.Progress, or nowhere).
+func (cfg Config) progressf() func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+}
+
+// clock is cfg.Now, or time.Now.
+func (cfg Config) clock() func() time.Time {
+	if cfg.Now == nil {
+		return time.Now
+	}
+	return cfg.Now
+}
+
 // imported is one session read from a file.
 type imported struct {
 	path string
@@ -224,7 +231,11 @@ func importFiles(ctx context.Context, cfg Config, now func() time.Time, progress
 		if err := ctx.Err(); err != nil { // interrupted: stop between files
 			return nil, nil, err
 		}
-		sessions, err := importers.Import(path, cfg.Format)
+		format := cfg.Format
+		if format == "" {
+			format = "auto"
+		}
+		sessions, err := importers.Import(path, format)
 		eta.done(path)
 		if err != nil {
 			if cfg.Strict {

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/prunesched/prunesched/compare"
@@ -45,18 +44,7 @@ type CompareResult struct {
 // rows are simulated over the imported facts. The later-used count it
 // reports is a proxy for a false prune, not ground truth.
 func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareResult, error) {
-	progress := func(format string, args ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", args...)
-		}
-	}
-	if cfg.Format == "" {
-		cfg.Format = "auto"
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
+	progress, now := cfg.progressf(), cfg.clock()
 	all, failed, err := importFiles(ctx, cfg, now, progress)
 	if err != nil {
 		return nil, err
