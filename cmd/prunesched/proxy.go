@@ -46,6 +46,7 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	limits := addLimitFlags(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
+	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +64,17 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	if err != nil {
 		return err
 	}
+	auth, err := loadAuth(*authFile)
+	if err != nil {
+		return err
+	}
+	// The proxy and its API share one in-flight body budget.
+	bodies := limits.budget()
+	cfg := service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
+		HTTPTimeouts: limits.timeouts(), Bodies: bodies}
+	if *check {
+		return reportCheck(e, "proxy", cfg)
+	}
 	// The key of the credential tag in session ids, kept so sessions
 	// continue across restarts.
 	var idKey []byte
@@ -73,14 +85,7 @@ It runs the same log and pipeline as 'prunesched serve' (embedded NATS under
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
-	auth, err := loadAuth(*authFile)
-	if err != nil {
-		return err
-	}
-	// The proxy and its API share one in-flight body budget.
-	bodies := limits.budget()
-	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
-		HTTPTimeouts: limits.timeouts(), Bodies: bodies})
+	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
