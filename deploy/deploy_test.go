@@ -40,7 +40,7 @@ type composeService struct {
 	Volumes     []any             `yaml:"volumes"`
 	Ports       []string          `yaml:"ports"`
 	DependsOn   []string          `yaml:"depends_on"`
-	Build      *struct {
+	Build       *struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
 	} `yaml:"build"`
