@@ -219,6 +219,33 @@ func checkArgs(t *testing.T, where string, args []string, cmds, flags map[string
 	return vals
 }
 
+// promConfig is the part of prometheus/prometheus.yml the tests read.
+type promConfig struct {
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		Job           string `yaml:"job_name"`
+		Authorization struct {
+			CredentialsFile string `yaml:"credentials_file"`
+		} `yaml:"authorization"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+func loadPrometheus(t *testing.T) promConfig {
+	t.Helper()
+	b, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prom promConfig
+	if err := yaml.Unmarshal(b, &prom); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	return prom
+}
+
 // natsConf is what the tests read from a deploy/nats/nN.conf.
 type natsConf struct{ client, cluster string }
 
@@ -341,21 +368,7 @@ func TestComposeCommands(t *testing.T) {
 		listens[name] = port
 	}
 
-	b, err := os.ReadFile("prometheus/prometheus.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var prom struct {
-		RuleFiles     []string `yaml:"rule_files"`
-		ScrapeConfigs []struct {
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &prom); err != nil {
-		t.Fatalf("prometheus.yml: %v", err)
-	}
+	prom := loadPrometheus(t)
 	scraped := map[string]bool{}
 	for _, sc := range prom.ScrapeConfigs {
 		for _, st := range sc.StaticConfigs {
@@ -739,24 +752,7 @@ func TestComposeServicesWouldStart(t *testing.T) {
 		t.Errorf("%d prunesched services checked, want the workers and the proxy", n)
 	}
 
-	b, err := os.ReadFile("prometheus/prometheus.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var prom struct {
-		ScrapeConfigs []struct {
-			Job           string `yaml:"job_name"`
-			Authorization struct {
-				CredentialsFile string `yaml:"credentials_file"`
-			} `yaml:"authorization"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &prom); err != nil {
-		t.Fatalf("prometheus.yml: %v", err)
-	}
+	prom := loadPrometheus(t)
 	for _, sc := range prom.ScrapeConfigs {
 		if f := sc.Authorization.CredentialsFile; f != "" {
 			secretPath(t, c, "prometheus", c.Services["prometheus"], f)
