@@ -60,7 +60,7 @@ func loginServer(t *testing.T) (*Server, *clock, http.Handler) {
 type reqOpt func(*http.Request)
 
 func withCookie(c *http.Cookie) reqOpt { return func(r *http.Request) { r.AddCookie(c) } }
-func withHeader(k, v string) reqOpt  { return func(r *http.Request) { r.Header.Set(k, v) } }
+func withHeader(k, v string) reqOpt    { return func(r *http.Request) { r.Header.Set(k, v) } }
 
 func do(h http.Handler, method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, target, strings.NewReader(body))

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -609,7 +608,8 @@ func TestProxyMetricsQueried(t *testing.T) {
 	}
 }
 
-// binary builds cmd/prunesched once per test run, so the deployed command
+// binary builds cmd/prunesched once per test run (go test puts its own go
+// first on PATH), so the deployed command
 // lines go through the real flag parser and start-time checks.
 var binary struct {
 	once sync.Once
@@ -626,7 +626,7 @@ func prunesched(t *testing.T) string {
 			return
 		}
 		binary.path = filepath.Join(dir, "prunesched")
-		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary.path, "../cmd/prunesched").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binary.path, "../cmd/prunesched").CombinedOutput()
 		if err != nil {
 			binary.err = fmt.Errorf("go build ../cmd/prunesched: %v\n%s", err, out)
 		}
