@@ -2,7 +2,8 @@
 # prunesched: one static binary, plus the nats-server it embeds (the same
 # version, from go.mod) for the NATS nodes of deploy/compose.yaml.
 #   docker build -t prunesched:local .
-#   docker run --rm -p 127.0.0.1:7070:7070 prunesched:local
+#   docker run --rm -p 127.0.0.1:7070:7070 \
+#     -v "$PWD/deploy/secrets/api-tokens:/run/secrets/api_tokens:ro" prunesched:local
 # See docs/operating.md, "Deploying".
 
 FROM golang:1.26 AS build
@@ -31,5 +32,7 @@ EXPOSE 7070 8788
 ENTRYPOINT ["/usr/local/bin/prunesched"]
 # Inside a container "loopback" is the container itself: listen on all of
 # its interfaces and publish the port on the host's loopback only
-# (docker run -p 127.0.0.1:7070:7070).
-CMD ["serve", "--listen", "0.0.0.0:7070"]
+# (docker run -p 127.0.0.1:7070:7070). Beyond loopback the API needs an
+# auth file: mount one at /run/secrets/api_tokens (serve refuses to start
+# without it).
+CMD ["serve", "--listen", "0.0.0.0:7070", "--auth-file", "/run/secrets/api_tokens"]

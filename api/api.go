@@ -23,6 +23,7 @@ import (
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/httplimit"
+	"github.com/prunesched/prunesched/inspector"
 	"github.com/prunesched/prunesched/pipeline"
 )
 
@@ -58,6 +59,10 @@ type Config struct {
 	// at once (shared with the proxy when both run in one process); nil is
 	// unlimited. See httplimit.Budget.
 	Bodies *httplimit.Budget
+	// LoginTTL is how long an inspector login lasts (0: DefaultLoginTTL).
+	LoginTTL time.Duration
+	// Now is the clock of login expiry (nil: time.Now).
+	Now func() time.Time
 }
 
 // Server serves the API.
@@ -65,6 +70,9 @@ type Server struct {
 	cfg Config
 	// bufs holds render buffers (*[]byte) for reuse across requests.
 	bufs sync.Pool
+	// ui is the inspector; logins its browsers' login sessions.
+	ui     *inspector.Handler
+	logins *logins
 }
 
 // New returns a Server.
@@ -78,7 +86,15 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytes
 	}
-	return &Server{cfg: cfg}
+	if cfg.LoginTTL <= 0 {
+		cfg.LoginTTL = DefaultLoginTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL)}
+	s.ui = s.inspectorHandler()
+	return s
 }
 
 // Handler returns the routes.
@@ -87,10 +103,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	// The context inspector: HTML views over the same data, behind the
-	// same handler chain.
-	ui := s.inspectorHandler()
-	mux.Handle("GET /{$}", ui)
-	mux.Handle("/ui/", ui)
+	// same handler chain; its buttons call the API's own handlers under
+	// /ui/, where a browser's login cookie is accepted (login.go).
+	mux.Handle("GET /{$}", s.ui)
+	mux.Handle("/ui/", s.ui)
+	mux.HandleFunc("GET /login", s.loginForm)
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
+	mux.HandleFunc("GET /ui/sessions/{session}/original/{item...}", s.item)
+	for action, t := range inspectorActions {
+		mux.HandleFunc("POST /ui/sessions/{session}/"+action, s.control(t))
+	}
 	if s.cfg.Registry != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	}
@@ -109,7 +132,25 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{session}/flush", s.control(events.TypeFlushRequest))
 	mux.HandleFunc("GET /v1/sessions/{session}/pending", s.caughtUp(s.pending))
 	mux.HandleFunc("GET /v1/sessions/{session}/economics", s.caughtUp(s.economics))
-	return s.authenticate(mux)
+	return s.guard(mux)
+}
+
+// inspectorActions are the inspector's buttons: the control events it may
+// record.
+var inspectorActions = map[string]events.Type{
+	"pin": events.TypePin, "unpin": events.TypeUnpin, "prune": events.TypePruneRequest, "restore": events.TypeRestore,
+}
+
+// guard is the chain in front of every route: browsers' cross-origin
+// requests that change something are refused (a page on another site
+// cannot post to this server, logged in or not, loopback or not), then
+// authentication.
+func (s *Server) guard(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusForbidden, errors.New("cross-origin request refused: changes must come from this server's own pages or from a non-browser client"))
+	}))
+	return cop.Handler(s.authenticate(next))
 }
 
 // countInvalid counts every 400 answer of next (an event or trace that

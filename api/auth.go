@@ -98,25 +98,41 @@ func (a *Auth) Tenants() int { return len(a.entries) }
 
 type tenantKey struct{}
 
-// authenticate wraps the API: with an Auth, every route but /healthz and
-// /readyz (and /metrics when OpenMetrics) needs "Authorization: Bearer
-// TOKEN" with a known token, and the request's tenant is the token's.
+// authenticate wraps the API: with an Auth, every route but /healthz,
+// /readyz, the login form and the inspector's static files (and /metrics
+// when OpenMetrics) needs "Authorization: Bearer TOKEN" with a known
+// token, and the request's tenant is the token's. The inspector's routes
+// (GET / and /ui/...) also take a login cookie (see login.go); a browser
+// without either is sent to the login form.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.cfg.Auth == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/readyz":
+		switch {
+		case openPath(r.URL.Path):
 			next.ServeHTTP(w, r)
 			return
-		case "/metrics":
-			if s.cfg.OpenMetrics {
-				next.ServeHTTP(w, r)
-				return
-			}
+		case r.URL.Path == "/metrics" && s.cfg.OpenMetrics:
+			next.ServeHTTP(w, r)
+			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		hdr := r.Header.Get("Authorization")
+		if hdr == "" && inspectorPath(r.URL.Path) {
+			ctx, err := s.cookieTenant(r)
+			switch {
+			case err == nil:
+				next.ServeHTTP(w, r.WithContext(ctx))
+			case errors.Is(err, errNoLogin) && safeMethod(r.Method):
+				loginRedirect(w, r)
+			case errors.Is(err, errNoLogin):
+				writeError(w, http.StatusUnauthorized, errors.New("not logged in: log in at /login, or send Authorization: Bearer TOKEN"))
+			default:
+				writeError(w, statusOf(err), err)
+			}
+			return
+		}
+		token, ok := strings.CutPrefix(hdr, "Bearer ")
 		tenant, known := "", false
 		if ok {
 			tenant, known = s.cfg.Auth.Tenant(strings.TrimSpace(token))

@@ -14,8 +14,8 @@ import (
 // inspectorHandler returns the context inspector (HTML views) reading
 // through this server: the same tenant rule, catch-up wait, projection,
 // scheduler and economics as the JSON handlers, so both show one truth.
-func (s *Server) inspectorHandler() http.Handler {
-	return inspector.New(inspector.Config{Source: inspectorSource{s}, Tenant: inspectorTenant, Logger: s.cfg.Logger})
+func (s *Server) inspectorHandler() *inspector.Handler {
+	return inspector.New(inspector.Config{Source: inspectorSource{s}, Tenant: inspectorTenant, Logger: s.cfg.Logger, SignedIn: signedIn})
 }
 
 // inspectorTenant is tenantOf with the status its error answers with.

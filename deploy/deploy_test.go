@@ -2,17 +2,22 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"fmt"
+	neturl "net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/proxy"
 )
 
@@ -20,16 +25,21 @@ import (
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 	Volumes  map[string]any            `yaml:"volumes"`
+	Secrets  map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 type composeService struct {
-	Image      string   `yaml:"image"`
-	Entrypoint []string `yaml:"entrypoint"`
-	Command    []string `yaml:"command"`
-	Volumes    []any    `yaml:"volumes"`
-	Ports      []string `yaml:"ports"`
-	DependsOn  []string `yaml:"depends_on"`
-	Build      *struct {
+	Image       string            `yaml:"image"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Secrets     []string          `yaml:"secrets"`
+	Volumes     []any             `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+	DependsOn   []string          `yaml:"depends_on"`
+	Build       *struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
 	} `yaml:"build"`
@@ -208,6 +218,33 @@ func checkArgs(t *testing.T, where string, args []string, cmds, flags map[string
 	return vals
 }
 
+// promConfig is the part of prometheus/prometheus.yml the tests read.
+type promConfig struct {
+	RuleFiles     []string `yaml:"rule_files"`
+	ScrapeConfigs []struct {
+		Job           string `yaml:"job_name"`
+		Authorization struct {
+			CredentialsFile string `yaml:"credentials_file"`
+		} `yaml:"authorization"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+func loadPrometheus(t *testing.T) promConfig {
+	t.Helper()
+	b, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prom promConfig
+	if err := yaml.Unmarshal(b, &prom); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	return prom
+}
+
 // natsConf is what the tests read from a deploy/nats/nN.conf.
 type natsConf struct{ client, cluster string }
 
@@ -308,10 +345,14 @@ func TestComposeCommands(t *testing.T) {
 		if vals == nil {
 			continue
 		}
-		for _, u := range strings.Split(vals["nats"], ",") {
-			host, port, _ := strings.Cut(strings.TrimPrefix(u, "nats://"), ":")
-			if n, ok := nodes[host]; !ok || n.client != port {
-				t.Errorf("service %s: NATS URL %q is not a node's client address", name, u)
+		for _, raw := range strings.Split(vals["nats"], ",") {
+			u, err := neturl.Parse(interpolate(t, "service "+name, raw, map[string]string{}))
+			if err != nil {
+				t.Errorf("service %s: NATS URL: %v", name, err)
+				continue
+			}
+			if n, ok := nodes[u.Hostname()]; !ok || n.client != u.Port() {
+				t.Errorf("service %s: NATS URL %q is not a node's client address", name, u.Redacted())
 			}
 		}
 		addr := vals["listen"]
@@ -326,21 +367,7 @@ func TestComposeCommands(t *testing.T) {
 		listens[name] = port
 	}
 
-	b, err := os.ReadFile("prometheus/prometheus.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var prom struct {
-		RuleFiles     []string `yaml:"rule_files"`
-		ScrapeConfigs []struct {
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &prom); err != nil {
-		t.Fatalf("prometheus.yml: %v", err)
-	}
+	prom := loadPrometheus(t)
 	scraped := map[string]bool{}
 	for _, sc := range prom.ScrapeConfigs {
 		for _, st := range sc.StaticConfigs {
@@ -475,6 +502,19 @@ func TestSystemdUnit(t *testing.T) {
 	if vals["data"] != "%S/prunesched" {
 		t.Errorf("ExecStart --data %q, want the state directory %%S/prunesched", vals["data"])
 	}
+	// Loopback is every local user's: the unit requires tokens, from a
+	// systemd credential (%d is the service's credentials directory).
+	cred, ok := strings.CutPrefix(vals["auth-file"], "%d/")
+	if !ok || !slices.ContainsFunc(keys["LoadCredential"], func(v string) bool { return strings.HasPrefix(v, cred+":") }) {
+		t.Errorf("ExecStart --auth-file %q, want %%d/NAME with LoadCredential=NAME:PATH (set: %v)", vals["auth-file"], keys["LoadCredential"])
+	}
+	// The command line as systemd runs it: specifiers replaced.
+	state, creds := t.TempDir(), filepath.Dir(testAuthFile(t))
+	args := make([]string, 0, len(exec)-1)
+	for _, a := range exec[1:] {
+		args = append(args, strings.NewReplacer("%S", state, "%d", creds, "%%", "%").Replace(a))
+	}
+	startCheck(t, "ExecStart", args)
 }
 
 // descNames records the metric names a collector describes.
@@ -566,4 +606,279 @@ func TestProxyMetricsQueried(t *testing.T) {
 			t.Errorf("rules.yml has no alert %s", alert)
 		}
 	}
+}
+
+// binary builds cmd/prunesched once per test run (go test puts its own go
+// first on PATH), so the deployed command
+// lines go through the real flag parser and start-time checks.
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func prunesched(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "deploy-test-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "prunesched")
+		out, err := exec.Command("go", "build", "-o", binary.path, "../cmd/prunesched").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("go build ../cmd/prunesched: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// startCheck runs `prunesched ARGS --check`: the flags parse, the files
+// they name load, and service.Config.Check (an API beyond loopback needs
+// --auth-file) passes, exactly as at start.
+func startCheck(t *testing.T, where string, args []string) {
+	t.Helper()
+	cmd := exec.Command(prunesched(t), append(slices.Clone(args), "--check")...)
+	cmd.Env = append(os.Environ(), "PRUNESCHED_DATA="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: prunesched %s: would not start: %v\n%s", where, strings.Join(args, " "), err, out)
+	}
+}
+
+// testAuthFile writes an auth file valid for the binary.
+func testAuthFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "api-tokens")
+	if err := os.WriteFile(p, []byte("0123456789abcdef0123456789abcdef prometheus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// interpolate expands compose variables as docker compose does for the
+// forms this file uses: ${VAR:?message} (required: here given a test
+// value, recorded in required), ${VAR:-default}, and $$. A bare $VAR or
+// ${VAR} (empty when unset, silently) is an error.
+func interpolate(t *testing.T, where, s string, required map[string]string) string {
+	t.Helper()
+	re := regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:\?|:-)([^}]*))?\}|\$[A-Za-z_]`)
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		if m == "$$" {
+			return "$"
+		}
+		sub := re.FindStringSubmatch(m)
+		switch sub[2] {
+		case ":?":
+			v := "test-" + strings.ToLower(strings.ReplaceAll(sub[1], "_", "-"))
+			required[sub[1]] = v
+			return v
+		case ":-":
+			return sub[3]
+		}
+		t.Errorf("%s: %q has no default and is not required (${VAR:?message}): compose would put an empty string", where, m)
+		return ""
+	})
+}
+
+// secretPath maps an --auth-file inside a compose service to its secret:
+// the file must be /run/secrets/NAME with NAME among the service's
+// secrets and declared with a file under deploy/secrets/.
+func secretPath(t *testing.T, c composeFile, name string, s composeService, path string) bool {
+	t.Helper()
+	secret, ok := strings.CutPrefix(path, "/run/secrets/")
+	if !ok || !slices.Contains(s.Secrets, secret) {
+		t.Errorf("service %s: --auth-file %s is not one of its secrets %v (/run/secrets/NAME)", name, path, s.Secrets)
+		return false
+	}
+	decl, ok := c.Secrets[secret]
+	if !ok || !strings.HasPrefix(decl.File, "./secrets/") {
+		t.Errorf("service %s: secret %s is not declared with a file under deploy/secrets/ (%+v)", name, secret, decl)
+		return false
+	}
+	return true
+}
+
+// TestComposeServicesWouldStart: every prunesched service's command, with
+// its variables interpolated and its auth file replaced by a test one,
+// passes the binary's flag parser and start-time checks (today's rule: an
+// API beyond loopback needs --auth-file); every NATS URL logs in as the
+// service user with ${PS_SERVICE_PASSWORD:?...}; Prometheus sends a token
+// (or the services serve /metrics openly).
+func TestComposeServicesWouldStart(t *testing.T) {
+	c := loadCompose(t)
+	auth := testAuthFile(t)
+	openMetrics := map[string]bool{}
+	n := 0
+	for name, s := range c.Services {
+		if s.Image != "prunesched:local" || len(s.Entrypoint) > 0 {
+			continue
+		}
+		n++
+		required := map[string]string{}
+		args := make([]string, len(s.Command))
+		for i, a := range s.Command {
+			args[i] = interpolate(t, "service "+name, a, required)
+		}
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--auth-file":
+				if secretPath(t, c, name, s, args[i+1]) {
+					args[i+1] = auth
+				}
+			case "--data":
+				args[i+1] = t.TempDir()
+			case "--nats":
+				for _, raw := range strings.Split(args[i+1], ",") {
+					u, err := neturl.Parse(raw)
+					if err != nil {
+						t.Errorf("service %s: NATS URL: %v", name, err)
+						continue
+					}
+					pw, _ := u.User.Password()
+					if u.User.Username() != store.ServiceUser || pw == "" || pw != required["PS_SERVICE_PASSWORD"] {
+						t.Errorf("service %s: NATS URL %s does not log in as %s with ${PS_SERVICE_PASSWORD:?...}", name, u.Redacted(), store.ServiceUser)
+					}
+				}
+			}
+		}
+		openMetrics[name] = slices.Contains(args, "--open-metrics")
+		startCheck(t, "service "+name, args)
+	}
+	if n < 7 {
+		t.Errorf("%d prunesched services checked, want the workers and the proxy", n)
+	}
+
+	prom := loadPrometheus(t)
+	for _, sc := range prom.ScrapeConfigs {
+		if f := sc.Authorization.CredentialsFile; f != "" {
+			secretPath(t, c, "prometheus", c.Services["prometheus"], f)
+			continue
+		}
+		for _, st := range sc.StaticConfigs {
+			for _, tg := range st.Targets {
+				host, _, _ := strings.Cut(tg, ":")
+				if !openMetrics[host] {
+					t.Errorf("prometheus.yml: job %s scrapes %s without a token, and %s does not run with --open-metrics: the scrape gets 401", sc.Job, tg, host)
+				}
+			}
+		}
+	}
+}
+
+// natsEnvNeeded returns the variables a NATS config (and the files it
+// includes) takes from the environment: every $NAME it uses that it does
+// not define itself.
+func natsEnvNeeded(t *testing.T, path string) []string {
+	t.Helper()
+	defined, used := map[string]bool{}, map[string]bool{}
+	var read func(p string)
+	read = func(p string) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("NATS config: %v", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			line = strings.TrimSpace(line)
+			if inc, ok := strings.CutPrefix(line, "include "); ok {
+				read(filepath.Join(filepath.Dir(p), strings.Trim(strings.TrimSpace(inc), `"'`)))
+				continue
+			}
+			if m := regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*\{?`).FindStringSubmatch(line); m != nil {
+				defined[m[1]] = true
+			}
+			// "$JS.API..." in quotes is a subject, not a variable.
+			unquoted := regexp.MustCompile(`"[^"]*"`).ReplaceAllString(line, `""`)
+			for _, m := range regexp.MustCompile(`\$([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(unquoted, -1) {
+				used[m[1]] = true
+			}
+		}
+	}
+	read(path)
+	var out []string
+	for v := range used {
+		if !defined[v] {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestComposeNATSAuth: each NATS node mounts every file its config
+// includes, and gets every variable they read from the environment as
+// ${VAR:?...}, so compose refuses to start without it.
+func TestComposeNATSAuth(t *testing.T) {
+	c := loadCompose(t)
+	for name, s := range c.Services {
+		if !strings.HasPrefix(name, "nats-") {
+			continue
+		}
+		i := slices.Index(s.Command, "-c")
+		if i < 0 {
+			t.Errorf("service %s: no -c CONFIG", name)
+			continue
+		}
+		conf := s.Command[i+1]
+		byTarget := map[string]string{}
+		for _, m := range mounts(t, name, s) {
+			byTarget[m.target] = m.source
+		}
+		src, ok := byTarget[conf]
+		if !ok {
+			t.Errorf("service %s: config %s is not mounted", name, conf)
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*include\s+(\S+)`).FindAllStringSubmatch(string(b), -1) {
+			inc := filepath.Join(filepath.Dir(conf), strings.Trim(m[1], `"'`))
+			if _, ok := byTarget[inc]; !ok {
+				t.Errorf("service %s: %s includes %s, which is not mounted", name, conf, inc)
+			}
+		}
+		needed := natsEnvNeeded(t, src)
+		if len(needed) == 0 {
+			t.Errorf("service %s: %s reads no password from the environment; want auth.conf's", name, src)
+		}
+		for _, v := range needed {
+			got, ok := s.Environment[v]
+			if !ok || !strings.HasPrefix(got, "${"+v+":?") {
+				t.Errorf("service %s: environment %s=%q, want \"${%s:?...}\" (auth.conf reads it; compose must refuse to start without it)", name, v, got, v)
+			}
+		}
+	}
+}
+
+// TestDockerfileCMDWouldStart: the image's default command passes the
+// binary's start-time checks (it listens on all of the container's
+// interfaces, so it must name an auth file).
+func TestDockerfileCMDWouldStart(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "CMD "); ok {
+			if err := json.Unmarshal([]byte(rest), &cmd); err != nil {
+				t.Fatalf("Dockerfile CMD %s: %v", rest, err)
+			}
+		}
+	}
+	if len(cmd) == 0 {
+		t.Fatal("Dockerfile has no CMD")
+	}
+	for i := 0; i+1 < len(cmd); i++ {
+		if cmd[i] == "--auth-file" {
+			cmd[i+1] = testAuthFile(t)
+		}
+	}
+	startCheck(t, "Dockerfile CMD", cmd)
 }

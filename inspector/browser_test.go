@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/prunesched/prunesched/api"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/service"
 )
@@ -98,12 +99,21 @@ func startService(t *testing.T) (*service.Service, string) {
 
 func httpDo(t *testing.T, method, url, ctype string, body []byte) []byte {
 	t.Helper()
+	return httpDoToken(t, method, url, "", ctype, body)
+}
+
+// httpDoToken is httpDo with a bearer token ("" sends none).
+func httpDoToken(t *testing.T, method, url, token, ctype string, body []byte) []byte {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -121,6 +131,12 @@ func httpDo(t *testing.T, method, url, ctype string, body []byte) []byte {
 // session id.
 func importFile(t *testing.T, base, path string) string {
 	t.Helper()
+	return importFileToken(t, base, "", path)
+}
+
+// importFileToken is importFile with a bearer token.
+func importFileToken(t *testing.T, base, token, path string) string {
+	t.Helper()
 	body, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +146,7 @@ func importFile(t *testing.T, base, path string) string {
 			Session string `json:"session"`
 		} `json:"sessions"`
 	}
-	if err := json.Unmarshal(httpDo(t, "POST", base+"/v1/import?name="+filepath.Base(path), "", body), &res); err != nil || len(res.Sessions) != 1 {
+	if err := json.Unmarshal(httpDoToken(t, "POST", base+"/v1/import?name="+filepath.Base(path), token, "", body), &res); err != nil || len(res.Sessions) != 1 {
 		t.Fatalf("import %s: %v %+v", path, err, res)
 	}
 	return res.Sessions[0].Session
@@ -399,6 +415,117 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Fatalf("fleet page: %v", err)
 	}
 	screenshot(t, ctx, "fleet.png")
+}
+
+// TestInspectorLoginInBrowser runs a server with an auth file: the
+// browser is sent to the login form, logs in with acme's token, sees only
+// acme's sessions, restores a pruned item through the page's button (the
+// cookie authenticates the action; the API, read with the bearer token,
+// holds the restore), cannot read the cookie from script, and logs out.
+func TestInspectorLoginInBrowser(t *testing.T) {
+	trace := sharedTrace(t, "entirecli-60-1ac0eb4d69-0.jsonl")
+	other := sharedTrace(t, "entirecli-64-267478c135-0.jsonl")
+	ctx := withBrowser(t)
+	const acme, globex = "acme-browser-token-0123456789", "globex-browser-token-0123456789"
+	auth, err := api.ParseAuth(strings.NewReader(acme+" acme\n"+globex+" globex\n"), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	svc, err := service.Start(sctx, service.Config{DataDir: t.TempDir(), HTTPListen: "127.0.0.1:0", Policy: policy.Default(), Auth: auth})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	base := "http://" + svc.HTTPAddr
+	sess := importFileToken(t, base, acme, trace)
+	importFileToken(t, base, globex, other)
+
+	// Not logged in: the form, which comes back to the page asked for.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ui/sessions/"+sess),
+		chromedp.WaitVisible(`#login input[name="token"]`),
+		chromedp.SendKeys(`#login input[name="token"]`, "wrong-token-0123456789"),
+		chromedp.Submit(`#login`),
+		chromedp.WaitVisible(`#login-error`),
+	); err != nil {
+		t.Fatalf("login form, wrong token: %v", err)
+	}
+	screenshot(t, ctx, "login.png")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`#login input[name="token"]`, acme),
+		chromedp.Submit(`#login`),
+		chromedp.WaitVisible("#strip-section .strip .b"),
+	); err != nil {
+		t.Fatalf("log in: %v", err)
+	}
+	if c, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`)); err != nil || c != "" {
+		t.Errorf("script reads the cookie %q (%v): want HttpOnly", c, err)
+	}
+
+	// The pruned item, restored through the button.
+	var decs struct {
+		Decisions []decision `json:"decisions"`
+	}
+	if err := json.Unmarshal(httpDoToken(t, "GET", base+"/v1/sessions/"+sess+"/decisions", acme, "", nil), &decs); err != nil {
+		t.Fatal(err)
+	}
+	var pruned *decision
+	for i, d := range decs.Decisions {
+		if d.InEffect {
+			pruned = &decs.Decisions[i]
+			break
+		}
+	}
+	if pruned == nil {
+		t.Fatal("no pruned item in the trace")
+	}
+	original := string(httpDoToken(t, "GET", base+"/v1/sessions/"+sess+"/items/"+pruned.Item+"?format=raw", acme, "", nil))
+	if err := chromedp.Do(ctx,
+		chromedp.Click(fmt.Sprintf(`#strip-section .strip .b[data-item=%q]`, pruned.Item)),
+		chromedp.WaitVisible(`#cert pre.original[data-loaded="1"]`),
+	); err != nil {
+		t.Fatalf("open item %s: %v", pruned.Item, err)
+	}
+	if shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#cert pre.original").textContent`)); err != nil || shown != original {
+		t.Errorf("original shown through the login (%d bytes, %v) differs from the API's (%d bytes)", len(shown), err, len(original))
+	}
+	loaded := chromedp.Events(ctx, page.LoadEventFired)
+	if err := chromedp.Do(ctx, chromedp.Click(`#cert button[data-action="restore"]`)); err != nil {
+		t.Fatalf("restore %s: %v", pruned.Item, err)
+	}
+	for _, err := range loaded {
+		if err != nil {
+			t.Fatalf("restore %s: reload: %v", pruned.Item, err)
+		}
+		break
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#cert pre.original[data-loaded="1"]`)); err != nil {
+		t.Fatalf("restore %s: %v", pruned.Item, err)
+	}
+	if !bundleHolds(t, httpDoToken(t, "GET", base+"/v1/sessions/"+sess+"/bundle", acme, "", nil), original) {
+		t.Errorf("the bundle after the restore through the login does not hold item %s's original", pruned.Item)
+	}
+
+	// acme's login lists acme's session only.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#sessions tbody tr.session")); err != nil {
+		t.Fatalf("sessions page: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#sessions tbody tr.session")).map(r => r.dataset.session)`))
+	if err != nil || len(rows) != 1 || rows[0] != sess {
+		t.Errorf("acme's sessions page lists %v (%v), want [%s]", rows, err, sess)
+	}
+
+	// Log out: back to the form, and the pages need a login again.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#logout`),
+		chromedp.WaitVisible(`#login input[name="token"]`),
+		chromedp.Navigate(base+"/ui/fleet"),
+		chromedp.WaitVisible(`#login input[name="token"]`),
+	); err != nil {
+		t.Fatalf("log out: %v", err)
+	}
 }
 
 // bundleHolds reports whether an Anthropic-shaped bundle holds text as a

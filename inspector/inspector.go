@@ -5,8 +5,9 @@
 // certificates and pending marks, and the fleet's totals over sessions and
 // time. It reads only through a Source (the API implements it with the same
 // projection, scheduler and economics calls its JSON handlers make) and
-// records nothing itself: its buttons POST to the JSON API's pin, unpin,
-// prune and restore endpoints, as the CLI does.
+// records nothing itself: its buttons POST to the API's pin, unpin, prune
+// and restore handlers (mounted by the API under /ui/sessions/{session}/,
+// where a browser's login cookie is accepted), as the CLI does.
 package inspector
 
 import (
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -65,6 +67,9 @@ type Config struct {
 	Source Source
 	Tenant TenantFunc
 	Logger *slog.Logger
+	// SignedIn reports whether a request came with a login session (the
+	// pages then offer to log out); nil: never.
+	SignedIn func(r *http.Request) bool
 }
 
 //go:embed templates/*.html
@@ -112,8 +117,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // string that carries it on links and API calls ("" or "?tenant=X").
 type request struct {
 	*http.Request
-	tenant string
-	query  string
+	tenant   string
+	query    string
+	signedIn bool
 }
 
 // page wraps a page handler: it resolves the tenant and turns errors into
@@ -125,7 +131,7 @@ func (h *Handler) page(fn func(w http.ResponseWriter, r request) error) http.Han
 			h.fail(w, code, err)
 			return
 		}
-		rq := request{Request: r, tenant: tenant}
+		rq := request{Request: r, tenant: tenant, signedIn: h.cfg.SignedIn != nil && h.cfg.SignedIn(r)}
 		if q := r.URL.Query().Get("tenant"); q != "" {
 			rq.query = "?tenant=" + url.QueryEscape(q)
 		}
@@ -140,6 +146,27 @@ func (h *Handler) page(fn func(w http.ResponseWriter, r request) error) http.Han
 			h.fail(w, code, err)
 		}
 	}
+}
+
+// LoginPage is what the login form shows.
+type LoginPage struct {
+	// Next is the local path to go to after logging in.
+	Next string
+	// Error says why the last attempt failed ("" the first time).
+	Error string
+}
+
+// Login writes the login form with status code.
+func (h *Handler) Login(w http.ResponseWriter, code int, p LoginPage) {
+	var b strings.Builder
+	if err := h.tmpl.ExecuteTemplate(&b, "login.html", p); err != nil {
+		h.fail(w, http.StatusInternalServerError, fmt.Errorf("render login.html: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, b.String())
 }
 
 // fail writes a minimal error page.

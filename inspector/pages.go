@@ -65,10 +65,12 @@ type base struct {
 	// Query carries the tenant on links and API calls ("" or "?tenant=X").
 	Query string
 	Nav   string
+	// SignedIn shows the log-out button (a login session's cookie).
+	SignedIn bool
 }
 
 func (r request) base(title, nav string) base {
-	return base{Title: title, Tenant: r.tenant, Query: r.query, Nav: nav}
+	return base{Title: title, Tenant: r.tenant, Query: r.query, Nav: nav, SignedIn: r.signedIn}
 }
 
 // sessionsPage lists the tenant's sessions with totals on top.

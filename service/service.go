@@ -116,8 +116,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HTTPListen != "" && cfg.Auth == nil && !loopbackAddr(cfg.HTTPListen) {
-		return nil, fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", cfg.HTTPListen)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	s := &Service{logger: logger, Registry: prometheus.NewRegistry(), Tokens: tokens.New()}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -178,6 +178,17 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// Check applies the start-time rules that need nothing running: an HTTP
+// API beyond loopback needs Auth. Start calls it first; `--check` on the
+// commands (and deploy/deploy_test.go through them) calls it alone, so a
+// deployment file is held to the very rule the binary enforces.
+func (cfg Config) Check() error {
+	if cfg.HTTPListen != "" && cfg.Auth == nil && !loopbackAddr(cfg.HTTPListen) {
+		return fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", cfg.HTTPListen)
+	}
+	return nil
+}
+
 // connect opens the log: an external server at cfg.NATSURL, or the
 // embedded one. Embedded, the admin identity (in-process only) creates or
 // updates the stream and buckets, and the service then connects as its own
@@ -188,7 +199,7 @@ func (s *Service) connect(ctx context.Context, cfg Config, logger *slog.Logger) 
 	if cfg.NATSURL != "" {
 		nc, err := nats.Connect(cfg.NATSURL, nats.Name("prunesched"), nats.MaxReconnects(-1), nats.Timeout(store.ConnectTimeout))
 		if err != nil {
-			return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(cfg.NATSURL), err)
+			return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURL(cfg.NATSURL), err)
 		}
 		s.NC = nc
 		return store.Open(ctx, nc, scfg, storeLog)
@@ -228,8 +239,9 @@ func (s *Service) connect(ctx context.Context, cfg Config, logger *slog.Logger) 
 	return store.Open(ctx, nc, scfg, storeLog)
 }
 
-// redactURL drops a password from a NATS URL list for messages.
-func redactURL(urls string) string {
+// RedactURL drops the passwords from a NATS URL list (comma-separated), for
+// logs and messages: nats://prunesched:xxxxx@host:4222.
+func RedactURL(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
 		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {

@@ -66,6 +66,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	limits := addLimitFlags(fs)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
+	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -83,6 +84,17 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	if err != nil {
 		return err
 	}
+	auth, err := loadAuth(*authFile)
+	if err != nil {
+		return err
+	}
+	// The proxy and its API share one in-flight body budget.
+	bodies := limits.budget()
+	cfg := service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
+		HTTPTimeouts: limits.timeouts(), Bodies: bodies}
+	if *check {
+		return reportCheck(e, "proxy", cfg)
+	}
 	// The key of the credential tag in session ids, kept so sessions
 	// continue across restarts.
 	var idKey []byte
@@ -93,14 +105,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
-	auth, err := loadAuth(*authFile)
-	if err != nil {
-		return err
-	}
-	// The proxy and its API share one in-flight body budget.
-	bodies := limits.budget()
-	svc, err := service.Start(ctx, service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
-		HTTPTimeouts: limits.timeouts(), Bodies: bodies})
+	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

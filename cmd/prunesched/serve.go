@@ -37,6 +37,7 @@ Restarting on the same data directory keeps every session.`)
 	memLimit := fs.Int64("memory-limit", defaultMemoryLimit, "soft memory limit (bytes) of the Go runtime: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, when set, wins)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
+	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -45,9 +46,6 @@ Restarting on the same data directory keeps every session.`)
 	}
 	if *projBytes <= 0 {
 		return usagef("--projection-bytes must be positive")
-	}
-	if *memLimit > 0 && e.getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(*memLimit)
 	}
 	if *sync != "default" && *sync != "always" {
 		return usagef("--sync %q: want default or always", *sync)
@@ -64,19 +62,26 @@ Restarting on the same data directory keeps every session.`)
 	if err != nil {
 		return err
 	}
-	svc, err := service.Start(ctx, service.Config{
+	cfg := service.Config{
 		NATSURL: *natsURL, DataDir: *data, NATSListen: *natsListen, SyncAlways: *sync == "always",
 		HTTPListen: *listen, Policy: pol, Logger: logger, Replicas: *replicas, Partitions: *partitions,
 		Auth: auth, OpenMetrics: *openMetrics,
 		HTTPTimeouts: limits.timeouts(), Bodies: limits.budget(), ProjectionBytes: *projBytes,
-	})
+	}
+	if *check {
+		return reportCheck(e, "serve", cfg)
+	}
+	if *memLimit > 0 && e.getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(*memLimit)
+	}
+	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	where := "embedded NATS, data in " + *data
 	if *natsURL != "" {
-		where = "NATS at " + *natsURL
+		where = "NATS at " + service.RedactURL(*natsURL)
 	} else if svc.Embedded != nil && svc.Embedded.ClientURL() != "" {
 		where += " (NATS clients: " + svc.Embedded.ClientURL() + ", user " + store.ServiceUser + ", password in " + svc.Embedded.CredentialsPath() + ")"
 	}
@@ -113,6 +118,7 @@ the README section "Operating prunesched".`)
 	lagInterval := fs.Duration("lag-interval", 5*time.Second, "how often consumer lag is polled for /metrics")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON")
+	check := addCheckFlag(fs)
 	// The component may come first: `worker eligibility --nats URL`.
 	var comp string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -153,16 +159,20 @@ the README section "Operating prunesched".`)
 	if err != nil {
 		return err
 	}
-	svc, err := service.Start(ctx, service.Config{
+	cfg := service.Config{
 		NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger, Auth: auth, OpenMetrics: *openMetrics,
 		Replicas: *replicas, Partitions: *partitions, OwnedPartitions: owned,
 		PinnedTTL: *pinnedTTL, AckWait: *ackWait, LagInterval: *lagInterval,
-	})
+	}
+	if *check {
+		return reportCheck(e, "worker "+comp, cfg)
+	}
+	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	logger.Info("worker running", "nats", *natsURL, "http", svc.HTTPAddr,
+	logger.Info("worker running", "nats", service.RedactURL(*natsURL), "http", svc.HTTPAddr,
 		"partitions", svc.Pipeline.Partitions(), "stream_partitions", svc.Store.Partitions())
 	if svc.HTTPAddr != "" {
 		fmt.Fprintf(e.stdout, "prunesched worker %s on http://%s\n", comp, svc.HTTPAddr)
@@ -239,6 +249,21 @@ func parsePartitions(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// addCheckFlag defines --check, shared by serve, worker and proxy.
+func addCheckFlag(fs *pflag.FlagSet) *bool {
+	return fs.Bool("check", false, "check the flags, the files they name (policy, auth file) and the start-time rules (an API beyond loopback needs --auth-file), print the result and exit without starting; deploy/deploy_test.go runs every deployed command this way")
+}
+
+// reportCheck applies the start-time rules to cfg (service.Config.Check,
+// the ones Start applies) and says the result.
+func reportCheck(e *env, cmd string, cfg service.Config) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "prunesched %s: configuration ok\n", cmd)
+	return nil
 }
 
 // loadAuth loads an auth file (empty path: none).

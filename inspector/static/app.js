@@ -1,6 +1,7 @@
 // prunesched inspector: sortable tables, the strip's timeline slider and
-// item panel. Plain JavaScript, no build step. Every write goes to the JSON
-// API (the same endpoints the CLI uses), carrying the page's tenant query.
+// item panel. Plain JavaScript, no build step. Every write goes to the API's
+// own handlers (the ones the CLI calls), mounted under /ui/sessions/ where a
+// login cookie is accepted, as JSON and carrying the page's tenant query.
 (function () {
   "use strict";
   var query = document.body.dataset.query || "";
@@ -34,7 +35,7 @@
   var session = location.pathname.split("/")[3];
   var panel = document.getElementById("panel");
   var cert = document.getElementById("cert");
-  var base = "/v1/sessions/" + encodeURIComponent(session);
+  var base = "/ui/sessions/" + encodeURIComponent(session);
 
   function api(path) { return base + path + query; }
 
@@ -50,7 +51,7 @@
     fetch(url, { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
       cert.innerHTML = html;
       var pre = cert.querySelector("pre.original");
-      fetch(base + "/items/" + encodeURIComponent(id) + (query ? query + "&" : "?") + "format=raw", { credentials: "same-origin" })
+      fetch(base + "/original/" + encodeURIComponent(id) + (query ? query + "&" : "?") + "format=raw", { credentials: "same-origin" })
         .then(function (r) { return r.text().then(function (t) { return { ok: r.ok, t: t }; }); })
         .then(function (res) { pre.textContent = res.t; pre.removeAttribute("data-loading"); pre.dataset.loaded = res.ok ? "1" : "error"; });
       cert.querySelectorAll("button[data-action]").forEach(function (btn) {

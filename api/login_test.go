@@ -1,0 +1,284 @@
+package api
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	acmeToken   = "acme-token-0123456789abcdef"
+	globexToken = "globex-token-0123456789abcdef"
+)
+
+// clock is a settable clock for login expiry.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// loginServer is a Server with an auth file of two tenants and a clock,
+// and the handler chain in front of a route that answers the request's
+// tenant (for paths the login routes do not serve).
+func loginServer(t *testing.T) (*Server, *clock, http.Handler) {
+	t.Helper()
+	auth, err := ParseAuth(strings.NewReader(acmeToken+" acme\n"+globexToken+" globex\n"), "auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := New(Config{Auth: auth, Now: clk.now, LoginTTL: time.Hour})
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, err := tenantOf(r)
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		_, _ = io.WriteString(w, tenant)
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", s.loginForm)
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
+	mux.Handle("/", echo)
+	return s, clk, s.guard(mux)
+}
+
+type reqOpt func(*http.Request)
+
+func withCookie(c *http.Cookie) reqOpt { return func(r *http.Request) { r.AddCookie(c) } }
+func withHeader(k, v string) reqOpt    { return func(r *http.Request) { r.Header.Set(k, v) } }
+
+func do(h http.Handler, method, target, body string, opts ...reqOpt) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	for _, o := range opts {
+		o(r)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// logIn posts the login form as the browser does (same origin) and
+// returns the session cookie.
+func logIn(t *testing.T, h http.Handler, token string) *http.Cookie {
+	t.Helper()
+	w := do(h, "POST", "/login", url.Values{"token": {token}, "next": {"/ui/fleet"}}.Encode(),
+		withHeader("Content-Type", "application/x-www-form-urlencoded"), withHeader("Origin", "http://example.com"), withHeader("Sec-Fetch-Site", "same-origin"))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/fleet" {
+		t.Fatalf("login: %d %q %s", w.Code, w.Header().Get("Location"), w.Body)
+	}
+	for _, c := range w.Result().Cookies() {
+		if c.Name == SessionCookie {
+			return c
+		}
+	}
+	t.Fatalf("login set no %s cookie", SessionCookie)
+	return nil
+}
+
+func TestLoginSetsOpaqueCookie(t *testing.T) {
+	_, _, h := loginServer(t)
+	c := logIn(t, h, acmeToken)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Path != "/" || c.MaxAge != 3600 {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure without TLS, Path=/, Max-Age=3600", c)
+	}
+	if c.Value == "" || strings.Contains(c.Value, acmeToken) || strings.Contains(acmeToken, c.Value) || len(c.Value) < 43 {
+		t.Errorf("cookie value %q: want an opaque random id of 32 bytes, not the token", c.Value)
+	}
+	if c2 := logIn(t, h, acmeToken); c2.Value == c.Value {
+		t.Error("two logins got the same session id")
+	}
+	// Over TLS the cookie is Secure.
+	r := httptest.NewRequest("POST", "/login", strings.NewReader("token="+acmeToken))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.TLS = &tls.ConnectionState{}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if cs := w.Result().Cookies(); len(cs) != 1 || !cs[0].Secure {
+		t.Errorf("login over TLS: cookies %+v, want one Secure cookie", cs)
+	}
+	// The form itself.
+	w = do(h, "GET", "/login?next=/ui/fleet", "")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `name="token"`) || !strings.Contains(w.Body.String(), `value="/ui/fleet"`) {
+		t.Errorf("GET /login: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestLoginWrongToken(t *testing.T) {
+	_, _, h := loginServer(t)
+	const guess = "not-a-token-but-long-enough"
+	w := do(h, "POST", "/login", "token="+guess, withHeader("Content-Type", "application/x-www-form-urlencoded"))
+	if w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("wrong token: %d, cookies %v; want 401 and none", w.Code, w.Result().Cookies())
+	}
+	if strings.Contains(w.Body.String(), guess) || !strings.Contains(w.Body.String(), "unknown token") {
+		t.Errorf("wrong token: the page must say so without echoing it: %s", w.Body)
+	}
+	// A made-up cookie is no login.
+	w = do(h, "GET", "/ui/fleet", "", withCookie(&http.Cookie{Name: SessionCookie, Value: acmeToken}))
+	if w.Code != http.StatusSeeOther {
+		t.Errorf("the token itself as cookie: %d, want 303 to the login form", w.Code)
+	}
+}
+
+// TestLoginCookieScope: the cookie authenticates the inspector's routes
+// as the token's tenant and nothing else; /v1 and /metrics keep bearer
+// tokens.
+func TestLoginCookieScope(t *testing.T) {
+	_, _, h := loginServer(t)
+	c := logIn(t, h, acmeToken)
+	cases := []struct {
+		name, method, target string
+		opts                 []reqOpt
+		code                 int
+		body                 string
+	}{
+		{"sessions page", "GET", "/", nil, 200, "acme"},
+		{"fleet page", "GET", "/ui/fleet", nil, 200, "acme"},
+		{"another tenant by query", "GET", "/ui/fleet?tenant=globex", nil, 403, "belongs to tenant"},
+		{"another tenant by header", "GET", "/ui/fleet", []reqOpt{withHeader(TenantHeader, "globex")}, 403, "belongs to tenant"},
+		{"same tenant by query", "GET", "/ui/fleet?tenant=acme", nil, 200, "acme"},
+		{"API", "GET", "/v1/sessions", nil, 401, "bearer token"},
+		{"API write", "POST", "/v1/sessions/s/restore", []reqOpt{withHeader("Content-Type", "application/json")}, 401, "bearer token"},
+		{"metrics", "GET", "/metrics", nil, 401, "bearer token"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := do(h, tc.method, tc.target, "{}", append([]reqOpt{withCookie(c)}, tc.opts...)...)
+			if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.body) {
+				t.Errorf("%s %s: %d %q, want %d containing %q", tc.method, tc.target, w.Code, w.Body, tc.code, tc.body)
+			}
+		})
+	}
+	// A bearer token still works on the inspector, as its own tenant.
+	w := do(h, "GET", "/ui/fleet", "", withCookie(c), withHeader("Authorization", "Bearer "+globexToken))
+	if w.Code != 200 || w.Body.String() != "globex" {
+		t.Errorf("bearer on the inspector: %d %q, want globex", w.Code, w.Body)
+	}
+	// Without credentials a page goes to the login form and comes back.
+	w = do(h, "GET", "/ui/fleet?x=1", "")
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login?next=%2Fui%2Ffleet%3Fx%3D1" {
+		t.Errorf("no login: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	// Each login is its token's tenant.
+	g := logIn(t, h, globexToken)
+	if w := do(h, "GET", "/ui/fleet", "", withCookie(g)); w.Body.String() != "globex" {
+		t.Errorf("globex's login reads tenant %q", w.Body)
+	}
+}
+
+func TestLoginExpiresAndLogsOut(t *testing.T) {
+	_, clk, h := loginServer(t)
+	c := logIn(t, h, acmeToken)
+	clk.add(59 * time.Minute)
+	if w := do(h, "GET", "/ui/fleet", "", withCookie(c)); w.Code != 200 {
+		t.Fatalf("before expiry: %d", w.Code)
+	}
+	clk.add(time.Minute)
+	if w := do(h, "GET", "/ui/fleet", "", withCookie(c)); w.Code != http.StatusSeeOther {
+		t.Errorf("at expiry: %d, want 303 to the login form", w.Code)
+	}
+	if w := do(h, "POST", "/ui/sessions/s/restore", "{}", withCookie(c), withHeader("Content-Type", "application/json")); w.Code != http.StatusUnauthorized {
+		t.Errorf("action after expiry: %d, want 401", w.Code)
+	}
+
+	c = logIn(t, h, acmeToken)
+	w := do(h, "POST", "/logout", "", withCookie(c), withHeader("Origin", "http://example.com"))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/login" {
+		t.Errorf("logout: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	if cs := w.Result().Cookies(); len(cs) != 1 || cs[0].MaxAge >= 0 {
+		t.Errorf("logout: cookies %+v, want the session cookie cleared", cs)
+	}
+	if w := do(h, "GET", "/ui/fleet", "", withCookie(c)); w.Code != http.StatusSeeOther {
+		t.Errorf("the old cookie after logout: %d, want 303", w.Code)
+	}
+}
+
+// TestInspectorCSRF: a page on another site cannot make a logged-in
+// browser (or a loopback server without auth) record anything.
+func TestInspectorCSRF(t *testing.T) {
+	_, _, h := loginServer(t)
+	c := logIn(t, h, acmeToken)
+	form := withHeader("Content-Type", "application/x-www-form-urlencoded")
+	json := withHeader("Content-Type", "application/json")
+	cases := []struct {
+		name string
+		opts []reqOpt
+		code int
+	}{
+		{"cross-site form", []reqOpt{form, withHeader("Origin", "https://evil.example"), withHeader("Sec-Fetch-Site", "cross-site")}, 403},
+		{"cross-site form, Origin only", []reqOpt{form, withHeader("Origin", "https://evil.example")}, 403},
+		{"cross-site JSON", []reqOpt{json, withHeader("Sec-Fetch-Site", "cross-site")}, 403},
+		{"same-site sibling JSON", []reqOpt{json, withHeader("Sec-Fetch-Site", "same-site")}, 403},
+		{"same-origin form", []reqOpt{form, withHeader("Sec-Fetch-Site", "same-origin")}, 403},
+		{"same-origin text/plain", []reqOpt{withHeader("Content-Type", "text/plain"), withHeader("Origin", "http://example.com")}, 403},
+		{"same-origin JSON", []reqOpt{json, withHeader("Sec-Fetch-Site", "same-origin"), withHeader("Origin", "http://example.com")}, 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := do(h, "POST", "/ui/sessions/s/restore", `{"item":"i"}`, append([]reqOpt{withCookie(c)}, tc.opts...)...)
+			if w.Code != tc.code {
+				t.Errorf("%d %s, want %d", w.Code, w.Body, tc.code)
+			}
+		})
+	}
+	// Logging in from another site is refused too (login CSRF).
+	w := do(h, "POST", "/login", "token="+acmeToken, form, withHeader("Origin", "https://evil.example"))
+	if w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+		t.Errorf("cross-site login: %d, cookies %v", w.Code, w.Result().Cookies())
+	}
+	// Without an auth file (loopback): a cross-site form cannot post either.
+	open := New(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	w = do(open, "POST", "/v1/sessions/s/restore", `{"item":"i"}`, withHeader("Content-Type", "text/plain"), withHeader("Origin", "https://evil.example"), withHeader("Sec-Fetch-Site", "cross-site"))
+	if w.Code != http.StatusForbidden {
+		t.Errorf("cross-site post without auth: %d, want 403", w.Code)
+	}
+	w = do(open, "POST", "/v1/sessions/s/restore", `{"item":"i"}`) // a CLI: no browser headers
+	if w.Code != 200 {
+		t.Errorf("non-browser post: %d, want 200", w.Code)
+	}
+}
+
+func TestLocalPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "/", "/": "/", "/ui/fleet?x=1": "/ui/fleet?x=1", "//evil.example/": "/", "/\\evil.example": "/",
+		"https://evil.example/": "/", "ui/fleet": "/", "javascript:alert(1)": "/",
+	} {
+		if got := localPath(in); got != want {
+			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestLoginsBounded(t *testing.T) {
+	clk := &clock{t: time.Unix(0, 0)}
+	l := newLogins(clk.now, time.Hour)
+	first, _ := l.add("a")
+	for range maxLogins {
+		clk.add(time.Millisecond)
+		if _, err := l.add("a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.m) != maxLogins {
+		t.Errorf("%d logins held, want %d", len(l.m), maxLogins)
+	}
+	if _, ok := l.tenant(first); ok {
+		t.Error("the oldest login survived past the bound")
+	}
+}
