@@ -66,4 +66,3 @@ func TestDo(t *testing.T) {
 		}
 	}
 }
-

@@ -92,7 +92,6 @@ func (c *Counter) countOne(s string) int {
 	return n
 }
 
-
 // partBytes is the smallest part a long text is cut into.
 const partBytes = 4 << 10
 
