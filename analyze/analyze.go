@@ -122,7 +122,7 @@ type SessionReport struct {
 	// scheduler's applications in the log; Calibration compares the cache
 	// model with the provider's reported cache tokens, where reported.
 	Economics    *Economics             `json:"economics"`
-	Applications []Application          `json:"applications"`
+	Applications []scheduler.AppSummary `json:"applications"`
 	Calibration  *scheduler.Calibration `json:"calibration,omitempty"`
 }
 
