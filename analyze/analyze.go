@@ -75,16 +75,11 @@ type Tokens struct {
 	HostPruned    int `json:"host_pruned"`
 }
 
-// DecisionRow is the latest decision for one item.
+// DecisionRow is the latest decision for one item: the projection's
+// summary of it, whether the scheduler holds it back, and the tokens it
+// frees.
 type DecisionRow struct {
-	Item      string          `json:"item"`
-	Decision  events.Decision `json:"decision"`
-	Rung      events.Rung     `json:"rung,omitempty"`
-	Reason    events.Reason   `json:"reason"`
-	Part      string          `json:"part,omitempty"`
-	Applied   bool            `json:"applied"`
-	AppliedAt string          `json:"applied_at,omitempty"`
-	Trigger   events.Trigger  `json:"trigger,omitempty"`
+	projections.DecisionSummary
 	// Pending is true when the timing scheduler holds the mark back (the
 	// list 'prunesched pending' prints).
 	Pending         bool `json:"pending"`
@@ -122,7 +117,7 @@ type SessionReport struct {
 	// scheduler's applications in the log; Calibration compares the cache
 	// model with the provider's reported cache tokens, where reported.
 	Economics    *Economics             `json:"economics"`
-	Applications []Application          `json:"applications"`
+	Applications []scheduler.AppSummary `json:"applications"`
 	Calibration  *scheduler.Calibration `json:"calibration,omitempty"`
 }
 
@@ -333,8 +328,7 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 		if waiting[d.Mark] {
 			sr.Pending++
 		}
-		sr.Decisions = append(sr.Decisions, DecisionRow{Item: d.Item, Decision: d.Decision, Rung: d.Rung, Reason: d.Reason, Part: d.Part,
-			Applied: d.Applied, AppliedAt: d.AppliedAt, Trigger: d.Trigger, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated})
+		sr.Decisions = append(sr.Decisions, DecisionRow{DecisionSummary: d.DecisionSummary, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated})
 		sr.DecisionCounts[d.Decision]++
 		decided++
 		if d.Decision == events.Prune {

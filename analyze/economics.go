@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 	"github.com/prunesched/prunesched/service"
@@ -49,29 +48,18 @@ type Economics struct {
 	Requests map[string][]scheduler.RequestCost `json:"requests"`
 }
 
-// Application is one application as the report lists it.
-type Application struct {
-	Request         int            `json:"request"`
-	RequestID       string         `json:"request_id"`
-	Trigger         events.Trigger `json:"trigger"`
-	Marks           int            `json:"marks"`
-	FirstDivergence int            `json:"first_divergence"`
-	MutationRadius  int            `json:"mutation_radius"`
-	TokensRemoved   int            `json:"tokens_removed"`
-	CacheCost       float64        `json:"cache_cost"`
-	ExpectedSaving  float64        `json:"expected_saving"`
-}
-
-// economics reads the session's whole log (facts and marks) and prices it
-// under the three strategies with the scheduler's own cache model. It also
-// returns the applications the pipeline actually published, in log order,
-// and the calibration of the cache model against the provider's reports.
-func economics(ctx context.Context, svc *service.Service, pol policy.Policy, tenant, session string) (*Economics, []Application, *scheduler.Calibration, error) {
+// economics reads the session's whole log (facts, marks and
+// applications) and shapes its economics view (scheduler.NewView: the
+// strategies priced by the scheduler's own cache model, the applications
+// the pipeline published, in log order, and the calibration of the cache
+// model against the provider's reports) for the report.
+func economics(ctx context.Context, svc *service.Service, pol policy.Policy, tenant, session string) (*Economics, []scheduler.AppSummary, *scheduler.Calibration, error) {
 	evs, err := svc.Store.ReadSession(ctx, tenant, session)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read session %s: %w", session, err)
 	}
-	ledgers := scheduler.SimulateAll(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight)
+	v := scheduler.NewView(pol, evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight)
+	ledgers := v.Ledgers
 	none := ledgers[scheduler.StrategyNone]
 	eco := &Economics{
 		Provider: none.Provider, Model: none.Model, Unpriced: none.Unpriced, Head: none.Head,
@@ -90,34 +78,7 @@ func economics(ctx context.Context, svc *service.Service, pol policy.Policy, ten
 	for _, s := range []string{scheduler.StrategyImmediate, scheduler.StrategyScheduled, scheduler.StrategyHindsight} {
 		eco.Ratio[s] = ratio(none.Total, ledgers[s].Total)
 	}
-	// The applications in the log, with their request's position.
-	reqIndex := map[string]int{}
-	for _, e := range evs {
-		if r, ok := e.Data.(*events.ModelRequest); ok {
-			if _, dup := reqIndex[r.Request]; !dup {
-				reqIndex[r.Request] = len(reqIndex)
-			}
-		}
-	}
-	apps := []Application{}
-	for _, e := range evs {
-		a, ok := e.Data.(*events.Application)
-		if !ok {
-			continue
-		}
-		idx, ok := reqIndex[a.Request]
-		if !ok {
-			idx = -1
-		}
-		apps = append(apps, Application{Request: idx, RequestID: a.Request, Trigger: a.Trigger, Marks: len(a.Marks),
-			FirstDivergence: a.FirstDivergence, MutationRadius: a.MutationRadius, TokensRemoved: a.TokensRemoved,
-			CacheCost: a.CacheCost, ExpectedSaving: a.ExpectedSaving})
-	}
-	var cal *scheduler.Calibration
-	if c := scheduler.Calibrate(pol, evs); c.Reported > 0 {
-		cal = &c
-	}
-	return eco, apps, cal, nil
+	return eco, v.Applications, v.Calibration, nil
 }
 
 // ratio is (cost reduction) / (token reduction) of x against base.

@@ -10,6 +10,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/projections"
 )
 
 // byteCounter counts one token per byte, so sizes in tests are obvious.
@@ -70,7 +71,9 @@ func shapesSession() importers.Session {
 func TestShapeDetection(t *testing.T) {
 	s := shapesSession()
 	rep := &Report{Sessions: []SessionReport{{Source: "shapes.jsonl", Format: "native", Session: "s", Decisions: []DecisionRow{
-		{Item: "c1", Decision: events.Prune}, {Item: "c3", Decision: events.Abstain}, {Item: "u1", Decision: events.Keep},
+		{DecisionSummary: projections.DecisionSummary{Item: "c1", Decision: events.Prune}},
+		{DecisionSummary: projections.DecisionSummary{Item: "c3", Decision: events.Abstain}},
+		{DecisionSummary: projections.DecisionSummary{Item: "u1", Decision: events.Keep}},
 	}}}}
 	p, err := Prevalence(rep, []importers.Session{s}, policy.Policy{}, byteCounter{})
 	if err != nil {

@@ -37,15 +37,21 @@ const TenantHeader = "X-Prunesched-Tenant"
 // trace can be large).
 const MaxBodyBytes = 256 << 20
 
-// Config wires the API to a running pipeline.
+// Config wires the API to a running pipeline. Pipeline, Store and Tokens
+// are required; New fills the other fields' defaults and validates it
+// (see Validate).
 type Config struct {
 	Pipeline *pipeline.Pipeline
 	Store    *store.Store
 	Tokens   *tokens.Counter
+	// Registry is served on /metrics; nil serves no /metrics.
 	Registry *prometheus.Registry
-	NC       *nats.Conn
-	Logger   *slog.Logger
-	// Timeout bounds how long a request waits for the pipeline to catch up.
+	// NC is the NATS connection /readyz checks; nil is never ready.
+	NC *nats.Conn
+	// Logger receives the API's logs; nil discards them.
+	Logger *slog.Logger
+	// Timeout bounds how long a request waits for the pipeline to catch up
+	// (DefaultTimeout).
 	Timeout time.Duration
 	// Auth, when set, requires a bearer token on every route but /healthz
 	// and /readyz, and binds each request to the token's tenant.
@@ -75,23 +81,18 @@ type Server struct {
 	logins *logins
 }
 
-// New returns a Server.
-func New(cfg Config) *Server {
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Second
+// New returns a Server over cfg with its defaults filled; an invalid field
+// (see Config.Validate) is an error naming it.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = MaxBodyBytes
-	}
-	if cfg.LoginTTL <= 0 {
-		cfg.LoginTTL = DefaultLoginTTL
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	return newServer(cfg), nil
+}
+
+// newServer builds the Server over a cfg with its defaults filled.
+func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL)}
 	s.ui = s.inspectorHandler()
 	return s

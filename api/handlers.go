@@ -472,7 +472,7 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "pending": pend})
 }
 
-// economics prices the session's log under the three strategies (no
+// economics prices the session's log under scheduler.ViewStrategies (no
 // pruning, immediate application, the timing scheduler) with the
 // scheduler's cache model: the economics ledger, per request.
 func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, session string) {
@@ -481,12 +481,13 @@ func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, sessi
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := s.ledgers(evs, scheduler.StrategyNone, scheduler.StrategyImmediate, scheduler.StrategyScheduled)
+	out := s.ledgers(evs, scheduler.ViewStrategies...)
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": tenant, "session": session, "ledgers": out})
 }
 
 // ledgers prices a session's events under strategies with the pipeline's
-// policy: the economics ledger the API and the inspector both show.
+// policy: the ledgers of the session's economics view (scheduler.NewView),
+// which the API, the inspector and analyze all show.
 func (s *Server) ledgers(evs []events.Event, strategies ...string) map[string]scheduler.Ledger {
-	return scheduler.SimulateAll(s.cfg.Pipeline.Policy, evs, strategies...)
+	return scheduler.NewView(s.cfg.Pipeline.Policy, evs, strategies...).Ledgers
 }

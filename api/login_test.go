@@ -40,7 +40,7 @@ func loginServer(t *testing.T) (*Server, *clock, http.Handler) {
 		t.Fatal(err)
 	}
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	s := New(Config{Auth: auth, Now: clk.now, LoginTTL: time.Hour})
+	s := bareServer(Config{Auth: auth, Now: clk.now, LoginTTL: time.Hour})
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant, err := tenantOf(r)
 		if err != nil {
@@ -243,7 +243,7 @@ func TestInspectorCSRF(t *testing.T) {
 		t.Errorf("cross-site login: %d, cookies %v", w.Code, w.Result().Cookies())
 	}
 	// Without an auth file (loopback): a cross-site form cannot post either.
-	open := New(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	open := bareServer(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
 	w = do(open, "POST", "/v1/sessions/s/restore", `{"item":"i"}`, withHeader("Content-Type", "text/plain"), withHeader("Origin", "https://evil.example"), withHeader("Sec-Fetch-Site", "cross-site"))
 	if w.Code != http.StatusForbidden {
 		t.Errorf("cross-site post without auth: %d, want 403", w.Code)
@@ -281,4 +281,11 @@ func TestLoginsBounded(t *testing.T) {
 	if _, ok := l.tenant(first); ok {
 		t.Error("the oldest login survived past the bound")
 	}
+}
+
+// bareServer is a Server over cfg with its defaults but no pipeline or
+// store (Validate would refuse it): enough for the login and guard routes.
+func bareServer(cfg Config) *Server {
+	cfg.setDefaults()
+	return newServer(cfg)
 }

@@ -75,15 +75,18 @@ func (r *logRig) close() {
 }
 
 // startPipeline runs the three workers until the returned stop is called.
-func (b *runner) startPipeline(r *logRig) (*pipeline.Pipeline, func()) {
+func (b *runner) startPipeline(r *logRig) (*pipeline.Pipeline, func(), error) {
 	return b.startPipelineConfig(r.st, pipeline.Config{})
 }
 
 // startPipelineConfig is startPipeline with cfg (its policy and logger are
 // the run's).
-func (b *runner) startPipelineConfig(st *store.Store, cfg pipeline.Config) (*pipeline.Pipeline, func()) {
+func (b *runner) startPipelineConfig(st *store.Store, cfg pipeline.Config) (*pipeline.Pipeline, func(), error) {
 	cfg.Policy, cfg.Logger = b.pol, b.log
-	p := pipeline.NewFromConfig(st, cfg)
+	p, err := pipeline.NewFromConfig(st, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench pipeline: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -96,7 +99,7 @@ func (b *runner) startPipelineConfig(st *store.Store, cfg pipeline.Config) (*pip
 			cancel()
 			<-done
 		})
-	}
+	}, nil
 }
 
 // logRates measures, on one embedded server: raw async publish of the
@@ -136,7 +139,10 @@ func (b *runner) logRates(ctx context.Context) error {
 
 	// The pipeline: the same events through store.Append, one writer per
 	// session in batches of 100, with the workers running.
-	p, stop := b.startPipeline(r)
+	p, stop, err := b.startPipeline(r)
+	if err != nil {
+		return err
+	}
 	defer stop()
 	t := time.Now()
 	var wg sync.WaitGroup

@@ -24,7 +24,10 @@ func (b *runner) render(ctx context.Context) error {
 		return err
 	}
 	defer r.close()
-	p, stop := b.startPipeline(r)
+	p, stop, err := b.startPipeline(r)
+	if err != nil {
+		return err
+	}
 	defer stop()
 	requests := b.pick(200, 20)
 	b.res.RenderRequests = requests

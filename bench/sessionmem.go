@@ -123,7 +123,10 @@ func (b *runner) sessionMemoryAt(ctx context.Context, size, k int) (SessionMemor
 	if err != nil {
 		return m, err
 	}
-	p, stop := b.startPipelineConfig(pst, pipeline.Config{IdleAfter: -1})
+	p, stop, err := b.startPipelineConfig(pst, pipeline.Config{IdleAfter: -1})
+	if err != nil {
+		return SessionMemory{}, err
+	}
 	defer stop()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -260,7 +263,10 @@ func (b *runner) idleRSS(ctx context.Context, n, items int) (*IdleRSS, error) {
 		return nil, err
 	}
 	defer r.close()
-	p, stop := b.startPipelineConfig(r.st, pipeline.Config{IdleAfter: -1})
+	p, stop, err := b.startPipelineConfig(r.st, pipeline.Config{IdleAfter: -1})
+	if err != nil {
+		return nil, err
+	}
 	defer stop()
 	out := &IdleRSS{Sessions: n, Items: items, Facts: n * len(b.w.session("", "x", items))}
 	out.HeapBefore, out.RSSBefore = b.settledHeap(ctx), rss()

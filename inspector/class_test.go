@@ -11,7 +11,7 @@ func TestClassOf(t *testing.T) {
 	mark := func(d events.Decision, applied bool) *projections.MarkRef {
 		return &projections.MarkRef{Decision: d, Applied: applied}
 	}
-	protected := &projections.Decision{Decision: events.Keep, Protection: []events.Reason{events.ReasonUserMessage}}
+	protected := &projections.Decision{DecisionSummary: projections.DecisionSummary{Decision: events.Keep}, Protection: []events.Reason{events.ReasonUserMessage}}
 	cases := []struct {
 		name string
 		it   projections.Item
@@ -19,7 +19,7 @@ func TestClassOf(t *testing.T) {
 		want string
 	}{
 		{"no mark", projections.Item{}, nil, ClassKept},
-		{"plain keep", projections.Item{LatestMark: mark(events.Keep, false)}, &projections.Decision{Decision: events.Keep}, ClassKept},
+		{"plain keep", projections.Item{LatestMark: mark(events.Keep, false)}, &projections.Decision{DecisionSummary: projections.DecisionSummary{Decision: events.Keep}}, ClassKept},
 		{"keep under protection", projections.Item{LatestMark: mark(events.Keep, false)}, protected, ClassProtected},
 		{"pinned", projections.Item{Pinned: true}, nil, ClassProtected},
 		{"pinned beats a pending prune", projections.Item{Pinned: true, LatestMark: mark(events.Prune, false)}, nil, ClassProtected},

@@ -124,7 +124,7 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 
 	// Reference: one undisturbed pipeline.
 	refSt, _, _ := startStore(t, ctx, cfg)
-	ref := NewFromConfig(refSt, Config{Policy: policy.Default()})
+	ref := newPipelineT(t, refSt, Config{Policy: policy.Default()})
 	runPipeline(t, ctx, ref)
 	if _, err := refSt.Append(ctx, input); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 
 	// The successor takes over while facts keep coming.
 	var logs bytes.Buffer
-	p := NewFromConfig(st, Config{Policy: policy.Default(), PinnedTTL: ttl, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p := newPipelineT(t, st, Config{Policy: policy.Default(), PinnedTTL: ttl, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer func() {
 		if t.Failed() {
 			t.Logf("successor logs:\n%s", logs.String())

@@ -32,7 +32,7 @@ func TestIdleSweepSameDecisions(t *testing.T) {
 	}
 	start := func() run {
 		st, _, _ := startStore(t, ctx, store.Config{Tokens: tc})
-		p := NewFromConfig(st, Config{Policy: policy.Default(), Logger: slog.New(slog.DiscardHandler),
+		p := newPipelineT(t, st, Config{Policy: policy.Default(), Logger: slog.New(slog.DiscardHandler),
 			Registry: prometheus.NewRegistry(), IdleAfter: -1})
 		runPipeline(t, ctx, p)
 		return run{st, p}

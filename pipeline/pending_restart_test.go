@@ -94,7 +94,7 @@ func TestDeferredGaugeAfterTakeover(t *testing.T) {
 	st, _, _ := startStore(t, ctx, store.Config{Tokens: tc, Partitions: 1, AckWait: 3 * time.Second})
 	const ttl = 300 * time.Millisecond
 	start := func() (*Pipeline, context.CancelFunc, chan error) {
-		p := NewFromConfig(st, Config{Policy: policy.Default(), PinnedTTL: ttl, Registry: prometheus.NewRegistry()})
+		p := newPipelineT(t, st, Config{Policy: policy.Default(), PinnedTTL: ttl, Registry: prometheus.NewRegistry()})
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- p.Run(runCtx) }()

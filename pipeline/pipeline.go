@@ -18,52 +18,6 @@ import (
 	"github.com/prunesched/prunesched/policy"
 )
 
-// Config configures a Pipeline. The zero value (plus a Policy) is the
-// single-process mode: every partition, no priority groups, no metrics.
-type Config struct {
-	// Policy drives the eligibility and scheduler cores.
-	Policy policy.Policy
-	// Logger receives worker logs. Default: discard.
-	Logger *slog.Logger
-	// Registry receives the metrics (a fresh prometheus.NewRegistry());
-	// nil disables metrics.
-	Registry prometheus.Registerer
-	// Partitions lists the partitions this process's eligibility and
-	// scheduler workers consume. Empty means all of the stream's partitions
-	// (the single-process mode).
-	Partitions []int
-	// PinnedTTL, when positive, makes every partition consumer a
-	// pinned-client priority-group consumer (group PriorityGroup): several
-	// processes may consume the same partition, one at a time, and a
-	// process that stops pulling for PinnedTTL loses the partition to
-	// another. Zero: plain durable consumers (one process per partition).
-	PinnedTTL time.Duration
-	// LagInterval is how often consumer lag is polled for the metrics.
-	// Default 5s.
-	LagInterval time.Duration
-	// ProjectionBytes is the projection's memory budget (estimated): past
-	// it, the least recently used sessions are evicted and rebuilt from
-	// the log when next viewed. Zero: DefaultProjectionBytes; negative:
-	// never evict.
-	ProjectionBytes int64
-	// WorkerFacts bounds, per partition, the facts observed by the
-	// sessions the eligibility and scheduler workers hold in memory (zero:
-	// DefaultWorkerFacts); least recently used sessions are forgotten past
-	// it and rebuilt from the log on their next fact.
-	WorkerFacts int
-	// IdleAfter is the idle sweep's interval: every IdleAfter the
-	// sessions no fact or reader used since the previous sweep (idle for
-	// one to two intervals) are evicted from the three workers and
-	// rebuilt from the log on demand (see EvictIdle). Zero:
-	// DefaultIdleAfter; negative: no sweep.
-	IdleAfter time.Duration
-}
-
-// DefaultIdleAfter is the idle sweep's default interval: a session idle
-// for 10 to 20 minutes (longer than the 5-minute prompt cache) keeps only
-// its compact form.
-const DefaultIdleAfter = 10 * time.Minute
-
 // Pipeline wires the three workers to one store.
 type Pipeline struct {
 	Store       *store.Store
@@ -79,27 +33,32 @@ type Pipeline struct {
 }
 
 // New builds the single-process pipeline over st. reg receives the metrics
-// (pass a fresh prometheus.NewRegistry(); nil disables metrics).
+// (pass a fresh prometheus.NewRegistry(); nil disables metrics). Nothing in
+// its configuration can be invalid, so it cannot fail.
 func New(st *store.Store, p policy.Policy, logger *slog.Logger, reg prometheus.Registerer) *Pipeline {
-	return NewFromConfig(st, Config{Policy: p, Logger: logger, Registry: reg})
+	cfg := Config{Policy: p, Logger: logger, Registry: reg}
+	cfg.setDefaults(st.Partitions())
+	return build(st, cfg)
 }
 
-// NewFromConfig builds the pipeline over st as cfg says.
-func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+// NewFromConfig builds the pipeline over st as cfg says, after filling
+// cfg's defaults; an invalid field (see Config.Validate) is an error
+// naming it.
+func NewFromConfig(st *store.Store, cfg Config) (*Pipeline, error) {
+	cfg.setDefaults(st.Partitions())
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.LagInterval <= 0 {
-		cfg.LagInterval = 5 * time.Second
-	}
-	if cfg.IdleAfter == 0 {
-		cfg.IdleAfter = DefaultIdleAfter
-	}
-	if len(cfg.Partitions) == 0 {
-		for p := 0; p < st.Partitions(); p++ {
-			cfg.Partitions = append(cfg.Partitions, p)
+	for _, p := range cfg.Partitions {
+		if p >= st.Partitions() {
+			return nil, fmt.Errorf("pipeline config: partitions: %d: the stream has partitions 0-%d", p, st.Partitions()-1)
 		}
 	}
+	return build(st, cfg), nil
+}
+
+// build builds the pipeline over st from a defaulted, valid cfg.
+func build(st *store.Store, cfg Config) *Pipeline {
 	var met *Metrics
 	if cfg.Registry != nil {
 		met = NewMetrics(cfg.Registry)
@@ -111,9 +70,6 @@ func NewFromConfig(st *store.Store, cfg Config) *Pipeline {
 	elig := NewEligibilityWorker(lg, cfg.Policy, logger.With("worker", "eligibility"), met).withPartitions(parts)
 	elig.state.maxFacts = cfg.WorkerFacts
 	proj := NewProjectionWorker(st.JS(), logger.With("worker", "projection"), met)
-	if cfg.ProjectionBytes == 0 {
-		cfg.ProjectionBytes = DefaultProjectionBytes
-	}
 	proj.SetEviction(st, cfg.ProjectionBytes)
 	if cfg.Registry != nil {
 		registerProjectionMemory(cfg.Registry, proj)

@@ -59,7 +59,7 @@ func TestProjectionEvictionRebuildsIdentically(t *testing.T) {
 	defer cancel()
 	tc := tokens.New()
 	st, _, _ := startStore(t, ctx, store.Config{Tokens: tc})
-	p := NewFromConfig(st, Config{Policy: policy.Default(), Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), ProjectionBytes: -1})
+	p := newPipelineT(t, st, Config{Policy: policy.Default(), Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), ProjectionBytes: -1})
 	runPipeline(t, ctx, p)
 
 	gate := &gatedReader{st: st}
@@ -155,7 +155,7 @@ func TestWorkerEvictionSameDecisions(t *testing.T) {
 	start := func(cfg Config) run {
 		st, _, _ := startStore(t, ctx, store.Config{Tokens: tc})
 		cfg.Policy, cfg.Logger, cfg.Registry = policy.Default(), slog.New(slog.DiscardHandler), prometheus.NewRegistry()
-		p := NewFromConfig(st, cfg)
+		p := newPipelineT(t, st, cfg)
 		runPipeline(t, ctx, p)
 		return run{st, p}
 	}

@@ -6,10 +6,10 @@ import (
 	"github.com/prunesched/prunesched/events"
 )
 
-// Decision is one row of the certificate ledger: the latest mark for an item
-// (latest in log order) with its certificate, and the application that put
-// it into effect, if any.
-type Decision struct {
+// DecisionSummary is the head of a Decision: what the latest mark decided
+// for an item and whether an application put it into effect, without the
+// certificate. Reports that list every item's decision (analyze) show it.
+type DecisionSummary struct {
 	// Item is the item id the source gave it (for a part "input" mark on a
 	// tool result: the call's input item).
 	Item     string          `json:"item"`
@@ -22,6 +22,13 @@ type Decision struct {
 	Applied   bool           `json:"applied"`
 	AppliedAt string         `json:"applied_at,omitempty"`
 	Trigger   events.Trigger `json:"trigger,omitempty"`
+}
+
+// Decision is one row of the certificate ledger: the latest mark for an item
+// (latest in log order) with its certificate, and the application that put
+// it into effect, if any.
+type Decision struct {
+	DecisionSummary
 	// Application holds the applying application's economics.
 	Application *ApplicationRef `json:"application,omitempty"`
 	// InEffect is true when the item renders pruned because of this mark
@@ -81,7 +88,7 @@ func (s *Session) Decisions() []Decision {
 func (s *Session) decision(key string, ms *markState) Decision {
 	m := ms.m
 	d := Decision{
-		Item: key, Decision: m.Decision, Rung: m.Rung, Reason: m.Reason, Part: m.Part,
+		DecisionSummary: DecisionSummary{Item: key, Decision: m.Decision, Rung: m.Rung, Reason: m.Reason, Part: m.Part},
 		TokensEstimated: m.TokensEstimated, Evidence: m.Evidence,
 		Recoverability: m.Recoverability, Protection: m.Protection, Residue: m.Residue,
 		Mark: ms.id, MarkedAt: ms.time, Cause: m.Cause, PolicyVersion: m.PolicyVersion, By: m.By,

@@ -50,7 +50,12 @@ type Calibration struct {
 // show the model over the log alone.
 func Calibrate(p policy.Policy, evs []events.Event) Calibration {
 	c := replay(p, evs, StrategyNone)
-	l := c.Economics()
+	return calibrate(c, c.Economics(), evs)
+}
+
+// calibrate is Calibrate given the unpruned replay c of evs and its ledger
+// l (c.Economics()).
+func calibrate(c *Core, l Ledger, evs []events.Event) Calibration {
 	raw := c.economics(0)
 	var cal0 Calibration
 	for _, rc := range raw.Requests {

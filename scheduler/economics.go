@@ -80,6 +80,16 @@ type AppSummary struct {
 	ExpectedSaving  float64        `json:"expected_saving"`
 }
 
+// appSummary is the AppSummary of a, decided for the request at position
+// request.
+func appSummary(request int, a *events.Application) AppSummary {
+	return AppSummary{
+		Request: request, RequestID: a.Request, Trigger: a.Trigger, Marks: len(a.Marks),
+		FirstDivergence: a.FirstDivergence, MutationRadius: a.MutationRadius,
+		TokensRemoved: a.TokensRemoved, CacheCost: a.CacheCost, ExpectedSaving: a.ExpectedSaving,
+	}
+}
+
 // Ledger is the per-request economics of one session under one strategy.
 type Ledger struct {
 	Strategy string `json:"strategy"`
@@ -199,11 +209,7 @@ func (c *Core) ledger(head int) Ledger {
 			k = -1
 		}
 		l.ApplicationEvents = append(l.ApplicationEvents, a.ev)
-		l.Applications = append(l.Applications, AppSummary{
-			Request: k, RequestID: a.app.Request, Trigger: a.app.Trigger, Marks: len(a.app.Marks),
-			FirstDivergence: a.app.FirstDivergence, MutationRadius: a.app.MutationRadius,
-			TokensRemoved: a.app.TokensRemoved, CacheCost: a.app.CacheCost, ExpectedSaving: a.app.ExpectedSaving,
-		})
+		l.Applications = append(l.Applications, appSummary(k, &a.app))
 	}
 	return l
 }
@@ -247,7 +253,11 @@ func Simulate(p policy.Policy, evs []events.Event, strategy string) Ledger {
 // an upper bound on the best schedule (a local optimum over those
 // candidates), never worse than scheduled, immediate or none.
 func SimulateAll(p policy.Policy, evs []events.Event, strategies ...string) map[string]Ledger {
-	none := replay(p, evs, StrategyNone)
+	return simulateFrom(p, evs, replay(p, evs, StrategyNone), strategies)
+}
+
+// simulateFrom is SimulateAll given the unpruned replay of evs.
+func simulateFrom(p policy.Policy, evs []events.Event, none *Core, strategies []string) map[string]Ledger {
 	head := none.head()
 	out := make(map[string]Ledger, len(strategies))
 	for _, st := range strategies {

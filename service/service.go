@@ -28,67 +28,7 @@ import (
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
-	"github.com/prunesched/prunesched/policy"
 )
-
-// Config says how to start.
-type Config struct {
-	// NATSURL uses an external NATS server; empty starts one embedded.
-	NATSURL string
-	// DataDir is the embedded server's JetStream directory.
-	DataDir string
-	// NATSListen, when set, makes the embedded server also accept TCP
-	// clients there ("127.0.0.1:-1" picks a free port), authenticated as
-	// the service user (store.CredentialsFile in DataDir). Empty (the
-	// default): in-process connections only, no port at all.
-	NATSListen string
-	// SyncAlways makes the embedded server fsync every write.
-	SyncAlways bool
-	// HTTPListen starts the HTTP API there; empty starts none. An address
-	// beyond loopback needs Auth.
-	HTTPListen string
-	// Auth requires bearer tokens on the API and binds each to a tenant
-	// (see api.Config.Auth); nil serves loopback without authentication.
-	Auth *api.Auth
-	// OpenMetrics serves /metrics without a token when Auth is set.
-	OpenMetrics bool
-	// Workers selects which workers run ("eligibility", "scheduler",
-	// "projection"); empty runs all.
-	Workers []string
-	Policy  policy.Policy
-	Logger  *slog.Logger
-	// Replicas for the stream and blob bucket (external clusters).
-	Replicas int
-	// Partitions is the stream's session partition count when this start
-	// creates the stream; zero adopts an existing stream's count (default
-	// events.DefaultPartitions for a new one). See store.Config.Partitions.
-	Partitions int
-	// OwnedPartitions lists the partitions this process's eligibility and
-	// scheduler workers consume; empty means all (the single-process mode).
-	OwnedPartitions []int
-	// PinnedTTL, when positive, makes partition consumers pinned-client
-	// priority-group consumers, so several worker processes can stand by
-	// for one partition (see pipeline.Config.PinnedTTL). Zero in the
-	// single-process mode.
-	PinnedTTL time.Duration
-	// AckWait is how long a worker may hold an event before the server
-	// redelivers it (also how long a crashed worker's event waits). Zero
-	// keeps store.DefaultAckWait.
-	AckWait time.Duration
-	// LagInterval is how often consumer lag is polled for /metrics. Zero
-	// keeps the pipeline default (5s).
-	LagInterval time.Duration
-	// HTTPTimeouts are the API server's read, write and idle timeouts
-	// (zero fields: the httplimit defaults).
-	HTTPTimeouts httplimit.Timeouts
-	// Bodies is the byte budget shared by the API's request bodies being
-	// read at once; nil makes one of httplimit.DefaultInflightBodyBytes.
-	// The proxy passes its own so both share one.
-	Bodies *httplimit.Budget
-	// ProjectionBytes is the projection's memory budget for idle sessions
-	// (see pipeline.Config.ProjectionBytes); zero keeps the default.
-	ProjectionBytes int64
-}
 
 // Service is a started prunesched.
 type Service struct {
@@ -112,13 +52,11 @@ type Service struct {
 
 // Start starts everything Config asks for. Call Close to stop.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if err := cfg.Check(); err != nil {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	logger := cfg.Logger
 	s := &Service{logger: logger, Registry: prometheus.NewRegistry(), Tokens: tokens.New()}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := s.Tokens.Check(); err != nil {
@@ -130,17 +68,15 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.Store = st
-	for _, p := range cfg.OwnedPartitions {
-		if p < 0 || p >= st.Partitions() {
-			s.Close()
-			return nil, fmt.Errorf("partition %d: the stream has partitions 0-%d", p, st.Partitions()-1)
-		}
-	}
-	s.Pipeline = pipeline.NewFromConfig(st, pipeline.Config{
+	s.Pipeline, err = pipeline.NewFromConfig(st, pipeline.Config{
 		Policy: cfg.Policy, Logger: logger, Registry: s.Registry,
 		Partitions: cfg.OwnedPartitions, PinnedTTL: cfg.PinnedTTL, LagInterval: cfg.LagInterval,
 		ProjectionBytes: cfg.ProjectionBytes,
 	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.done = make(chan struct{})
@@ -154,11 +90,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}()
 	if cfg.HTTPListen != "" {
-		bodies := cfg.Bodies
-		if bodies == nil {
-			bodies = httplimit.NewBudget(httplimit.DefaultInflightBodyBytes)
+		s.API, err = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics, Bodies: cfg.Bodies})
+		if err != nil {
+			s.Close()
+			return nil, err
 		}
-		s.API = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics, Bodies: bodies})
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
 			s.Close()
@@ -178,15 +114,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Check applies the start-time rules that need nothing running: an HTTP
-// API beyond loopback needs Auth. Start calls it first; `--check` on the
+// Check applies the start-time rules that need nothing running
+// (Config.Validate over the defaults: an HTTP API beyond loopback needs
+// Auth, first). Start applies the same; `--check` on the
 // commands (and deploy/deploy_test.go through them) calls it alone, so a
 // deployment file is held to the very rule the binary enforces.
 func (cfg Config) Check() error {
-	if cfg.HTTPListen != "" && cfg.Auth == nil && !loopbackAddr(cfg.HTTPListen) {
-		return fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", cfg.HTTPListen)
-	}
-	return nil
+	cfg.setDefaults()
+	return cfg.Validate()
 }
 
 // connect opens the log: an external server at cfg.NATSURL, or the

@@ -11,12 +11,21 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"flag"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/service"
 )
 
 var update = flag.Bool("update", false, "rewrite the behaviour goldens")
@@ -106,4 +115,53 @@ func TestGoldenLab(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	checkGolden(t, "lab-results.json", []byte(out))
+}
+
+// TestGoldenEconomicsAPI: GET /v1/sessions/{session}/economics over every
+// shared trace is unchanged (the service's JSON, byte for byte, one session
+// a line after its name).
+func TestGoldenEconomicsAPI(t *testing.T) {
+	dir, files := goldenTraces(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), HTTPListen: "127.0.0.1:0", Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	var sessions []string
+	seen := map[string]bool{}
+	for _, f := range files {
+		ss, err := importers.Import(f, importers.FormatAuto)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, s := range ss {
+			if len(s.Events) == 0 || seen[s.Events[0].Session] {
+				continue
+			}
+			seen[s.Events[0].Session] = true
+			if _, err := svc.Store.Append(ctx, s.Events); err != nil {
+				t.Fatalf("append %s: %v", f, err)
+			}
+			sessions = append(sessions, s.Events[0].Session)
+		}
+	}
+	if err := svc.Pipeline.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, s := range sessions {
+		resp, err := http.Get("http://" + svc.HTTPAddr + "/v1/sessions/" + url.PathEscape(s) + "/economics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("economics of %s: %d %v %s", s, resp.StatusCode, err, b)
+		}
+		fmt.Fprintf(&out, "%s\n%s\n", s, bytes.TrimRight(b, "\n"))
+	}
+	checkGolden(t, "economics-api.json", []byte(strings.ReplaceAll(out.String(), dir, "TRACES")))
 }
