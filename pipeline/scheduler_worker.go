@@ -74,7 +74,6 @@ type pendingSummary struct {
 type schedSession struct {
 	core        *scheduler.Core
 	lastSeq     uint64 // last fact fed
-	facts       int    // facts fed
 	lastMarkSeq uint64
 	seen        map[string]bool // mark and application ids fed
 }
@@ -244,22 +243,19 @@ func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPa
 			continue
 		}
 		w.sawTime(ev.Time)
-		if mr, ok := ev.Data.(*events.ModelRequest); ok {
+		if _, ok := ev.Data.(*events.ModelRequest); ok {
+			// The core decides on the marks caused before the request.
 			if err := w.waitEligibility(ctx, part, k, ev.Seq); err != nil {
 				return err
 			}
 			if err := w.feedMarks(ctx, k, s, ev.Seq); err != nil {
 				return err
 			}
-			if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-				w.observeApplication(s, *app, false)
-				apps = append(apps, *app)
-			}
 			requests[k] = true
 		}
-		s.core.Observe(ev)
-		s.facts++
-		s.lastSeq = ev.Seq
+		if app := s.feed(ev); app != nil {
+			apps = append(apps, *app)
+		}
 	}
 	if err := w.publishApps(ctx, apps); err != nil {
 		// The cores recorded the applications when they decided: rebuild
@@ -301,6 +297,18 @@ func (w *SchedulerWorker) sawTime(t time.Time) {
 	if t.After(w.latest) {
 		w.latest = t
 	}
+}
+
+// feed feeds the session's next fact to the core (scheduler.Core.Feed:
+// a model request is decided first) and returns the application decided,
+// now seen; the caller has fed the marks the decision needs.
+func (s *schedSession) feed(ev events.Event) *events.Event {
+	app := s.core.Feed(ev)
+	if app != nil {
+		s.seen[app.ID] = true
+	}
+	s.lastSeq = ev.Seq
+	return app
 }
 
 // observeApplication feeds an application to the core once; count says it
@@ -428,7 +436,7 @@ func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartit
 		}
 	}
 	st.sessions[k] = s
-	st.touchLocked(k, 1+s.facts)
+	st.touchLocked(k, 1+s.core.Facts())
 	return s, repair, nil
 }
 
@@ -457,22 +465,16 @@ func (w *SchedulerWorker) replay(s *schedSession, evs []events.Event, seq uint64
 		if !e.IsFact() || e.Seq >= seq {
 			continue
 		}
-		for _, a := range apps[s.facts] {
+		for _, a := range apps[s.core.Facts()] {
 			w.observeApplication(s, a, false)
 		}
-		if mr, ok := e.Data.(*events.ModelRequest); ok {
-			if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-				w.observeApplication(s, *app, false)
-				repair = append(repair, *app)
-			}
+		if app := s.feed(e); app != nil {
+			repair = append(repair, *app)
 		}
-		s.core.Observe(e)
-		s.facts++
-		s.lastSeq = e.Seq
 	}
 	// Applications decided after the last fact replayed (a render call, a
 	// manual prune) and stored before seq.
-	for _, a := range apps[s.facts] {
+	for _, a := range apps[s.core.Facts()] {
 		if a.Seq < seq {
 			w.observeApplication(s, a, false)
 		}
@@ -545,7 +547,7 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	if err := w.feedMarks(ctx, k, s, last); err != nil {
 		return nil, false, err
 	}
-	decided := s.core.Decide(at, req, s.facts)
+	decided := s.core.Decide(at, req, s.core.Facts())
 	if decided == nil || s.seen[decided.ID] {
 		return nil, false, nil
 	}
