@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/projections"
-	"github.com/prunesched/prunesched/scheduler"
 )
 
 // core measures the eligibility core alone: one goroutine feeding a
@@ -38,22 +38,16 @@ func (b *runner) core(ctx context.Context) error {
 	// The scheduler core at 2,000 items, with the marks the eligibility
 	// core emits on the same session.
 	evs = b.w.session("", "sched", b.size(2000))
-	ec := eligibility.New(b.pol, "", "sched")
-	sc := scheduler.New(b.pol, "", "sched")
-	facts := 0
+	s := cores.NewSession(b.pol, "", "sched", nil)
 	for _, e := range evs {
-		marks := ec.Observe(e)
-		sc.Observe(e)
-		facts++
-		for _, m := range marks {
-			sc.Observe(m)
-		}
+		s.Feed(e)
 	}
+	sc := s.Scheduler()
 	at := evs[len(evs)-1].Time.Add(time.Minute)
 	var ds []time.Duration
 	for i := range b.pick(200, 40) {
 		t := time.Now()
-		sc.Decide(at, "bench-"+strconv.Itoa(i), facts)
+		sc.Decide(at, "bench-"+strconv.Itoa(i), sc.Facts())
 		ds = append(ds, time.Since(t))
 	}
 	p50, _ := percentiles(ds)
@@ -82,8 +76,7 @@ func (b *runner) memory(ctx context.Context) error {
 		before := heapInUse()
 		type held struct {
 			p *projections.Session
-			e *eligibility.Core
-			s *scheduler.Core
+			s *cores.Session
 		}
 		keep := make([]held, k)
 		for i := range wire {
@@ -91,18 +84,19 @@ func (b *runner) memory(ctx context.Context) error {
 				return err
 			}
 			name := fmt.Sprintf("mem%d-%d", size, i)
-			h := held{projections.NewSession("", name), eligibility.New(b.pol, "", name), scheduler.New(b.pol, "", name)}
+			h := held{projections.NewSession("", name), cores.NewSession(b.pol, "", name, nil)}
 			for _, raw := range wire[i] {
 				e, err := events.Decode(raw)
 				if err != nil {
 					return fmt.Errorf("memory: decode: %w", err)
 				}
-				marks := h.e.Observe(e)
-				h.s.Observe(e)
+				marks, app := h.s.Feed(e)
 				h.p.Observe(e)
 				for _, m := range marks {
-					h.s.Observe(m)
 					h.p.Observe(m)
+				}
+				if app != nil {
+					h.p.Observe(*app)
 				}
 			}
 			keep[i] = h

@@ -3,7 +3,7 @@ package lab
 import (
 	"context"
 
-	"github.com/prunesched/prunesched/eligibility"
+	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
@@ -11,34 +11,16 @@ import (
 )
 
 // runProduction runs the production cores over one session's facts the way
-// the pipeline's workers do: every fact goes to the eligibility core, whose
-// marks go to the scheduler core; at each model request the scheduler
-// decides (Decide at the request's fact index, before it observes the
-// request) and its application is fed back. It returns the marks and the
+// the pipeline's workers do (cores.Run) and returns the marks and the
 // applications in log order. blobs, when set, gives the eligibility core
 // the stored outputs, as the pipeline's worker does (span references
 // compare their lines).
 func runProduction(p policy.Policy, facts []events.Event, blobs *fixtures.Blobs) (marks, apps []events.Event) {
-	tenant, session := facts[0].Tenant, facts[0].Session
-	ec := eligibility.New(p, tenant, session)
+	var content func(string) ([]byte, error)
 	if blobs != nil {
-		ec.SetContent(func(h string) ([]byte, error) { return blobs.GetBlob(context.Background(), h) })
+		content = func(h string) ([]byte, error) { return blobs.GetBlob(context.Background(), h) }
 	}
-	sc := scheduler.New(p, tenant, session)
-	for i, ev := range facts {
-		if r, ok := ev.Data.(*events.ModelRequest); ok {
-			if app := sc.Decide(ev.Time, r.Request, i); app != nil {
-				apps = append(apps, *app)
-			}
-		}
-		out := ec.Observe(ev)
-		sc.Observe(ev)
-		for _, m := range out {
-			sc.Observe(m)
-		}
-		marks = append(marks, out...)
-	}
-	return marks, apps
+	return cores.Run(p, facts, content)
 }
 
 // replay applies a set of marks under a strategy with the production

@@ -8,10 +8,10 @@
 // preservation, behaviour (evidence presence, not model success) and
 // economics.
 //
-// B, C, D and D+L3 run the production cores: the
+// B, C, D and D+L3 run the production cores (package cores): the
 // eligibility core fed every fact, the scheduler core fed facts and marks
-// and asked to Decide at each model request exactly as the pipeline's
-// scheduler worker does. Peers, E and F produce marks in the same event
+// and deciding at each model request exactly as the pipeline's scheduler
+// worker does. Peers, E and F produce marks in the same event
 // vocabulary; the production scheduler applies them and the production
 // projection renders them, so every condition is measured by the same code.
 //

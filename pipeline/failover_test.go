@@ -224,7 +224,7 @@ func TestMarkTailBounded(t *testing.T) {
 	if s.from == 0 || s.tail[0].Seq != s.from+1 || s.tail[len(s.tail)-1].Seq != maxTail+10 {
 		t.Fatalf("tail covers (%d, %d..%d]", s.from, s.tail[0].Seq, s.tail[len(s.tail)-1].Seq)
 	}
-	w := &EligibilityWorker{log: fakePartitioner{}}
+	w := NewEligibilityWorker(fakePartitioner{}, policy.Default(), nil, nil)
 	w.partition(0).sessions[sessionKey{"t", "s"}] = s
 	s.stored = maxTail + 10
 	if _, ok := w.takeMarks(sessionKey{"t", "s"}, s.stored, s.from-1); ok {

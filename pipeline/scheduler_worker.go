@@ -16,12 +16,8 @@ import (
 
 // schedulerLog is what the scheduler worker needs from the log.
 type schedulerLog interface {
-	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
+	sessionLog
 	AppendGuarded(ctx context.Context, ev events.Event, expectLastFactSeq uint64) (events.Event, error)
-	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
-	ConsumeBatch(ctx context.Context, durable, filter string, handler store.BatchHandler, opts ...store.ConsumeOption) error
-	PartitionOf(tenant, session string) int
-	AckFloor(ctx context.Context, durable string) (uint64, error)
 	MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error)
 	LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error)
 	SessionsWithMarks(ctx context.Context, partition int) ([]store.SessionRef, error)
@@ -37,17 +33,14 @@ var errConflict = errors.New("session changed since the decision")
 // up to k is stored (see Run), and only on marks caused before k, so the
 // applications are a function of the facts alone.
 type SchedulerWorker struct {
+	*sessionWorker[schedSession]
+	// log is the session worker's log, with the scheduler's further reads.
 	log        schedulerLog
 	policy     policy.Policy
-	logger     *slog.Logger
-	met        *Metrics
 	isConflict func(error) bool
-	parts      partitioning
 	// elig is this process's eligibility worker, when it runs one: waits
 	// ask it first, and new marks are taken from it instead of the log.
 	elig *EligibilityWorker
-
-	state partitionTables[schedSession]
 
 	gmu sync.Mutex // guards the deferred gauges' inputs
 	// pending summarises each session's pending marks for the deferred
@@ -74,16 +67,21 @@ type pendingSummary struct {
 type schedSession struct {
 	core        *scheduler.Core
 	lastSeq     uint64 // last fact fed
-	facts       int    // facts fed
 	lastMarkSeq uint64
 	seen        map[string]bool // mark and application ids fed
+	// asked says a model request was fed since the batch's applications
+	// were stored (its pending summary is refreshed then).
+	asked bool
 }
 
 // NewSchedulerWorker returns a worker over log with policy p. isConflict
 // recognises the log's optimistic-concurrency error.
 func NewSchedulerWorker(log schedulerLog, p policy.Policy, logger *slog.Logger, met *Metrics, isConflict func(error) bool) *SchedulerWorker {
-	return &SchedulerWorker{log: log, policy: p, logger: logger, met: met, isConflict: isConflict,
+	w := &SchedulerWorker{log: log, policy: p, isConflict: isConflict,
 		pending: map[sessionKey]pendingSummary{}, surveyed: map[int]bool{}, surveys: make(chan struct{})}
+	w.sessionWorker = &sessionWorker[schedSession]{name: DurableScheduler, outputs: "applications", inputs: "requests",
+		kind: w, log: log, logger: logger, met: met, upstream: w.waitEligibility}
+	return w
 }
 
 func (w *SchedulerWorker) withPartitions(p partitioning) *SchedulerWorker {
@@ -97,9 +95,6 @@ func (w *SchedulerWorker) withEligibility(e *EligibilityWorker) *SchedulerWorker
 	w.elig = e
 	return w
 }
-
-// partition returns partition p's state.
-func (w *SchedulerWorker) partition(p int) *schedPartition { return w.state.get(p) }
 
 // Run consumes the facts of the worker's partitions, one durable consumer
 // per partition (DurableName(DurableScheduler, p), filter ps.*.*.fact.<p>),
@@ -125,34 +120,26 @@ func (w *SchedulerWorker) partition(p int) *schedPartition { return w.state.get(
 // already has an application decides nothing), so a request a crashed
 // worker left undecided gets its application before any later one.
 func (w *SchedulerWorker) Run(ctx context.Context) error {
-	if len(w.parts.owned) == 0 {
-		return errors.New("scheduler worker: no partitions to consume")
-	}
 	// Alone (no pinned group) this process owns its partitions from the
 	// start: survey them now, beside the consumers. With a pinned group it
-	// surveys a partition when its deliveries come here (handleBatch).
+	// surveys a partition when its deliveries come here (before each
+	// batch).
 	var surveys sync.WaitGroup
+	var start func(ctx context.Context, p int, st *schedPartition)
 	if w.parts.pinnedTTL == 0 {
 		surveys.Add(len(w.parts.owned))
-	}
-	go func() { surveys.Wait(); w.surveysOnce.Do(func() { close(w.surveys) }) }()
-	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
-		durable := DurableName(DurableScheduler, p)
-		st := w.partition(p)
-		if w.parts.pinnedTTL == 0 {
+		start = func(ctx context.Context, p int, st *schedPartition) {
 			go func() { defer surveys.Done(); w.survey(ctx, p, st) }()
 		}
-		stale := func() {
-			st.drop()
-			w.forgetPartition(p)
+	}
+	go func() { surveys.Wait(); w.surveysOnce.Do(func() { close(w.surveys) }) }()
+	surveyFirst := func(h batchHandler[schedSession]) batchHandler[schedSession] {
+		return func(ctx context.Context, b batch[schedSession]) error {
+			w.survey(ctx, b.part, b.st)
+			return h(ctx, b)
 		}
-		return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p),
-			func(ctx context.Context, evs []events.Event) error {
-				w.survey(ctx, p, st)
-				return w.handleBatch(ctx, p, st, evs)
-			},
-			w.parts.consumeOptions(w.met, "scheduler", durable, stale)...)
-	})
+	}
+	return w.run(ctx, start, w.forgetPartition, surveyFirst)
 }
 
 // Surveyed is closed once the worker has surveyed its partitions' pending
@@ -221,78 +208,44 @@ func (w *SchedulerWorker) forgetPartition(p int) {
 	w.setDeferredLocked()
 }
 
-func (w *SchedulerWorker) handleBatch(ctx context.Context, part int, st *schedPartition, evs []events.Event) (err error) {
-	done := w.met.observeLatency("scheduler")
-	defer done()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	defer func() {
-		if err != nil {
-			st.through = 0 // facts come back out of order
+// step feeds the session's next fact to the core; at a model request it
+// first waits for the marks caused before it and feeds them, and returns
+// the application decided.
+func (w *SchedulerWorker) step(ctx context.Context, part int, k sessionKey, s *schedSession, ev events.Event) ([]events.Event, error) {
+	w.sawTime(ev.Time)
+	if _, ok := ev.Data.(*events.ModelRequest); ok {
+		// The core decides on the marks caused before the request.
+		if err := w.waitEligibility(ctx, part, k, ev.Seq); err != nil {
+			return nil, err
 		}
-	}()
-	var apps []events.Event // decided here, published at the batch's end
-	requests := map[sessionKey]bool{}
-	for _, ev := range evs {
-		k := keyOf(ev)
-		s, repair, err := w.session(ctx, part, st, k, ev.Seq, ev.Seq)
-		if err != nil {
-			return err
+		if err := w.feedMarks(ctx, k, s, ev.Seq); err != nil {
+			return nil, err
 		}
-		apps = append(apps, repair...)
-		if ev.Seq != 0 && ev.Seq <= s.lastSeq {
-			continue
-		}
-		w.sawTime(ev.Time)
-		if mr, ok := ev.Data.(*events.ModelRequest); ok {
-			if err := w.waitEligibility(ctx, part, k, ev.Seq); err != nil {
-				return err
-			}
-			if err := w.feedMarks(ctx, k, s, ev.Seq); err != nil {
-				return err
-			}
-			if app := s.core.Decide(ev.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-				w.observeApplication(s, *app, false)
-				apps = append(apps, *app)
-			}
-			requests[k] = true
-		}
-		s.core.Observe(ev)
-		s.facts++
-		s.lastSeq = ev.Seq
+		s.asked = true
 	}
-	if err := w.publishApps(ctx, apps); err != nil {
-		// The cores recorded the applications when they decided: rebuild
-		// them from the log when the facts come back.
-		st.clearLocked()
-		return err
+	if app := s.feed(ev); app != nil {
+		return []events.Event{*app}, nil
 	}
-	for k := range requests {
-		if s, ok := st.sessions[k]; ok {
-			w.updatePending(k, s)
-		}
-	}
-	st.advanceLocked(evs)
-	st.evictLocked()
-	w.parts.prog.notify()
-	return nil
+	return nil, nil
 }
 
-// publishApps stores applications the cores decided (in order) and counts
-// them.
-func (w *SchedulerWorker) publishApps(ctx context.Context, apps []events.Event) error {
-	if len(apps) == 0 {
-		return nil
-	}
-	if _, err := w.log.Append(ctx, apps); err != nil {
-		w.met.validationErrorOf("scheduler", err)
-		return fmt.Errorf("publish %d applications: %w", len(apps), err)
-	}
+// stored counts the applications stored and refreshes the pending
+// summaries of the sessions that were asked a request.
+func (w *SchedulerWorker) stored(st *schedPartition, apps []events.Event, _ []sessionKey, fed map[sessionKey]uint64) {
 	for _, a := range apps {
 		w.met.application(a)
 	}
-	return nil
+	for k := range fed {
+		if s := st.sessions[k]; s.asked {
+			s.asked = false
+			w.updatePending(k, s)
+		}
+	}
 }
+
+func (w *SchedulerWorker) facts(s *schedSession) int   { return s.core.Facts() }
+func (w *SchedulerWorker) fed(s *schedSession) uint64  { return s.lastSeq }
+func (w *SchedulerWorker) done(s *schedSession) uint64 { return s.lastSeq }
 
 // sawTime advances the latest event time seen (for the deferred ages).
 func (w *SchedulerWorker) sawTime(t time.Time) {
@@ -301,6 +254,18 @@ func (w *SchedulerWorker) sawTime(t time.Time) {
 	if t.After(w.latest) {
 		w.latest = t
 	}
+}
+
+// feed feeds the session's next fact to the core (scheduler.Core.Feed:
+// a model request is decided first) and returns the application decided,
+// now seen; the caller has fed the marks the decision needs.
+func (s *schedSession) feed(ev events.Event) *events.Event {
+	app := s.core.Feed(ev)
+	if app != nil {
+		s.seen[app.ID] = true
+	}
+	s.lastSeq = ev.Seq
+	return app
 }
 
 // observeApplication feeds an application to the core once; count says it
@@ -364,11 +329,10 @@ func (w *SchedulerWorker) setDeferredLocked() {
 // so, or the eligibility consumer of partition part acknowledged every
 // fact of the partition up to seq.
 func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, k sessionKey, seq uint64) error {
-	var local localCheck
 	if w.elig != nil {
-		local = func() (bool, bool) { return w.elig.judgedThrough(k, seq) }
+		return w.elig.wait(ctx, part, k, seq)
 	}
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, "eligibility", local)
+	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, DurableEligibility, nil)
 }
 
 // feedMarks gives the core every mark of the session published since the
@@ -397,47 +361,20 @@ func (w *SchedulerWorker) feedMarks(ctx context.Context, k sessionKey, s *schedS
 	return nil
 }
 
-// session returns the cached core for k, or rebuilds it from the log: every
-// mark, then the facts before seq with the applications at the positions
-// they were decided at, deciding again at each model request (a request
-// with an application decides nothing; one a crashed worker never decided
-// gets its application, returned to be published). It first waits for the
-// eligibility of the session through through, so the marks those decisions
-// need are in the log. The caller holds st.mu.
-func (w *SchedulerWorker) session(ctx context.Context, part int, st *schedPartition, k sessionKey, seq, through uint64) (*schedSession, []events.Event, error) {
-	if s, ok := st.sessions[k]; ok {
-		st.touchLocked(k, 1)
-		return s, nil, nil
-	}
-	s := &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
-	var repair []events.Event
-	if seq > 0 {
-		if through > 0 {
-			if err := w.waitEligibility(ctx, part, k, through); err != nil {
-				return nil, nil, err
-			}
-		}
-		evs, err := w.log.ReadSession(ctx, k.tenant, k.session)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rebuild scheduler for %s/%s: %w", k.tenant, k.session, err)
-		}
-		repair = w.replay(s, evs, seq)
-		if len(repair) > 0 {
-			w.logger.Info("scheduler: publishing applications of earlier requests missing from the log",
-				"tenant", k.tenant, "session", k.session, "applications", len(repair), "before_seq", seq)
-		}
-	}
-	st.sessions[k] = s
-	st.touchLocked(k, 1+s.facts)
-	return s, repair, nil
+// open returns the empty core of session k.
+func (w *SchedulerWorker) open(_ context.Context, k sessionKey) *schedSession {
+	return &schedSession{core: scheduler.New(w.policy, k.tenant, k.session), seen: map[string]bool{}}
 }
 
-// replay rebuilds session state s from the session's events evs: every
+// rebuild rebuilds session state s from the session's events evs: every
 // mark, then the facts before seq with the applications at the positions
 // they were decided at, deciding again at each model request that has no
-// application. It returns the applications so decided (to be published by
-// a worker that owns the session; discarded by a read-only view).
-func (w *SchedulerWorker) replay(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event) {
+// application (a request with an application decides nothing; one a
+// crashed worker never decided gets its application). It returns the
+// applications so decided (to be published by a worker that owns the
+// session; discarded by a read-only view). The caller waited for the
+// eligibility of the facts, so the marks those decisions need are in evs.
+func (w *SchedulerWorker) rebuild(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event) {
 	// Applications are fed at the fact position they were decided at.
 	apps := map[int][]events.Event{}
 	for _, e := range evs {
@@ -457,22 +394,16 @@ func (w *SchedulerWorker) replay(s *schedSession, evs []events.Event, seq uint64
 		if !e.IsFact() || e.Seq >= seq {
 			continue
 		}
-		for _, a := range apps[s.facts] {
+		for _, a := range apps[s.core.Facts()] {
 			w.observeApplication(s, a, false)
 		}
-		if mr, ok := e.Data.(*events.ModelRequest); ok {
-			if app := s.core.Decide(e.Time, mr.Request, s.facts); app != nil && !s.seen[app.ID] {
-				w.observeApplication(s, *app, false)
-				repair = append(repair, *app)
-			}
+		if app := s.feed(e); app != nil {
+			repair = append(repair, *app)
 		}
-		s.core.Observe(e)
-		s.facts++
-		s.lastSeq = e.Seq
 	}
 	// Applications decided after the last fact replayed (a render call, a
 	// manual prune) and stored before seq.
-	for _, a := range apps[s.facts] {
+	for _, a := range apps[s.core.Facts()] {
 		if a.Seq < seq {
 			w.observeApplication(s, a, false)
 		}
@@ -535,21 +466,24 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	}
 	// Never any in practice (the scheduler consumer handled the facts
 	// through last); published anyway, in order.
-	if err := w.publishApps(ctx, repair); err != nil {
+	stored, err := w.publish(ctx, repair)
+	if err != nil {
+		w.met.validationErrorOf(DurableScheduler, err)
 		st.forgetLocked(k)
 		return nil, false, fmt.Errorf("%s/%s: %w", k.tenant, k.session, err)
 	}
+	w.stored(st, stored, nil, nil)
 	if s.lastSeq != last {
 		return nil, true, nil
 	}
 	if err := w.feedMarks(ctx, k, s, last); err != nil {
 		return nil, false, err
 	}
-	decided := s.core.Decide(at, req, s.facts)
+	decided := s.core.Decide(at, req, s.core.Facts())
 	if decided == nil || s.seen[decided.ID] {
 		return nil, false, nil
 	}
-	stored, err := w.log.AppendGuarded(ctx, *decided, last)
+	live, err := w.log.AppendGuarded(ctx, *decided, last)
 	if err != nil {
 		// The core recorded the application when it decided; forget the
 		// session so the retry rebuilds it from the log.
@@ -560,34 +494,16 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 		}
 		return nil, false, fmt.Errorf("publish live application for %s/%s: %w", k.tenant, k.session, err)
 	}
-	w.observeApplication(s, stored, true)
+	w.observeApplication(s, live, true)
 	w.updatePending(k, s)
-	return &stored, false, nil
+	return &live, false, nil
 }
 
 // waitFacts blocks until the scheduler (this process's worker, or the
 // consumer of partition part in whichever process) has handled the
 // session's facts up to seq.
 func (w *SchedulerWorker) waitFacts(ctx context.Context, part int, k sessionKey, seq uint64) error {
-	local := func() (bool, bool) { return w.handledThrough(k, seq) }
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableScheduler, part), seq, "scheduler", local)
-}
-
-// handledThrough reports whether this process's worker has handled the
-// session's facts through seq (and published their applications); known is
-// false when the worker has no state for the session.
-func (w *SchedulerWorker) handledThrough(k sessionKey, seq uint64) (done, known bool) {
-	st := w.partition(w.log.PartitionOf(k.tenant, k.session))
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	s, ok := st.sessions[k]
-	if !ok {
-		if st.handledUpTo(seq) {
-			return true, true // handled, then forgotten
-		}
-		return false, false
-	}
-	return s.lastSeq >= seq, true
+	return w.wait(ctx, part, k, seq)
 }
 
 // Pending returns the marks the session's scheduler holds back, with the
@@ -626,4 +542,4 @@ func (w *SchedulerWorker) Pending(ctx context.Context, tenant, session string) (
 // previous call (see Pipeline.EvictIdle) and returns how many. Each is
 // rebuilt from the log when next needed (its next fact, a live decision,
 // Pending); the pending-mark summary of the deferred gauges is kept.
-func (w *SchedulerWorker) EvictIdle() int { return w.state.evictIdle() }
+func (w *SchedulerWorker) EvictIdle() int { return w.evictIdle() }

@@ -72,6 +72,24 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 	return &ev
 }
 
+// Feed feeds one event of the session in log order, the rule every
+// replay of a session follows (the pipeline's worker, its rebuilds, the
+// lab, Simulate): a model request is first decided, at its own fact index
+// (Decide(ev.Time, request, Facts()) before the core observes it, so only
+// what came before it counts and the application takes effect in the
+// bundle the request sends), then observed. It returns the application so
+// decided, already recorded as observed, or nil: not a model request of
+// this session, nothing to apply, or the request's application was
+// already observed. Marks and applications are observed as Observe does.
+func (c *Core) Feed(ev events.Event) *events.Event {
+	var app *events.Event
+	if r, ok := ev.Data.(*events.ModelRequest); ok && c.owns(ev) {
+		app = c.Decide(ev.Time, r.Request, c.facts)
+	}
+	c.Observe(ev)
+	return app
+}
+
 func (c *Core) momentAt(f int, at time.Time) moment {
 	m := moment{f: f, at: at, cs: c.cacheAt(f, at, true), cur: c.spanAt(f)}
 	// The horizon from the session itself: the requests of the warm run

@@ -306,14 +306,11 @@ func replayPlan(p policy.Policy, evs []events.Event, strategy string, plan map[s
 			}
 		}
 	}
+	// Without marks (StrategyNone) Feed decides nothing.
 	for _, ev := range evs {
-		if !ev.IsFact() {
-			continue
+		if ev.IsFact() {
+			c.Feed(ev)
 		}
-		if r, ok := ev.Data.(*events.ModelRequest); ok && strategy != StrategyNone && (ev.Session == session || ev.Session == "") {
-			c.Decide(ev.Time, r.Request, c.facts)
-		}
-		c.Observe(ev)
 	}
 	return c
 }

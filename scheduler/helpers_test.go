@@ -77,24 +77,20 @@ func pol(mode string) policy.Policy {
 	return p
 }
 
-// drive feeds evs to a fresh core the way the worker does: each fact is
-// observed, and just before a model request fact is observed Decide is
-// called for it; applications are fed back. It returns the applications.
+// drive feeds evs to a fresh core the way the worker does (Feed: a model
+// request is decided just before it is observed, and its application fed
+// back). It returns the applications.
 func drive(t testing.TB, p policy.Policy, evs []events.Event) (*Core, []events.Event) {
 	t.Helper()
 	c := New(p, "", "s1")
 	var apps []events.Event
 	for _, ev := range evs {
-		if r, ok := ev.Data.(*events.ModelRequest); ok {
-			if a := c.Decide(ev.Time, r.Request, c.facts); a != nil {
-				if err := a.Validate(); err != nil {
-					t.Fatalf("application invalid: %v", err)
-				}
-				apps = append(apps, *a)
-				c.Observe(*a)
+		if a := c.Feed(ev); a != nil {
+			if err := a.Validate(); err != nil {
+				t.Fatalf("application invalid: %v", err)
 			}
+			apps = append(apps, *a)
 		}
-		c.Observe(ev)
 	}
 	return c, apps
 }

@@ -163,7 +163,7 @@ func New(p policy.Policy, tenant, session string) *Core {
 // at any point after the facts they name. Events of other sessions and
 // duplicates (same mark or application id) are ignored.
 func (c *Core) Observe(ev events.Event) {
-	if ev.Session != "" && c.session != "" && ev.Session != c.session {
+	if !c.owns(ev) {
 		return
 	}
 	switch p := ev.Data.(type) {
@@ -220,6 +220,12 @@ func (c *Core) Observe(ev events.Event) {
 			it.changes = append(it.changes, change{eff: f + 1})
 		}
 	}
+}
+
+// owns reports whether ev belongs to the core's session (an event or a
+// core without a session matches any).
+func (c *Core) owns(ev events.Event) bool {
+	return ev.Session == "" || c.session == "" || ev.Session == c.session
 }
 
 // resultTokens is a tool result's stored token count, or an estimate of
