@@ -1,18 +1,66 @@
 package projections_test
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/projections"
 )
 
-func ExamplePlaceholder() {
-	fmt.Println(projections.Placeholder(projections.PlaceholderSpec{
-		Item: "#41", Part: "output", Tool: "Read", Source: "src/a.go",
-		Rung: events.L0, Reason: events.ReasonDuplicateOutput, Tokens: 1234,
-		Survivor: "#17",
-	}))
+// blobs keeps tool outputs by content address in memory.
+type blobs map[string][]byte
+
+func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
+	b[hash] = data
+	return nil
+}
+
+func (b blobs) GetBlob(_ context.Context, hash string) ([]byte, error) {
+	if d, ok := b[hash]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("no blob %s", hash)
+}
+
+// ExampleSession rebuilds a session's projection from its log: the
+// shipped sample's facts, then a manual PRUNE mark and the application
+// that applies it (what `prunesched prune` records). The projection's
+// decisions say what was applied and by which rule, and the Anthropic
+// rendering carries the placeholder, not the output.
+func ExampleSession() {
+	ctx := context.Background()
+	sessions, err := importers.Import("../examples/sample-session.jsonl", "native")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, tc := blobs{}, tokens.New()
+	sess := projections.NewSession(events.DefaultTenant, "sample")
+	var last time.Time
+	for _, ev := range sessions[0].Events {
+		fact, err := events.Prepare(ctx, ev, store, tc)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		sess.Observe(fact)
+		last = fact.Time
+	}
+	before, _ := sess.Snapshot().RenderAnthropic(ctx, store, tc)
+	sess.Observe(events.Event{V: 1, ID: "m1", Type: events.TypeMark, Session: "sample", Time: last,
+		Data: &events.Mark{Item: "t5", Decision: events.Prune, Reason: events.ReasonManualPrune, Part: "output"}})
+	sess.Observe(events.Event{V: 1, ID: "a1", Type: events.TypeApplication, Session: "sample", Time: last,
+		Data: &events.Application{Request: "manual", Marks: []string{"m1"}, Items: []string{"t5"}, Trigger: events.TriggerManual}})
+	after, _ := sess.Snapshot().RenderAnthropic(ctx, store, tc)
+	for _, d := range sess.Decisions() {
+		fmt.Println(d.Item, d.Decision, d.Reason, "applied:", d.Applied, d.Trigger)
+	}
+	fmt.Println("rendered bytes shrink:", len(after) < len(before))
 	// Output:
-	// [prunesched: output of Read src/a.go removed: L0 DUPLICATE_OUTPUT, 1234 tokens, copy #17, recover #41]
+	// t5 PRUNE MANUAL_PRUNE applied: true manual_flush
+	// rendered bytes shrink: true
 }

@@ -1,0 +1,77 @@
+package cores_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/prunesched/prunesched/cores"
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/projections"
+)
+
+// blobs keeps tool outputs by content address in memory (the log's
+// object store in a running service).
+type blobs map[string][]byte
+
+func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
+	b[hash] = data
+	return nil
+}
+
+func (b blobs) GetBlob(_ context.Context, hash string) ([]byte, error) {
+	if d, ok := b[hash]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("no blob %s", hash)
+}
+
+// ExampleRun runs both cores over the shipped sample session without NATS
+// (what the lab and analyze --compare do): the eligibility core's marks and
+// the timing scheduler's applications, decided at each model request. The
+// projection then rebuilds the bundle from the merged log, and the text
+// rendering shows the placeholders that replaced the pruned outputs.
+func ExampleRun() {
+	ctx := context.Background()
+	sessions, err := importers.Import("../examples/sample-session.jsonl", "native")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, tc := blobs{}, tokens.New()
+	var facts []events.Event
+	for _, ev := range sessions[0].Events {
+		fact, err := events.Prepare(ctx, ev, store, tc) // outputs into the blob store, tokens counted
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		facts = append(facts, fact)
+	}
+	content := func(h string) ([]byte, error) { return store.GetBlob(ctx, h) }
+	marks, apps := cores.Run(policy.Default(), facts, content)
+	fmt.Println(len(facts), "facts,", len(marks), "marks,", len(apps), "applications")
+
+	sess := projections.NewSession(events.DefaultTenant, "sample")
+	for _, ev := range events.MergeLog(facts, marks, apps) {
+		sess.Observe(ev)
+	}
+	text, err := sess.Snapshot().RenderText(ctx, store, tc)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "[prunesched:") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// 28 facts, 5 marks, 3 applications
+	// [prunesched: output of Read config/config.go removed: L2 SUPERSEDED, 197 tokens, newer #13, recover #4]
+	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 196 tokens, copy #4 (since removed: L2 SUPERSEDED, see #13), recover #9]
+	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 223 tokens, copy #13, recover #17]
+}

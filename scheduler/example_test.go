@@ -1,0 +1,60 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prunesched/prunesched/eligibility"
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/scheduler"
+)
+
+// blobs keeps tool outputs by content address in memory.
+type blobs map[string][]byte
+
+func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
+	b[hash] = data
+	return nil
+}
+
+// ExampleCore_Feed drives the timing scheduler by hand, the way the
+// scheduler worker does: every fact of the shipped sample goes to the
+// eligibility core, whose marks the scheduler observes, and then to
+// Feed, which at a model request decides what to apply (before the request
+// is observed) and returns the application, with the trigger that allowed
+// it at that point.
+func ExampleCore_Feed() {
+	ctx := context.Background()
+	sessions, err := importers.Import("../examples/sample-session.jsonl", "native")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, tc := blobs{}, tokens.New()
+	elig := eligibility.New(policy.Default(), events.DefaultTenant, "sample")
+	elig.SetContent(func(h string) ([]byte, error) { return store[h], nil })
+	sched := scheduler.New(policy.Default(), events.DefaultTenant, "sample")
+	for _, ev := range sessions[0].Events {
+		fact, err := events.Prepare(ctx, ev, store, tc)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, m := range elig.Observe(fact) {
+			sched.Observe(m)
+		}
+		if app := sched.Feed(fact); app != nil {
+			a := app.Data.(*events.Application)
+			fmt.Println(a.Request, a.Trigger, a.Items)
+		}
+	}
+	fmt.Println(len(sched.Pending()), "pending")
+	// Output:
+	// r4 never_sent [t3]
+	// r6 cache_expired [t1]
+	// r8 never_sent [t7]
+	// 0 pending
+}
