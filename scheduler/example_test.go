@@ -22,10 +22,10 @@ func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
 
 // ExampleCore_Feed drives the timing scheduler by hand, the way the
 // scheduler worker does: every fact of the shipped sample goes to the
-// eligibility core, whose marks the scheduler observes, and then to
-// Feed, which at a model request decides what to apply (before the request
-// is observed) and returns the application, with the trigger that allowed
-// it at that point.
+// timing scheduler's Feed, which at a model request decides what to apply
+// (before the request is observed) and returns the application, with the
+// trigger that allowed it at that point; then to the eligibility core,
+// whose marks the scheduler observes (cores.Session.Feed is this loop).
 func ExampleCore_Feed() {
 	ctx := context.Background()
 	sessions, err := importers.Import("../examples/sample-session.jsonl", "native")
@@ -43,12 +43,12 @@ func ExampleCore_Feed() {
 			fmt.Println(err)
 			return
 		}
-		for _, m := range elig.Observe(fact) {
-			sched.Observe(m)
-		}
 		if app := sched.Feed(fact); app != nil {
 			a := app.Data.(*events.Application)
 			fmt.Println(a.Request, a.Trigger, a.Items)
+		}
+		for _, m := range elig.Observe(fact) {
+			sched.Observe(m)
 		}
 	}
 	fmt.Println(len(sched.Pending()), "pending")
