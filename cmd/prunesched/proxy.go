@@ -58,14 +58,11 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	data := fs.String("data", defaultProxyDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only (default: \"proxy\" inside serve's, so both can run at once)")
 	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
 	apiListen := fs.String("api-listen", defaultProxyAPIListen, "prunesched API address (decisions, bundle, /metrics; serve's is 127.0.0.1:7070, so both can run at once); empty runs none")
-	authFile := fs.String("auth-file", "", "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback")
+	common := addServerFlags(fs, "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
-	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	limits := addLimitFlags(fs)
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logJSON := fs.Bool("log-json", false, "log as JSON")
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -76,15 +73,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	if *upstream == "" {
 		return usagef("--upstream is required (for example https://api.anthropic.com)")
 	}
-	logger, err := newLogger(e.stderr, *logLevel, *logJSON)
-	if err != nil {
-		return err
-	}
-	pol, err := loadPolicy(*policyPath)
-	if err != nil {
-		return err
-	}
-	auth, err := loadAuth(*authFile)
+	logger, pol, auth, err := common.load(e)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
+	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
@@ -26,17 +28,14 @@ Restarting on the same data directory keeps every session.`)
 	natsURL := fs.String("nats", "", "external NATS server URL (nats://host:4222); empty runs NATS embedded")
 	natsListen := fs.String("nats-listen", "", "also accept TCP clients of the embedded NATS server at this address (e.g. 127.0.0.1:4222; -1 = a free port) as user \"prunesched\" with the password in DATA/nats-service.password; empty: in-process only, no port")
 	listen := fs.String("listen", defaultServeListen, "HTTP API address; loopback unless told otherwise (beyond loopback needs --auth-file)")
-	authFile := fs.String("auth-file", "", "require 'Authorization: Bearer TOKEN' on the API; the file holds one 'TOKEN TENANT' per line and the tenant comes from the token (see docs/security.md)")
+	common := addServerFlags(fs, "require 'Authorization: Bearer TOKEN' on the API; the file holds one 'TOKEN TENANT' per line and the tenant comes from the token (see docs/security.md)", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
-	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see the README's Performance section)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
 	limits := addLimitFlags(fs)
 	memLimit := fs.Int64("memory-limit", defaultMemoryLimit, "soft memory limit (bytes) of the Go runtime: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, when set, wins)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logJSON := fs.Bool("log-json", false, "log as JSON")
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -50,15 +49,7 @@ Restarting on the same data directory keeps every session.`)
 	if *sync != "default" && *sync != "always" {
 		return usagef("--sync %q: want default or always", *sync)
 	}
-	logger, err := newLogger(e.stderr, *logLevel, *logJSON)
-	if err != nil {
-		return err
-	}
-	pol, err := loadPolicy(*policyPath)
-	if err != nil {
-		return err
-	}
-	auth, err := loadAuth(*authFile)
+	logger, pol, auth, err := common.load(e)
 	if err != nil {
 		return err
 	}
@@ -107,17 +98,14 @@ a time; when it dies, another takes its partitions over after --pinned-ttl
 the README section "Operating prunesched".`)
 	natsURL := fs.String("nats", "", "NATS server URL(s), comma-separated (required)")
 	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector); beyond loopback needs --auth-file")
-	authFile := fs.String("auth-file", "", "require bearer tokens on the API (one 'TOKEN TENANT' per line, see docs/security.md)")
+	common := addServerFlags(fs, "require bearer tokens on the API (one 'TOKEN TENANT' per line, see docs/security.md)", "policy file (YAML)")
 	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
-	policyPath := fs.String("policy", "", "policy file (YAML)")
 	replicas := fs.Int("replicas", 1, "stream replicas when creating the stream (a three-node cluster: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	owns := fs.String("owns", "", "partitions this worker consumes, e.g. 0-3,6 (empty: all)")
 	pinnedTTL := fs.Duration("pinned-ttl", 10*time.Second, "a partition whose worker stops pulling for this long moves to a standby worker")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "an event held this long without acknowledgement is redelivered (also after a crash)")
 	lagInterval := fs.Duration("lag-interval", 5*time.Second, "how often consumer lag is polled for /metrics")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	logJSON := fs.Bool("log-json", false, "log as JSON")
 	check := addCheckFlag(fs)
 	// The component may come first: `worker eligibility --nats URL`.
 	var comp string
@@ -146,19 +134,11 @@ the README section "Operating prunesched".`)
 	if *pinnedTTL <= 0 || *ackWait < time.Second {
 		return usagef("--pinned-ttl must be positive and --ack-wait at least 1s")
 	}
-	logger, err := newLogger(e.stderr, *logLevel, *logJSON)
+	logger, pol, auth, err := common.load(e)
 	if err != nil {
 		return err
 	}
 	logger = logger.With("component", comp)
-	pol, err := loadPolicy(*policyPath)
-	if err != nil {
-		return err
-	}
-	auth, err := loadAuth(*authFile)
-	if err != nil {
-		return err
-	}
 	cfg := service.Config{
 		NATSURL: *natsURL, HTTPListen: *listen, Workers: workers, Policy: pol, Logger: logger, Auth: auth, OpenMetrics: *openMetrics,
 		Replicas: *replicas, Partitions: *partitions, OwnedPartitions: owned,
@@ -272,4 +252,40 @@ func loadAuth(path string) (*api.Auth, error) {
 		return nil, nil
 	}
 	return api.LoadAuthFile(path)
+}
+
+// serverFlags are the flags every long-running command (serve, worker,
+// proxy) shares: logging, the policy and the API's auth file.
+type serverFlags struct {
+	authFile, policyPath, logLevel *string
+	logJSON                        *bool
+}
+
+// addServerFlags defines them on fs, with each command's own help for
+// --auth-file and --policy.
+func addServerFlags(fs *pflag.FlagSet, authHelp, policyHelp string) serverFlags {
+	return serverFlags{
+		authFile:   fs.String("auth-file", "", authHelp),
+		policyPath: fs.String("policy", "", policyHelp),
+		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		logJSON:    fs.Bool("log-json", false, "log as JSON"),
+	}
+}
+
+// load builds the logger and loads the policy and the auth file the flags
+// name.
+func (f serverFlags) load(e *env) (*slog.Logger, policy.Policy, *api.Auth, error) {
+	logger, err := newLogger(e.stderr, *f.logLevel, *f.logJSON)
+	if err != nil {
+		return nil, policy.Policy{}, nil, err
+	}
+	pol, err := loadPolicy(*f.policyPath)
+	if err != nil {
+		return nil, policy.Policy{}, nil, err
+	}
+	auth, err := loadAuth(*f.authFile)
+	if err != nil {
+		return nil, policy.Policy{}, nil, err
+	}
+	return logger, pol, auth, nil
 }

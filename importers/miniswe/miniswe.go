@@ -108,16 +108,9 @@ func (u *usage) events() *events.Usage {
 // Import reads one mini-swe-agent trajectory. name is used in error
 // messages and as the session's source path. A trajectory is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", name, err)
-	}
-	if err := build.CheckText(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	var tr trajectory
-	if err := json.Unmarshal(data, &tr); err != nil {
-		return nil, build.Locate(name, data, "", err)
+	if _, err := build.ReadJSON(r, name, &tr); err != nil {
+		return nil, err
 	}
 	if tr.Messages == nil {
 		return nil, fmt.Errorf("%s: %w", name, build.Missing("messages"))

@@ -11,7 +11,6 @@ package opencode
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -102,16 +101,9 @@ type state struct {
 // Import reads one OpenCode export. name is used in error messages and as
 // the session's source path. An export is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", name, err)
-	}
-	if err := build.CheckText(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	var ex export
-	if err := json.Unmarshal(data, &ex); err != nil {
-		return nil, locate(name, data, "", err)
+	if _, err := build.ReadJSON(r, name, &ex); err != nil {
+		return nil, err
 	}
 	if ex.Info == nil {
 		return nil, fmt.Errorf("%s: %w", name, build.Missing("info"))
@@ -124,33 +116,6 @@ func Import(r io.Reader, name string) ([]build.Session, error) {
 		return nil, err
 	}
 	return []build.Session{s}, nil
-}
-
-// locate formats a decoding error: syntax errors by line and column of the
-// file, type errors by JSON path (path is the element being decoded).
-func locate(name string, data []byte, path string, err error) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) && path == "" {
-		line, col := lineCol(data, se.Offset)
-		return fmt.Errorf("%s:%d:%d: invalid JSON: %w", name, line, col, err)
-	}
-	if path == "" {
-		return fmt.Errorf("%s: %w", name, build.FieldError(err, ""))
-	}
-	return fmt.Errorf("%s: %s: %w", name, path, build.FieldError(err, ""))
-}
-
-func lineCol(data []byte, off int64) (int, int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	if off < 0 {
-		off = 0
-	}
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - (bytes.LastIndexByte(before, '\n') + 1)
-	return line, col
 }
 
 // ms converts epoch milliseconds; nil gives the zero time (the builder then
@@ -190,7 +155,7 @@ func convert(name string, ex *export) (build.Session, error) {
 		path := fmt.Sprintf("messages[%d]", mi)
 		var m message
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return build.Session{}, locate(name, nil, path, err)
+			return build.Session{}, build.Locate(name, nil, path, err)
 		}
 		if m.Info == nil {
 			return build.Session{}, fmt.Errorf("%s: %s: %w", name, path, build.Missing("info"))
@@ -240,7 +205,7 @@ func convertMessage(b *build.Builder, name, path string, mi int, m *message) err
 		ploc := name + ": " + ppath
 		var p part
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return locate(name, nil, ppath, err)
+			return build.Locate(name, nil, ppath, err)
 		}
 		id := func(n int) string { return fmt.Sprintf("oc-%d-%d-%d", mi, pi, n) }
 		itemBase := p.ID

@@ -79,16 +79,9 @@ type usage struct {
 // Import reads one OpenHands event list. name is used in error messages and
 // as the session's source path. An event list is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", name, err)
-	}
-	if err := build.CheckText(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
-		return nil, build.Locate(name, data, "", err)
+	if _, err := build.ReadJSON(r, name, &raws); err != nil {
+		return nil, err
 	}
 	s, err := convert(name, raws)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -328,6 +329,24 @@ func Input(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return json.RawMessage(t)
+}
+
+// ReadJSON reads a whole-file JSON trace from r into v: the text must be
+// valid UTF-8 without lone surrogates (CheckText), and a decoding error
+// names the file and the line and column or field (Locate). It returns
+// the bytes read, for the converters that need them again.
+func ReadJSON(r io.Reader, name string, v any) ([]byte, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", name, err)
+	}
+	if err := CheckText(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, Locate(name, data, "", err)
+	}
+	return data, nil
 }
 
 // Locate formats a JSON decoding error for a whole-file JSON format: a
