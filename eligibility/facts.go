@@ -1,0 +1,95 @@
+package eligibility
+
+// The session facts other than tool calls and results: messages, model
+// requests, host compaction, pins, restores and manual prunes.
+
+import (
+	"github.com/prunesched/prunesched/events"
+)
+
+func (c *Core) onMessage(ev events.Event, p *events.Message) {
+	tok := p.Tokens
+	if tok == 0 {
+		tok = events.EstimateTokens(len(p.Text))
+	}
+	it := c.newItem(p.Item, kMessage, tok)
+	if it == nil {
+		return
+	}
+	switch p.Role {
+	case events.RoleUser:
+		it.msgProt = pUserMessage
+	case events.RoleSystem:
+		it.msgProt = pSystemPrompt
+	}
+	c.reference(p.Text)
+}
+
+func (c *Core) onModelRequest() {
+	c.requests++
+	if its, ok := c.wake[c.requests]; ok {
+		delete(c.wake, c.requests)
+		for _, it := range its {
+			it.recentWake = false
+			c.dirty(it)
+		}
+	}
+	if its, ok := c.l4wake[c.requests]; ok {
+		delete(c.l4wake, c.requests)
+		for _, it := range its {
+			c.l4Due(it)
+		}
+	}
+}
+
+func (c *Core) wakeAt(req int, it *item) {
+	c.wake[req] = append(c.wake[req], it)
+}
+
+// onCompaction: the host replaced the context; every item so far left it.
+// They are never judged again and nothing is emitted for them.
+func (c *Core) onCompaction() {
+	for _, it := range c.items[c.liveFrom:] {
+		it.gone = true
+	}
+	c.liveFrom = len(c.items)
+	c.resetIndexes()
+	for _, st := range c.open {
+		st.items = nil
+	}
+}
+
+func (c *Core) onPin(p *events.Pin) {
+	it := c.lookup(p.Item)
+	if it == nil {
+		c.pendingPins[p.Item] = p.By
+		return
+	}
+	it.pinned = true
+	it.setRare().pinBy = p.By
+	c.dirty(it)
+}
+
+func (c *Core) onUnpin(p *events.Unpin) {
+	delete(c.pendingPins, p.Item)
+	if it := c.lookup(p.Item); it != nil && it.pinned {
+		it.pinned = false
+		c.dirty(it)
+	}
+}
+
+func (c *Core) onRestore(p *events.Restore) {
+	if it := c.lookup(p.Item); it != nil {
+		it.restored = int32(c.causeIdx)
+		c.dirty(it)
+	}
+}
+
+func (c *Core) onPruneRequest(p *events.PruneRequest) {
+	if it := c.lookup(p.Item); it != nil {
+		it.manualAt = int32(c.causeIdx)
+		r := it.setRare()
+		r.manualBy, r.manualRs = p.By, p.Reason
+		c.dirty(it)
+	}
+}
