@@ -220,15 +220,15 @@ type imported struct {
 // others go on. Sessions without events are dropped; the same session in
 // two inputs is kept twice, renamed apart.
 func importFiles(ctx context.Context, cfg Config, now func() time.Time, progress func(string, ...any)) (all []imported, failed []FileError, err error) {
+	format := cfg.Format
+	if format == "" {
+		format = "auto"
+	}
 	seen := map[string]int{}
 	eta := newETA(cfg.Files, now)
 	for i, path := range cfg.Files {
 		if err := ctx.Err(); err != nil { // interrupted: stop between files
 			return nil, nil, err
-		}
-		format := cfg.Format
-		if format == "" {
-			format = "auto"
 		}
 		sessions, err := importers.Import(path, format)
 		eta.done(path)

@@ -486,8 +486,10 @@ func (s *Server) economics(w http.ResponseWriter, r *http.Request, tenant, sessi
 }
 
 // ledgers prices a session's events under strategies with the pipeline's
-// policy: the ledgers of the session's economics view (scheduler.NewView),
-// which the API, the inspector and analyze all show.
+// policy: the ledgers of the session's economics view (scheduler.NewView
+// builds them with SimulateAll too), without the view's logged
+// applications and calibration, which the API and the inspector do not
+// show.
 func (s *Server) ledgers(evs []events.Event, strategies ...string) map[string]scheduler.Ledger {
-	return scheduler.NewView(s.cfg.Pipeline.Policy, evs, strategies...).Ledgers
+	return scheduler.SimulateAll(s.cfg.Pipeline.Policy, evs, strategies...)
 }
