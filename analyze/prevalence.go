@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/prunesched/prunesched/eligibility"
+	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
@@ -462,12 +462,11 @@ func measure(s importers.Session, sr SessionReport, pol policy.Policy, tc TokenC
 // hostAgreement compares HostPruned outputs with the PRUNE decisions our
 // policy takes on tool outputs; nil when the host pruned nothing. The
 // pipeline never judges an output the host already removed (it is out of
-// context), so the comparison replays the eligibility core in process over
-// the session with the host's pruning taken out: what our policy would have
-// done on the same items.
+// context), so the comparison replays the cores in process (cores.Run)
+// over the session with the host's pruning taken out: what our policy
+// would have done on the same items.
 func hostAgreement(s importers.Session, sr SessionReport, pol policy.Policy, tokensOf map[string]int, outputs []string) *HostAgreement {
 	host := map[string]bool{}
-	core := eligibility.New(pol, events.DefaultTenant, s.Events[0].Session)
 	for _, e := range s.Events {
 		if r, ok := e.Data.(*events.ToolResult); ok && r.HostPruned {
 			host[r.Item] = true
@@ -476,6 +475,7 @@ func hostAgreement(s importers.Session, sr SessionReport, pol policy.Policy, tok
 	if len(host) == 0 {
 		return nil
 	}
+	facts := make([]events.Event, 0, len(s.Events))
 	for _, e := range s.Events {
 		switch p := e.Data.(type) {
 		case *events.Message:
@@ -495,12 +495,19 @@ func hostAgreement(s importers.Session, sr SessionReport, pol policy.Policy, tok
 			}
 			e.Data = &cp
 		}
-		core.Observe(e)
+		facts = append(facts, e)
+	}
+	// The latest mark of each item decides, as in the projection.
+	marks, _ := cores.Run(pol, facts, nil)
+	latest := map[string]*events.Mark{}
+	for _, m := range marks {
+		mk := m.Data.(*events.Mark)
+		latest[mk.Item] = mk
 	}
 	ours := map[string]bool{}
-	for _, m := range core.Decisions() {
+	for id, m := range latest {
 		if m.Decision == events.Prune && m.Part != "input" {
-			ours[m.Item] = true
+			ours[id] = true
 		}
 	}
 	h := &HostAgreement{Name: name(sr), HostPruned: len(host)}
