@@ -9,25 +9,10 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 )
-
-// blobs keeps tool outputs by content address in memory (the log's
-// object store in a running service).
-type blobs map[string][]byte
-
-func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
-	b[hash] = data
-	return nil
-}
-
-func (b blobs) GetBlob(_ context.Context, hash string) ([]byte, error) {
-	if d, ok := b[hash]; ok {
-		return d, nil
-	}
-	return nil, fmt.Errorf("no blob %s", hash)
-}
 
 // ExampleRun runs both cores over the shipped sample session without NATS
 // (what the lab and analyze --compare do): the eligibility core's marks and
@@ -41,7 +26,7 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := blobs{}, tokens.New()
+	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	var facts []events.Event
 	for _, ev := range sessions[0].Events {
 		fact, err := events.Prepare(ctx, ev, store, tc) // outputs into the blob store, tokens counted

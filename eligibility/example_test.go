@@ -8,24 +8,9 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 )
-
-// blobs keeps tool outputs by content address in memory (the log's
-// object store in a running service).
-type blobs map[string][]byte
-
-func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
-	b[hash] = data
-	return nil
-}
-
-func (b blobs) get(hash string) ([]byte, error) {
-	if d, ok := b[hash]; ok {
-		return d, nil
-	}
-	return nil, fmt.Errorf("no blob %s", hash)
-}
 
 // ExampleCore runs the eligibility core alone, without NATS: each fact of
 // the shipped sample session, in stored form (events.Prepare: outputs
@@ -39,9 +24,9 @@ func ExampleCore() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := blobs{}, tokens.New()
+	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	core := eligibility.New(policy.Default(), events.DefaultTenant, "sample")
-	core.SetContent(store.get)
+	core.SetContent(func(h string) ([]byte, error) { return store.GetBlob(ctx, h) })
 	for _, ev := range sessions[0].Events {
 		fact, err := events.Prepare(ctx, ev, store, tc)
 		if err != nil {

@@ -8,23 +8,9 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/projections"
 )
-
-// blobs keeps tool outputs by content address in memory.
-type blobs map[string][]byte
-
-func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
-	b[hash] = data
-	return nil
-}
-
-func (b blobs) GetBlob(_ context.Context, hash string) ([]byte, error) {
-	if d, ok := b[hash]; ok {
-		return d, nil
-	}
-	return nil, fmt.Errorf("no blob %s", hash)
-}
 
 // ExampleSession rebuilds a session's projection from its log: the
 // shipped sample's facts, then a manual PRUNE mark and the application
@@ -38,7 +24,7 @@ func ExampleSession() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := blobs{}, tokens.New()
+	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	sess := projections.NewSession(events.DefaultTenant, "sample")
 	var last time.Time
 	for _, ev := range sessions[0].Events {

@@ -8,17 +8,10 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 )
-
-// blobs keeps tool outputs by content address in memory.
-type blobs map[string][]byte
-
-func (b blobs) PutBlob(_ context.Context, hash string, data []byte) error {
-	b[hash] = data
-	return nil
-}
 
 // ExampleCore_Feed drives the timing scheduler by hand, the way the
 // scheduler worker does: every fact of the shipped sample goes to the
@@ -33,9 +26,9 @@ func ExampleCore_Feed() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := blobs{}, tokens.New()
+	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	elig := eligibility.New(policy.Default(), events.DefaultTenant, "sample")
-	elig.SetContent(func(h string) ([]byte, error) { return store[h], nil })
+	elig.SetContent(func(h string) ([]byte, error) { return store.GetBlob(ctx, h) })
 	sched := scheduler.New(policy.Default(), events.DefaultTenant, "sample")
 	for _, ev := range sessions[0].Events {
 		fact, err := events.Prepare(ctx, ev, store, tc)
