@@ -52,6 +52,18 @@ type ReplayRow struct {
 	// failed open skipped prunesched's work and would flatter the numbers.
 	Rendered   int `json:"rendered"`
 	FailedOpen int `json:"failed_open"`
+	// StageP50 is the p50 in ms of each proxy stage over the row's
+	// requests (proxy.LatencyStages), read from the proxy's
+	// prunesched_proxy_stage_seconds histogram as histogram_quantile
+	// would (interpolated within its buckets). The record stage runs
+	// after the response, off the client's path.
+	StageP50 map[string]float64 `json:"stage_p50_ms,omitempty"`
+	// StageMean is each stage's mean in ms (exact: the histogram's sum
+	// over its count). Means add up where medians do not: the stages'
+	// means before forwarding sum to about the mean of "added"
+	// (prunesched_proxy_added_seconds, also listed), the rest being the
+	// budget goroutine's hand-offs and decoding.
+	StageMean map[string]float64 `json:"stage_mean_ms,omitempty"`
 }
 
 // FindTraces returns the Claude Code (claude-code/*.jsonl) and OpenCode
@@ -93,6 +105,7 @@ const turnHeader = "X-Replay-Turn"
 type replayRig struct {
 	dir     string
 	svc     *service.Service
+	px      *proxy.Proxy
 	reg     *prometheus.Registry
 	servers []*http.Server
 	client  *http.Client
@@ -136,12 +149,12 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, err
 	}
-	px, err := proxy.New(proxy.Config{Upstream: r.urls[0], Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
+	r.px, err = proxy.New(proxy.Config{Upstream: r.urls[0], Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
 	if err != nil {
 		r.close()
 		return nil, err
 	}
-	if r.urls[2], err = serve(px.Handler()); err != nil {
+	if r.urls[2], err = serve(r.px.Handler()); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -188,6 +201,12 @@ func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
 func (r *replayRig) close() {
 	for _, s := range r.servers {
 		_ = s.Close()
+	}
+	if r.px != nil {
+		// Records still running after their responses finish first.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = r.px.Close(ctx)
+		cancel()
 	}
 	if r.svc != nil {
 		r.svc.Close()
@@ -249,6 +268,119 @@ func (r *replayRig) outcomes() (rendered, failed int) {
 	return rendered, failed
 }
 
+// stageHist is the proxy's stage histogram summed over APIs: per stage,
+// the buckets' upper bounds and cumulative counts.
+type stageHist map[string]struct {
+	upper []float64
+	cum   []uint64
+	count uint64
+	sum   float64
+}
+
+// stages reads prunesched_proxy_stage_seconds, and
+// prunesched_proxy_added_seconds as the stage "added".
+func (r *replayRig) stages() stageHist {
+	out := stageHist{}
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != proxy.StageSecondsMetric && mf.GetName() != "prunesched_proxy_added_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			stage := "added"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					stage = l.GetValue()
+				}
+			}
+			h := out[stage]
+			bs := m.GetHistogram().GetBucket()
+			if h.upper == nil {
+				h.upper, h.cum = make([]float64, len(bs)), make([]uint64, len(bs))
+			}
+			for i, b := range bs {
+				if i < len(h.upper) {
+					h.upper[i] = b.GetUpperBound()
+					h.cum[i] += b.GetCumulativeCount()
+				}
+			}
+			h.count += m.GetHistogram().GetSampleCount()
+			h.sum += m.GetHistogram().GetSampleSum()
+			out[stage] = h
+		}
+	}
+	return out
+}
+
+// p50Since is each stage's p50 in ms of the observations made since
+// before, interpolated linearly within a bucket as Prometheus's
+// histogram_quantile does.
+func (h stageHist) p50Since(before stageHist) map[string]float64 {
+	out := map[string]float64{}
+	for stage, now := range h {
+		prev := before[stage]
+		n := len(now.cum)
+		if n == 0 {
+			continue
+		}
+		diff := func(i int) float64 {
+			d := float64(now.cum[i])
+			if i < len(prev.cum) {
+				d -= float64(prev.cum[i])
+			}
+			return d
+		}
+		// A median past the last finite bound is reported as that bound.
+		total := float64(now.count - prev.count)
+		if total <= 0 {
+			continue
+		}
+		rank := total / 2
+		lower, below := 0.0, 0.0
+		v := now.upper[n-1]
+		for i := range n {
+			c := diff(i)
+			if c >= rank {
+				v = lower + (now.upper[i]-lower)*(rank-below)/max(c-below, 1e-9)
+				break
+			}
+			lower, below = now.upper[i], c
+		}
+		out[stage] = v * 1e3
+	}
+	return out
+}
+
+// meanSince is each stage's mean in ms of the observations made since
+// before.
+func (h stageHist) meanSince(before stageHist) map[string]float64 {
+	out := map[string]float64{}
+	for stage, now := range h {
+		prev := before[stage]
+		if n := now.count - prev.count; n > 0 {
+			out[stage] = (now.sum - prev.sum) / float64(n) * 1e3
+		}
+	}
+	return out
+}
+
+// stageSummary prints StageP50 in proxy.LatencyStages order.
+func stageSummary(p50 map[string]float64) string {
+	var b strings.Builder
+	for _, s := range proxy.LatencyStages {
+		if v, ok := p50[s]; ok {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %.2f", s, v)
+		}
+	}
+	return b.String()
+}
+
 // proxyReplay replays every trace's request sequence (see ReplayRow).
 func (b *runner) proxyReplay(ctx context.Context) error {
 	if len(b.cfg.Traces) == 0 {
@@ -286,8 +418,8 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 						return err
 					}
 					b.res.ProxyReplay = append(b.res.ProxyReplay, row)
-					b.progress("proxy-replay: %s %s stream=%v: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open",
-						label, api, stream, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen)
+					b.progress("proxy-replay: %s %s stream=%v: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s",
+						label, api, stream, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50))
 				}
 			}
 		}
@@ -314,6 +446,7 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 		r.mu.Unlock()
 	}()
 	rend0, fail0 := r.outcomes()
+	stages0 := r.stages()
 	var direct, bare, via []time.Duration
 	for i, t := range turns {
 		key := session + "/" + strconv.Itoa(i)
@@ -331,6 +464,8 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	}
 	rend1, fail1 := r.outcomes()
 	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
+	stages1 := r.stages()
+	row.StageP50, row.StageMean = stages1.p50Since(stages0), stages1.meanSince(stages0)
 	row.DirectP50, row.DirectP99 = pctMs(direct)
 	row.BareP50, row.BareP99 = pctMs(bare)
 	row.ProxyP50, row.ProxyP99 = pctMs(via)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/prunesched/prunesched/proxy"
 )
 
 // WriteTable prints the result as a Markdown table (measure, value,
@@ -158,6 +160,20 @@ func writeReplay(w io.Writer, rows []ReplayRow) {
 			fmt.Sprintf("%.2f / %.2f", x.ProxyP50, x.ProxyP99),
 			fmt.Sprintf("%.2f%s", x.RatioP50, mark(x.RatioP50 <= 1.5)), fmt.Sprintf("%.2f%s", x.RatioP99, mark(x.RatioP99 <= 3)),
 			strconv.Itoa(x.FailedOpen))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nprunesched proxy stages, p50 per request (ms; record runs after the response)")
+	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	head := []string{"trace", "api", "stream"}
+	head = append(head, proxy.LatencyStages...)
+	row(head...)
+	row(slices.Repeat([]string{"---"}, len(head))...)
+	for _, x := range rows {
+		cols := []string{x.Trace, x.API, strconv.FormatBool(x.Stream)}
+		for _, st := range proxy.LatencyStages {
+			cols = append(cols, fmt.Sprintf("%.2f", x.StageP50[st]))
+		}
+		row(cols...)
 	}
 	tw.Flush()
 }

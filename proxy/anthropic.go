@@ -16,7 +16,12 @@ func parseAnthropic(body []byte) (*conversation, error) { return parseAnthropicW
 
 // parseAnthropicWith is parseAnthropic reusing (and feeding) pc.
 func parseAnthropicWith(body []byte, pc *parseCache) (*conversation, error) {
-	a := &arrScan{pc: pc, api: APIAnthropic, body: body}
+	return parseAnthropicScan(&arrScan{pc: pc, api: APIAnthropic, body: body})
+}
+
+// parseAnthropicScan is parseAnthropicWith with its array scan.
+func parseAnthropicScan(a *arrScan) (*conversation, error) {
+	body := a.body
 	top, err := scanObjectHook(body, 0, "messages", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("anthropic request: %w", err)

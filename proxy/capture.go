@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -75,7 +76,6 @@ func (c *capture) write(p []byte) {
 
 // finish parses a non-streamed body.
 func (c *capture) finish() {
-	c.done = time.Now()
 	if c.sse || c.over {
 		return
 	}
@@ -425,38 +425,71 @@ func (c *capture) event(data []byte) {
 	}
 }
 
+// errRecordTimeout is the cause of a record cancelled by RecordTimeout.
+var errRecordTimeout = errors.New("record timeout")
+
 // record appends the model request (when prunesched rendered it) and the
-// assistant's content, under the session lock, before the end of the
-// response reaches the client: so the client's next request, which may
-// follow the moment it sees that end, is recorded after it. It waits at
-// most RecordTimeout: past it the response goes on (the record, cancelled
-// by the same deadline, fails), counted in
-// prunesched_proxy_record_timeouts_total.
+// assistant's content under the session lock. It returns once the record
+// holds the lock, before the end of the response can reach the client,
+// and the record goes on in the background: the client's next request of
+// the session, which may follow the moment it sees that end, takes the
+// same lock (lane, process), so it waits for the record and is recorded
+// after it. The record has RecordTimeout from the end of the response:
+// past it the record is cancelled and fails, counted in
+// prunesched_proxy_record_timeouts_total, and a response still waiting for
+// the lock goes on. After Close the record finishes before record returns.
 func (p *Proxy) record(pl *plan, c *capture) {
-	c.finish()
+	c.done = time.Now()
 	st := pl.st
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(p.bg.ctx)
 	expired := p.cfg.RecordTimer(p.cfg.RecordTimeout)
-	done := make(chan struct{})
+	locked, done := make(chan struct{}), make(chan struct{})
+	// Usually the lock is free: take it here, so the response goes on
+	// without waiting for the record's goroutine to be scheduled.
+	have := st.mu.TryLock()
+	if have {
+		close(locked)
+	}
+	tracked := p.bg.add()
 	go func() {
+		if tracked {
+			defer p.bg.wg.Done()
+		}
 		defer close(done)
-		defer cancel()
-		st.mu.Lock()
+		defer cancel(nil)
+		if !have {
+			st.mu.Lock()
+			close(locked)
+		}
 		defer st.mu.Unlock()
-		if err := p.recordLocked(ctx, pl, c); err != nil {
+		start := time.Now()
+		c.finish()
+		err := p.recordLocked(ctx, pl, c)
+		p.met.stage(pl.api, StageRecord, start)
+		if err != nil {
 			p.met.recordFailure()
-			if ctx.Err() != nil {
+			if context.Cause(ctx) == errRecordTimeout {
 				p.met.recordTimeout()
 			}
 			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
 		}
 	}()
+	go func() {
+		select {
+		case <-done:
+		case <-expired:
+			// The record, cancelled here, fails and counts the timeout.
+			cancel(errRecordTimeout)
+			p.log.Warn("proxy: recording the response took longer than the record timeout; record cancelled, response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
+		}
+	}()
+	wait := locked
+	if !tracked {
+		wait = done
+	}
 	select {
-	case <-done:
-	case <-expired:
-		// The record, cancelled here, fails and counts the timeout.
-		cancel()
-		p.log.Warn("proxy: recording the response took longer than the record timeout; response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
+	case <-wait:
+	case <-ctx.Done():
 	}
 }
 

@@ -104,7 +104,9 @@ type Config struct {
 	// Budget is the time prunesched may add to a request (DefaultBudget).
 	Budget time.Duration
 	// RecordTimeout bounds background appends and recording a response,
-	// which the end of the response waits for (DefaultRecordTimeout).
+	// which runs after the response under the session's lock (the end of
+	// the response waits only for the lock; the session's next request
+	// waits for the record) (DefaultRecordTimeout).
 	RecordTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for the upstream's response
 	// headers (DefaultResponseHeaderTimeout); past it the client gets 502

@@ -10,9 +10,11 @@
 // placeholders of pruned items into the client's own request body (every
 // other byte as the client wrote it), forwards it, streams the response
 // back unchanged, and records the model request with the usage the
-// upstream reported plus the assistant's answer, before the end of the
-// response reaches the client (so the client's next request is recorded
-// after it).
+// upstream reported plus the assistant's answer under the session's lock,
+// taken before the end of the response reaches the client and held while
+// the record runs in the background (so the client's next request, which
+// takes the lock too, is recorded after it, and the client does not wait
+// for the record).
 //
 // It owns the wire protocols and the fail-open discipline: when anything
 // inside prunesched fails or exceeds its time budget, the original request

@@ -88,6 +88,14 @@ func setup(t testing.TB, pol policy.Policy, upstream http.Handler, mod func(*Con
 	}
 	px, err := New(cfg)
 	require_NoError(t, err)
+	// After the server closed (cleanups run last first): records still
+	// running in the background finish, or are cancelled, before the
+	// service stops.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = px.Close(ctx)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require_NoError(t, err)
 	srv := &http.Server{Handler: px.Handler()}

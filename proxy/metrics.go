@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -20,12 +22,28 @@ const (
 	StageUpstreamRejected = "upstream_rejected" // upstream answered 400 to the rewritten body; the original was resent
 )
 
+// StageRecord is the stage label of prunesched_proxy_stage_seconds for
+// recording a response (its model request and the assistant's content).
+// It runs after the response, off the client's path.
+const StageRecord = "record"
+
+// LatencyStages are the stages prunesched_proxy_stage_seconds observes, in
+// the order a request meets them: read (the client's body), parse (text
+// check and parse), load (picking the session and taking its lock, which
+// waits for a previous record of the session still running, and the first
+// time loading its items from the log), append (the request's new facts,
+// token-counted), decide (the live decision and the projection catching up
+// with it), render (splicing placeholders), and record (after the
+// response).
+var LatencyStages = []string{StageRead, StageParse, StageLoad, StageAppend, StageDecide, StageRender, StageRecord}
+
 // Metrics are the proxy's Prometheus metrics. Session and tenant ids are
 // never labels. A nil *Metrics records nothing.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	failOpen *prometheus.CounterVec
 	added    *prometheus.HistogramVec
+	stages   *prometheus.HistogramVec
 	replaced *prometheus.CounterVec
 	record   prometheus.Counter
 	recordTO prometheus.Counter
@@ -49,6 +67,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time the proxy spent on a request before forwarding it (decode, append, decide, render).",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 12),
 		}, []string{"api"}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    StageSecondsMetric,
+			Help:    "Time each proxy stage took, by API and stage (read, parse, load, append, decide, render before forwarding; record after the response).",
+			Buckets: prometheus.ExponentialBucketsRange(0.00002, 2, 24),
+		}, []string{"api", "stage"}),
 		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prunesched_proxy_blocks_replaced_total",
 			Help: "Request blocks whose payload the proxy replaced with a placeholder, by part (output, input, text).",
@@ -70,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "cache_control breakpoints the proxy added before a newly pruned block.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.failOpen, m.added, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts)
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts)
 	return m
 }
 
@@ -90,6 +113,19 @@ func (m *Metrics) addedLatency(api API, s float64) {
 	if m != nil {
 		m.added.WithLabelValues(string(api)).Observe(s)
 	}
+}
+
+// StageSecondsMetric is the name of the per-stage latency histogram.
+const StageSecondsMetric = "prunesched_proxy_stage_seconds"
+
+// stage observes the time since start spent in stage and returns the time
+// the observation was taken, where the next stage starts.
+func (m *Metrics) stage(api API, stage string, start time.Time) time.Time {
+	now := time.Now()
+	if m != nil {
+		m.stages.WithLabelValues(string(api), stage).Observe(now.Sub(start).Seconds())
+	}
+	return now
 }
 
 func (m *Metrics) replacedBlock(part string) {

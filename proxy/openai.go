@@ -87,7 +87,12 @@ func hasTools(t []byte) bool { return len(t) > 2 && t[0] == '[' }
 // parseOpenAIChatWith reads a Chat Completions request body, reusing (and
 // feeding) pc (nil: no cache).
 func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
-	a := &arrScan{pc: pc, api: APIOpenAIChat, body: body}
+	return parseOpenAIChatScan(&arrScan{pc: pc, api: APIOpenAIChat, body: body})
+}
+
+// parseOpenAIChatScan is parseOpenAIChatWith with its array scan.
+func parseOpenAIChatScan(a *arrScan) (*conversation, error) {
+	body := a.body
 	top, err := scanObjectHook(body, 0, "messages", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("chat completions request: %w", err)
@@ -188,7 +193,13 @@ func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
 // sends it: the full input every time, store false), reusing (and feeding)
 // pc (nil: no cache).
 func parseOpenAIResponsesWith(body []byte, pc *parseCache) (*conversation, error) {
-	a := &arrScan{pc: pc, api: APIOpenAIResponses, body: body}
+	return parseOpenAIResponsesScan(&arrScan{pc: pc, api: APIOpenAIResponses, body: body})
+}
+
+// parseOpenAIResponsesScan is parseOpenAIResponsesWith with its array
+// scan.
+func parseOpenAIResponsesScan(a *arrScan) (*conversation, error) {
+	body := a.body
 	top, err := scanObjectHook(body, 0, "input", a.hook)
 	if err != nil {
 		return nil, fmt.Errorf("responses request: %w", err)

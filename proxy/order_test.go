@@ -12,11 +12,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
 )
+
+// newGate returns a gateBackend and its release (idempotent).
+func newGate() (*gateBackend, func()) {
+	g := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	return g, func() { once.Do(func() { close(g.release) }) }
+}
 
 // gateBackend blocks the first append that records a model request (the
 // record of a response) until release is closed, and closes entered when
@@ -52,7 +60,7 @@ func (g *gateBackend) Append(ctx context.Context, evs []events.Event) ([]events.
 // ends (an SSE client on message_stop, a JSON client on the last byte),
 // and the upstream keeps the first response open until that next request
 // arrives. The first response's record (its model request and the
-// assistant's tool call) must be in the log before the client can see the
+// assistant's tool call) holds the session before the client can see the
 // end of the response, so the next request is recorded after it. The
 // record's append is held by the test: while it is held, the upstream must
 // not have seen the next request.
@@ -97,9 +105,7 @@ func TestRecordBeforeResponseEnds(t *testing.T) {
 					}
 				}
 			})
-			g := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
-			var releaseOnce sync.Once
-			release := func() { releaseOnce.Do(func() { close(g.release) }) }
+			g, release := newGate()
 			t.Cleanup(release)
 			b := setup(t, testPolicy(t), up, func(c *Config) {
 				g.Backend = c.Backend
@@ -166,25 +172,7 @@ func TestRecordBeforeResponseEnds(t *testing.T) {
 
 			// In the log: request 1's model request and the assistant's
 			// tool call come before request 2's tool result.
-			sessions := b.sessionsOf(t, events.DefaultTenant, "toolu_o1")
-			require_True(t, len(sessions) == 1, "sessions %v", sessions)
-			evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sessions[0])
-			require_NoError(t, err)
-			var mr1, call, result uint64
-			for _, e := range evs {
-				switch e.Data.(type) {
-				case *events.ModelRequest:
-					if mr1 == 0 {
-						mr1 = e.Seq
-					}
-				case *events.ToolCall:
-					call = e.Seq
-				case *events.ToolResult:
-					result = e.Seq
-				}
-			}
-			require_True(t, mr1 > 0 && call > 0 && result > 0 && mr1 < result && call < result,
-				"log order: model request 1 at %d, tool call at %d, tool result at %d", mr1, call, result)
+			requireAnswerFirst(t, b, "toolu_o1")
 		})
 	}
 }
@@ -329,10 +317,237 @@ func TestRecordTimeoutReleasesResponse(t *testing.T) {
 	resp.Body.Close()
 	require_NoError(t, err)
 	require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
+	// The record runs after the response: it reaches the gate.
 	select {
 	case <-g.entered:
-	default:
-		t.Fatal("the response ended without a record (the request failed open?)")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record started (the request failed open?)")
 	}
 	waitFor(t, "the record timeout to be counted", func() bool { return counter(t, b, "prunesched_proxy_record_timeouts_total") == 1 })
+}
+
+// orderBackend checks that no request's facts are appended while the
+// record of the previous response is still running: it fails the test when
+// an append carrying a tool result starts before the first model request's
+// append returned.
+type orderBackend struct {
+	Backend
+	t        testing.TB
+	recorded atomic.Bool
+}
+
+func (o *orderBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	record := false
+	for _, e := range evs {
+		switch e.Data.(type) {
+		case *events.ModelRequest:
+			record = true
+		case *events.ToolResult:
+			if !o.recorded.Load() {
+				o.t.Errorf("the next request appended its facts before the previous response was recorded")
+			}
+		}
+	}
+	out, err := o.Backend.Append(ctx, evs)
+	if record && err == nil {
+		o.recorded.Store(true)
+	}
+	return out, err
+}
+
+// TestRecordOffClientPath: the end of a response reaches the client while
+// its record is still running (the test holds the record's append), and
+// the client's next request, sent at once, waits for the record: its facts
+// are appended after the recorded answer, the upstream sees it only then,
+// and it is decided (not failed open).
+func TestRecordOffClientPath(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeUpstream{}
+			g, release := newGate()
+			o := &orderBackend{t: t}
+			var held atomic.Bool
+			held.Store(true)
+			up := anthropicFake(f, func(req map[string]any) turn {
+				if countToolResults(req) == 0 {
+					return turn{tool: "Read", id: "toolu_r1", input: map[string]any{"file_path": "/p/a.txt"}}
+				}
+				if held.Load() {
+					t.Errorf("the upstream got the next request while the previous response's record was held")
+				}
+				return turn{text: "done"}
+			})
+			b := setup(t, testPolicy(t), up, func(c *Config) {
+				o.Backend = c.Backend
+				g.Backend = o
+				c.Backend = g
+			})
+			// Before Close (cleanups run last first).
+			t.Cleanup(release)
+			// The proxy again, telling when the next request arrives.
+			arrived := make(chan struct{})
+			var n atomic.Int32
+			h := b.px.Handler()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 2 {
+					close(arrived)
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+
+			user := map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "read a.txt"}}}
+			body := func(msgs ...any) []byte {
+				out, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 100, "stream": stream,
+					"tools": []any{map[string]any{"name": "Read"}}, "messages": msgs})
+				return out
+			}
+			post := func(b []byte) ([]byte, error) {
+				resp, err := http.Post(srv.URL+"/v1/messages", "application/json", bytes.NewReader(b))
+				if err != nil {
+					return nil, err
+				}
+				defer resp.Body.Close()
+				return io.ReadAll(resp.Body)
+			}
+			// The first response, read to its end (EOF) while its record
+			// is held.
+			type answer struct {
+				b   []byte
+				err error
+			}
+			firstc := make(chan answer, 1)
+			go func() {
+				b, err := post(body(user))
+				firstc <- answer{b, err}
+			}()
+			var first []byte
+			select {
+			case a := <-firstc:
+				require_NoError(t, a.err)
+				first = a.b
+			case <-time.After(30 * time.Second):
+				t.Fatal("the response did not end while its record was held: the record is on the client's path")
+			}
+			end := `"tool_use"`
+			if stream {
+				end = "message_stop"
+			}
+			require_True(t, bytes.Contains(first, []byte(end)), "first response cut: %s", first)
+			// The record, in the background, reaches its append.
+			select {
+			case <-g.entered:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no record started (the request failed open?)")
+			}
+			// The next request, at once; it arrives while the record is
+			// still held.
+			done := make(chan error, 1)
+			go func() {
+				_, err := post(body(user,
+					map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": map[string]any{"file_path": "/p/a.txt"}}}},
+					map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_r1", "content": "alpha"}}}))
+				done <- err
+			}()
+			select {
+			case <-arrived:
+			case err := <-done:
+				t.Fatalf("the next request finished (err %v) before it arrived", err)
+			}
+			held.Store(false)
+			release()
+			select {
+			case err := <-done:
+				require_NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the next request did not finish")
+			}
+			require_True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
+			require_True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
+				"requests not both rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+
+			requireAnswerFirst(t, b, "toolu_r1")
+		})
+	}
+}
+
+// TestCloseFinishesRecords: Close waits for a record still running after
+// its response ended (it is in the log afterwards), and when its context
+// ends first it cancels the record, which fails (counted as a failure, not
+// a timeout), and returns only once the record returned.
+func TestCloseFinishesRecords(t *testing.T) {
+	t.Parallel()
+	for _, cancelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelled=%v", cancelled), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeUpstream{}
+			g, release := newGate()
+			b := setup(t, testPolicy(t), anthropicFake(f, func(map[string]any) turn { return turn{text: "ok"} }), func(c *Config) {
+				g.Backend = c.Backend
+				c.Backend = g
+			})
+			// Before Close (cleanups run last first).
+			t.Cleanup(release)
+			body := `{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
+			resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
+			require_NoError(t, err)
+			out, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require_NoError(t, err)
+			require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
+			<-g.entered // the record runs, held, after the response ended
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if cancelled {
+				cancel()
+				require_True(t, b.px.Close(ctx) != nil, "Close with an ended context returned nil")
+				require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 1, "the cancelled record was not counted as failed")
+				require_True(t, counter(t, b, "prunesched_proxy_record_timeouts_total") == 0, "a record cancelled by Close counted as a timeout")
+				return
+			}
+			release()
+			require_NoError(t, b.px.Close(ctx))
+			require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 0, "the record failed")
+			var mrs int
+			for _, s := range b.svc.Pipeline.Projection.Sessions() {
+				evs, err := b.svc.Store.ReadSession(context.Background(), s.Tenant, s.Session)
+				require_NoError(t, err)
+				for _, e := range evs {
+					if _, ok := e.Data.(*events.ModelRequest); ok {
+						mrs++
+					}
+				}
+			}
+			require_True(t, mrs == 1, "%d model requests in the log after Close, want 1", mrs)
+		})
+	}
+}
+
+// requireAnswerFirst checks the log of the session holding the tool call
+// item: the first response's model request and the assistant's tool call
+// come before the next request's tool result.
+func requireAnswerFirst(t testing.TB, b *bench, item string) {
+	t.Helper()
+	sessions := b.sessionsOf(t, events.DefaultTenant, item)
+	require_True(t, len(sessions) == 1, "sessions %v", sessions)
+	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sessions[0])
+	require_NoError(t, err)
+	var mr1, call, result uint64
+	for _, e := range evs {
+		switch e.Data.(type) {
+		case *events.ModelRequest:
+			if mr1 == 0 {
+				mr1 = e.Seq
+			}
+		case *events.ToolCall:
+			call = e.Seq
+		case *events.ToolResult:
+			result = e.Seq
+		}
+	}
+	require_True(t, mr1 > 0 && call > 0 && result > 0 && mr1 < result && call < result,
+		"log order: model request 1 at %d, tool call at %d, tool result at %d", mr1, call, result)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"sort"
 	"sync"
+
+	"github.com/prunesched/prunesched/events"
 )
 
 // The client resends the whole conversation with every request, so most of
@@ -57,6 +59,10 @@ type parsed struct {
 	firstUser   string
 	systemAt    int
 	system      string
+	// plain is true when the body arr came from is events.PlainText: its
+	// strings decode unchanged, and so do those of any byte-identical
+	// prefix of arr.
+	plain bool
 }
 
 func (e *parsed) size() int { return 2 * len(e.arr) }
@@ -138,6 +144,38 @@ type arrScan struct {
 	from *parsed
 	k    int    // leading elements reused from from
 	rest []elem // the elements after them (offsets in body)
+
+	// check makes the parse check the body's text (parseChecked) before
+	// caching it; checked, plain and textErr are the check's outcome.
+	check   bool
+	checked bool
+	plain   bool
+	textErr error
+}
+
+// checkText checks the body's text as events.CheckText does, once. The
+// leading elements reused from a cached parse of a plain body are byte
+// for byte a checked array's and are skipped: the rest (before the
+// array's '[' and after the reused elements, both cut between JSON tokens,
+// so no UTF-8 sequence or escape spans a cut) is checked with
+// events.PlainText, and only a body that is not plain takes the full
+// check.
+func (a *arrScan) checkText() error {
+	if a.checked {
+		return a.textErr
+	}
+	a.checked = true
+	b := a.body
+	if a.ok && a.from != nil && a.from.plain && a.k > 0 {
+		end := a.off + a.from.elems[a.k-1].end
+		a.plain = events.PlainText(b[:a.off]) && events.PlainText(b[end:])
+	} else {
+		a.plain = events.PlainText(b)
+	}
+	if !a.plain {
+		a.textErr = events.CheckText(b)
+	}
+	return a.textErr
 }
 
 func (a *arrScan) hook(i int) (int, error) {
@@ -263,10 +301,13 @@ func (ap *arrParse) finish(pre []byte) {
 	if a.pc == nil || !c.tools || len(ap.marks) == 0 {
 		return
 	}
+	if a.check && a.checkText() != nil {
+		return // parseChecked refuses the body
+	}
 	e := &parsed{
 		api: a.api, arr: a.body[a.off : a.off+ap.marks[len(ap.marks)-1].end], pre: pre,
 		elems: ap.marks, blocks: c.blocks[c.arrBlocks:len(c.blocks):len(c.blocks)],
-		firstUserAt: ap.firstUserAt, systemAt: ap.systemAt,
+		firstUserAt: ap.firstUserAt, systemAt: ap.systemAt, plain: a.check && a.plain,
 	}
 	if ap.firstUserAt >= 0 {
 		e.firstUser = c.firstUser

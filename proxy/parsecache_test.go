@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/events"
 )
 
 // convSummary renders everything a parse yields that the proxy uses, with
@@ -227,5 +229,89 @@ func FuzzParseReuse(f *testing.F) {
 	apis := []API{APIAnthropic, APIOpenAIChat, APIOpenAIResponses}
 	f.Fuzz(func(t *testing.T, api uint8, a, b []byte) {
 		checkReuse(t, apis[int(api)%len(apis)], a, b, a)
+	})
+}
+
+// TestParseCheckedText: parseChecked refuses exactly the bodies
+// events.CheckText refuses, with its error, whether the body's prefix was
+// reused from a checked body or not, and never caches a refused body.
+// Strings after the reused prefix (in the array, and after it) are checked;
+// a prefix that needed the full check (a surrogate pair) is not trusted.
+func TestParseCheckedText(t *testing.T) {
+	t.Parallel()
+	msg := func(text string) string {
+		return `{"role":"user","content":[{"type":"text","text":"` + text + `"}]}`
+	}
+	base := []string{msg("task"), `{"role":"assistant","content":[{"type":"text","text":"ok"}]}`}
+	with := func(prefix []string, more ...string) []string {
+		return append(append([]string(nil), prefix...), more...)
+	}
+	pair := with(base, msg(`smile \ud83d\ude00`))
+	cases := []struct {
+		name  string
+		first []string // parsed (and cached) first, when set
+		body  []byte
+	}{
+		{"plain after plain prefix", base, anthBody(with(base, msg("next")), false)},
+		{"bad UTF-8 after plain prefix", base, anthBody(with(base, msg("bad \xff byte")), false)},
+		{"lone surrogate after plain prefix", base, anthBody(with(base, msg(`lone \ud800 x`)), false)},
+		{"pair after plain prefix", base, anthBody(pair, false)},
+		{"lone surrogate after pair prefix", pair, anthBody(with(pair, msg(`lone \udc00`)), false)},
+		{"plain after pair prefix", pair, anthBody(with(pair, msg("next")), false)},
+		{"bad UTF-8 after the array", base, []byte(strings.Replace(string(anthBody(with(base, msg("next")), false)), `"stream":true`, `"stream":true,"x":"`+"\xfe"+`"`, 1))},
+		{"bad UTF-8 in a malformed body", base, []byte(strings.TrimSuffix(string(anthBody(with(base, msg("bad \xff")), false)), "}"))},
+		{"no prefix, bad UTF-8", nil, anthBody([]string{msg("bad \xc3")}, false)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := &parseCache{}
+			if tc.first != nil {
+				_, err := parseChecked(APIAnthropic, anthBody(tc.first, false), pc)
+				require_NoError(t, err)
+			}
+			before := append([]*parsed(nil), pc.entries...)
+			_, err := parseChecked(APIAnthropic, tc.body, pc)
+			want := events.CheckText(tc.body)
+			if want != nil {
+				require_True(t, err != nil && err.Error() == want.Error(), "parseChecked error %v, want CheckText's %v", err, want)
+				require_True(t, len(pc.entries) == len(before) && (len(before) == 0 || pc.entries[0] == before[0]), "a refused body was cached")
+				return
+			}
+			require_NoError(t, err)
+			// Cached, trusted as plain only when the whole body is.
+			require_True(t, len(pc.entries) > 0 && pc.entries[0].plain == events.PlainText(tc.body),
+				"cached plain=%v, body plain=%v", len(pc.entries) > 0 && pc.entries[0].plain, events.PlainText(tc.body))
+		})
+	}
+}
+
+// FuzzParseChecked: a body parsed with parseChecked after another (whose
+// checked parse it may reuse) is refused exactly when events.CheckText
+// refuses it, with its error; otherwise it parses as it does alone.
+func FuzzParseChecked(f *testing.F) {
+	a := anthBody([]string{`{"role":"user","content":"task"}`, `{"role":"assistant","content":[{"type":"text","text":"ok"}]}`}, false)
+	f.Add(uint8(0), a, anthBody([]string{`{"role":"user","content":"task"}`, `{"role":"assistant","content":[{"type":"text","text":"ok"}]}`, `{"role":"user","content":"x \ud800"}`}, false))
+	f.Add(uint8(0), a, anthBody([]string{`{"role":"user","content":"task"}`, `{"role":"assistant","content":[{"type":"text","text":"ok"}]}`, "{\"role\":\"user\",\"content\":\"\xff\"}"}, false))
+	f.Add(uint8(1), []byte(`{"tools":[{}],"messages":[{"role":"system","content":"s \ud83d\ude00"}]}`),
+		[]byte(`{"tools":[{}],"messages":[{"role":"system","content":"s \ud83d\ude00"},{"role":"user","content":"\udfff"}]}`))
+	apis := []API{APIAnthropic, APIOpenAIChat, APIOpenAIResponses}
+	f.Fuzz(func(t *testing.T, api uint8, a, b []byte) {
+		ap := apis[int(api)%len(apis)]
+		pc := &parseCache{}
+		_, _ = parseChecked(ap, a, pc)
+		got, err := parseChecked(ap, b, pc)
+		if terr := events.CheckText(b); terr != nil {
+			if err == nil || err.Error() != terr.Error() {
+				t.Fatalf("parseChecked error %v, want CheckText's %v", err, terr)
+			}
+			return
+		}
+		alone, aerr := parseChecked(ap, b, nil)
+		if (err == nil) != (aerr == nil) {
+			t.Fatalf("after a: err %v; alone: err %v", err, aerr)
+		}
+		if err == nil && convSummary(got) != convSummary(alone) {
+			t.Fatalf("parse after a differs from alone:\n%s\nvs\n%s", convSummary(got), convSummary(alone))
+		}
 	})
 }

@@ -12,18 +12,37 @@ import (
 	"github.com/prunesched/prunesched/projections"
 )
 
-// parse reads a request body of api, reusing the cached parse of the
-// longest matching prefix of its messages array in pc (nil: none).
-func parse(api API, body []byte, pc *parseCache) (*conversation, error) {
+// parseChecked reads a request body of api, reusing the cached parse of
+// the longest matching prefix of its messages array in pc (nil: none),
+// after checking its text as events.CheckText does: a body with a string
+// the log would store altered is refused with CheckText's error, whatever
+// else is wrong with it. The bytes of the reused prefix were checked with
+// the body they came from, so only the rest is scanned (arrScan.checkText),
+// and a body that fails the check is never cached.
+func parseChecked(api API, body []byte, pc *parseCache) (*conversation, error) {
+	a := &arrScan{pc: pc, api: api, body: body, check: true}
+	var c *conversation
+	var err error
 	switch api {
 	case APIAnthropic:
-		return parseAnthropicWith(body, pc)
+		c, err = parseAnthropicScan(a)
 	case APIOpenAIChat:
-		return parseOpenAIChatWith(body, pc)
+		c, err = parseOpenAIChatScan(a)
 	case APIOpenAIResponses:
-		return parseOpenAIResponsesWith(body, pc)
+		c, err = parseOpenAIResponsesScan(a)
+	default:
+		err = fmt.Errorf("unknown API %q", api)
 	}
-	return nil, fmt.Errorf("unknown API %q", api)
+	if err != nil {
+		if terr := events.CheckText(body); terr != nil {
+			return nil, terr
+		}
+		return nil, err
+	}
+	if err := a.checkText(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // process is one request's prunesched stage: parse, identify, append the
@@ -32,12 +51,14 @@ func parse(api API, body []byte, pc *parseCache) (*conversation, error) {
 // pass through untouched and unlogged. ctx bounds appends; decideCtx ends
 // with the budget.
 func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool) (*plan, error) {
+	// Each stage's time goes to prunesched_proxy_stage_seconds, failed or
+	// not.
+	t := time.Now()
 	// Text the parse would change (not UTF-8, a lone surrogate) is never
 	// recorded altered: the request goes upstream untouched (fail open).
-	if err := events.CheckText(body); err != nil {
-		return nil, staged(StageParse, err)
-	}
-	conv, err := parse(api, body, &p.parses)
+	// The parse checks it (parseChecked).
+	conv, err := parseChecked(api, body, &p.parses)
+	t = p.met.stage(api, StageParse, t)
 	if err != nil {
 		return nil, staged(StageParse, err)
 	}
@@ -48,37 +69,56 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	pl := &plan{api: api, tenant: tenant, source: source, at: at, conv: conv, req: "preq-" + events.NewID()}
 	st, session, err := p.lane(ctx, tenant, base, conv)
 	if err != nil {
+		p.met.stage(api, StageLoad, t)
 		return nil, staged(StageLoad, err)
 	}
 	pl.session, pl.st = session, st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := p.load(ctx, tenant, session, st); err != nil {
+	err = p.load(ctx, tenant, session, st)
+	t = p.met.stage(api, StageLoad, t)
+	if err != nil {
 		return nil, staged(StageLoad, err)
 	}
-	if err := p.appendNew(ctx, pl, h); err != nil {
+	err = p.appendNew(ctx, pl, h)
+	t = p.met.stage(api, StageAppend, t)
+	if err != nil {
 		return nil, staged(StageAppend, err)
 	}
 	if abandoned.Load() {
 		return nil, staged(StageTimeout, errBudget)
 	}
-	app, err := p.cfg.Backend.DecideLive(decideCtx, tenant, session, st.lastSeq, at, pl.req)
+	app, err := p.decide(decideCtx, pl)
+	t = p.met.stage(api, StageDecide, t)
 	if err != nil {
 		return nil, staged(decideStage(decideCtx), err)
 	}
 	pl.app = app
+	err = p.render(pl)
+	p.met.stage(api, StageRender, t)
+	if err != nil {
+		return nil, staged(StageRender, err)
+	}
+	pl.rendered = true
+	return pl, nil
+}
+
+// decide decides the request live and waits for the projection to apply
+// the decision (and the request's facts). Caller holds pl.st.mu.
+func (p *Proxy) decide(decideCtx context.Context, pl *plan) (*events.Event, error) {
+	st := pl.st
+	app, err := p.cfg.Backend.DecideLive(decideCtx, pl.tenant, pl.session, st.lastSeq, pl.at, pl.req)
+	if err != nil {
+		return nil, err
+	}
 	wait := st.lastSeq
 	if app != nil {
 		wait = max(wait, app.Seq)
 	}
 	if err := p.cfg.Backend.WaitSeq(decideCtx, wait); err != nil {
-		return nil, staged(decideStage(decideCtx), err)
+		return nil, err
 	}
-	if err := p.render(pl); err != nil {
-		return nil, staged(StageRender, err)
-	}
-	pl.rendered = true
-	return pl, nil
+	return app, nil
 }
 
 // decideStage names a decide failure: the budget running out, or the

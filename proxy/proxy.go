@@ -35,6 +35,61 @@ type Proxy struct {
 
 	// parses caches the parses of recent request bodies.
 	parses parseCache
+
+	// bg tracks the work that outlives its request (Close).
+	bg background
+}
+
+// background tracks the goroutines the proxy leaves running after a
+// handler returns: a response's record, which goes on after the response
+// ended, and appends that continue after the budget ran out. Close waits
+// for them; after Close new work is not tracked (a record then finishes
+// before its response ends, as before there was a background).
+type background struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	// ctx is the parent of the tracked work's contexts; Close cancels it
+	// when its own context ends first.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// add counts one goroutine about to start; false after Close.
+func (b *background) add() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
+}
+
+// Close waits for the proxy's background work (records of responses
+// already sent, appends past the budget) to finish. When ctx ends first
+// the work is cancelled (a cancelled record fails and is counted in
+// prunesched_proxy_record_failures_total) and Close waits for it to
+// return, then returns ctx's error. Call it after the HTTP server stopped
+// (http.Server.Shutdown), before the Backend closes.
+func (p *Proxy) Close(ctx context.Context) error {
+	b := &p.bg
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		b.cancel()
+		<-done
+		return fmt.Errorf("proxy: close: background work cancelled: %w", ctx.Err())
+	}
 }
 
 type sessionKey struct{ tenant, session string }
@@ -88,6 +143,7 @@ func New(cfg Config) (*Proxy, error) {
 		oa = up
 	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}}
+	p.bg.ctx, p.bg.cancel = context.WithCancel(context.Background())
 	if cfg.Registry != nil {
 		p.met = NewMetrics(cfg.Registry)
 	}
@@ -146,6 +202,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		// timeout is replaced by one per write (copyResponse).
 		httplimit.StreamWrite(w, 0)
 		rb, err := httplimit.ReadBody(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
+		p.met.stage(api, StageRead, at)
 		if err != nil {
 			// The client's body could not be read whole: there is nothing
 			// to forward. Answer as the upstream would.
@@ -291,7 +348,15 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 	var abandoned atomic.Bool
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
 	decideCtx, cancelDecide := context.WithDeadline(bg, at.Add(p.cfg.Budget))
+	// The work may outlive the request (past the budget): Close waits
+	// for it, or cancels it.
+	tracked := p.bg.add()
+	stopOnClose := context.AfterFunc(p.bg.ctx, cancel)
 	go func() {
+		if tracked {
+			defer p.bg.wg.Done()
+		}
+		defer stopOnClose()
 		defer cancel()
 		defer cancelDecide()
 		defer func() {
@@ -430,7 +495,9 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 }
 
 // copyResponse streams resp to w unchanged (status, headers, body),
-// flushing as bytes arrive, and feeds cap. With cap, beforeEnd runs once
+// flushing as bytes arrive, and feeds cap until beforeEnd ran (then cap
+// belongs to the record, which may run in the background, and is not
+// touched again). With cap, beforeEnd runs once
 // before the end of the response can reach the client: before the bytes
 // that carry the stream's last event (cap.terminal), or, for a body that
 // is not an event stream, before its last bytes (held back one read, which
@@ -475,14 +542,18 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 		return true
 	}
 	holdLast := cap != nil && !cap.sse
-	buf, held := make([]byte, 32<<10), make([]byte, 0, 32<<10)
+	buf := make([]byte, 32<<10)
+	var held []byte
+	if holdLast {
+		held = make([]byte, 0, 32<<10)
+	}
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
 			if cap != nil && !ended {
-				// Once recorded, the capture belongs to the record (which
-				// may still run past its timeout): bytes after the last
+				// Once the record started, the capture belongs to it
+				// (it runs in the background): bytes after the last
 				// event are not read.
 				cap.write(chunk)
 			}
@@ -492,7 +563,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 				}
 				held = append(held[:0], chunk...)
 			} else {
-				if cap != nil && cap.terminal {
+				if cap != nil && !ended && cap.terminal {
 					end()
 				}
 				if !write(chunk) {

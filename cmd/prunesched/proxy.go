@@ -127,5 +127,10 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	// Responses already sent may still be recording: finish them before
+	// the service stops.
+	if err := px.Close(sctx); err != nil {
+		logger.Warn("prunesched proxy: shutdown", "err", err)
+	}
 	return nil
 }
