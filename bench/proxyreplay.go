@@ -55,14 +55,14 @@ type ReplayRow struct {
 	// StageP50 is the p50 in ms of each proxy stage over the row's
 	// requests (proxy.LatencyStages), read from the proxy's
 	// prunesched_proxy_stage_seconds histogram as histogram_quantile
-	// would (interpolated within its buckets). The record stage runs
-	// after the response, off the client's path.
+	// would (interpolated within its buckets), and "added", the whole
+	// time before forwarding (prunesched_proxy_added_seconds). The record
+	// stage runs after the response, off the client's path.
 	StageP50 map[string]float64 `json:"stage_p50_ms,omitempty"`
 	// StageMean is each stage's mean in ms (exact: the histogram's sum
 	// over its count). Means add up where medians do not: the stages'
-	// means before forwarding sum to about the mean of "added"
-	// (prunesched_proxy_added_seconds, also listed), the rest being the
-	// budget goroutine's hand-offs and decoding.
+	// means before forwarding sum to about the mean of "added", the rest
+	// being the budget goroutine's hand-offs and decoding.
 	StageMean map[string]float64 `json:"stage_mean_ms,omitempty"`
 }
 

@@ -478,8 +478,12 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		select {
 		case <-done:
 		case <-expired:
-			// The record, cancelled here, fails and counts the timeout.
+			// The record, cancelled here, fails and counts the timeout
+			// (unless it ended meanwhile: the first cancel wins).
 			cancel(errRecordTimeout)
+			if context.Cause(ctx) != errRecordTimeout {
+				return
+			}
 			p.log.Warn("proxy: recording the response took longer than the record timeout; record cancelled, response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
 		}
 	}()

@@ -201,8 +201,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		// The answer may take minutes (generation): the server's write
 		// timeout is replaced by one per write (copyResponse).
 		httplimit.StreamWrite(w, 0)
+		readStart := time.Now()
 		rb, err := httplimit.ReadBody(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
-		p.met.stage(api, StageRead, at)
+		p.met.stage(api, StageRead, readStart)
 		if err != nil {
 			// The client's body could not be read whole: there is nothing
 			// to forward. Answer as the upstream would.
