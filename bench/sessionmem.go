@@ -44,7 +44,13 @@ type SessionMemory struct {
 	// IdleBytes is the compact form: what the pipeline still holds per
 	// session after the idle sweep (keys, watermarks, the scheduler's
 	// pending summary), measured by dropping the pipeline (its fixed
-	// cost, taken before any session, subtracted).
+	// cost, taken before any session with its store's blob cache filled,
+	// subtracted; both on a server a warm-up pipeline already left its
+	// durable consumers on, and read once the server is quiet). An upper bound: it also counts what the
+	// pipeline's consumers grew while catching up (buffers, queues),
+	// divided among the sessions measured. With a few sessions this is
+	// within the heap readings' noise (a few hundred KiB to a few MiB in
+	// all, either sign); IdleRSS.CompactBytes measures it over 10,000.
 	IdleBytes float64 `json:"idle_bytes"`
 	// ServerIdleBytes is the rest of the heap's growth per idle session:
 	// the embedded server's share (subjects, consumer state, the duplicate
@@ -71,6 +77,12 @@ type IdleRSS struct {
 	HeapBefore int64 `json:"heap_before"`
 	HeapHot    int64 `json:"heap_hot"`
 	HeapIdle   int64 `json:"heap_idle"`
+	// CompactBytes is the compact form per idle session, measured as
+	// SessionMemory.IdleBytes is (see measuredPipeline), over all the
+	// sessions: what a few hundred KiB of noise in the heap readings
+	// cannot hide when divided by 10,000. The compact form holds nothing
+	// per item, so it is the same at any session size.
+	CompactBytes float64 `json:"compact_bytes"`
 }
 
 // sessionMemory measures, on the real pipeline over an embedded server,
@@ -80,7 +92,8 @@ type IdleRSS struct {
 //
 // The three holders are measured by what their idle sweeps free, the
 // compact form by what dropping the whole pipeline frees beyond its fixed
-// cost, the fact-id index by what dropping a store that loaded it frees;
+// cost (measuredPipeline; with 10,000 sessions in idleRSS, where the
+// noise of the heap readings divides out), the fact-id index by what dropping a store that loaded it frees;
 // the rest of the heap's growth is the server's. The embedded server shares the process and its caches expire on timers,
 // so heaps compared across server activity are read once it is quiet
 // (settledHeap).
@@ -95,7 +108,7 @@ func (b *runner) sessionMemory(ctx context.Context) error {
 			return err
 		}
 		b.res.SessionMemory = append(b.res.SessionMemory, m)
-		b.progress("session-memory: %d items (%d sessions): hot %.0f KiB (eligibility %.0f, scheduler %.0f, projection %.0f); idle %.2f KiB + fact-id index %.0f KiB (server %.0f KiB); rebuild on demand %.1f ms",
+		b.progress("session-memory: %d items (%d sessions): hot %.0f KiB (eligibility %.0f, scheduler %.0f, projection %.0f); idle %.2f KiB (heap noise: measured over 10,000 sessions below) + fact-id index %.0f KiB (server %.0f KiB); rebuild on demand %.1f ms",
 			size, k, m.HotBytes/1024, m.EligibilityBytes/1024, m.SchedulerBytes/1024, m.ProjectionBytes/1024, m.IdleBytes/1024, m.IDIndexBytes/1024, m.ServerIdleBytes/1024, m.RebuildMs)
 	}
 	rss, err := b.idleRSS(ctx, b.pick(10000, 1000), b.size(20))
@@ -103,8 +116,8 @@ func (b *runner) sessionMemory(ctx context.Context) error {
 		return err
 	}
 	b.res.IdleRSS = rss
-	b.progress("session-memory: %d idle sessions of %d items: RSS %.0f MiB before, %.0f MiB held, %.0f MiB idle; live heap %.0f / %.0f / %.0f MiB",
-		rss.Sessions, rss.Items, mib(rss.RSSBefore), mib(rss.RSSHot), mib(rss.RSSIdle), mib(rss.HeapBefore), mib(rss.HeapHot), mib(rss.HeapIdle))
+	b.progress("session-memory: %d idle sessions of %d items: RSS %.0f MiB before, %.0f MiB held, %.0f MiB idle; live heap %.0f / %.0f / %.0f MiB; compact form %.0f B per session",
+		rss.Sessions, rss.Items, mib(rss.RSSBefore), mib(rss.RSSHot), mib(rss.RSSIdle), mib(rss.HeapBefore), mib(rss.HeapHot), mib(rss.HeapIdle), rss.CompactBytes)
 	return nil
 }
 
@@ -116,24 +129,13 @@ func (b *runner) sessionMemoryAt(ctx context.Context, size, k int) (SessionMemor
 		return m, err
 	}
 	defer r.close()
-	// The pipeline reads through a store of its own, so dropping it drops
-	// everything it holds.
-	hNone := b.settledHeap(ctx)
-	pst, err := store.Open(ctx, r.nc, store.Config{Tokens: tokens.New(), SoleWriter: true}, nil)
+	p, stop, hNone, hEmpty, err := b.measuredPipeline(ctx, r)
 	if err != nil {
 		return m, err
-	}
-	p, stop, err := b.startPipelineConfig(pst, pipeline.Config{IdleAfter: -1})
-	if err != nil {
-		return SessionMemory{}, err
 	}
 	defer stop()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	if err := p.WaitIdle(wctx); err != nil {
-		return m, fmt.Errorf("session-memory: %w", err)
-	}
-	hEmpty := b.settledHeap(ctx)
 	names := make([]string, k)
 	for i := range names {
 		names[i] = fmt.Sprintf("smem%d-%d", size, i)
@@ -183,8 +185,8 @@ func (b *runner) sessionMemoryAt(ctx context.Context, size, k int) (SessionMemor
 	// included, the fact-id index excluded (below).
 	hIdle := b.settledHeap(ctx)
 	stop()
-	p, pst = nil, nil
-	hGone := liveHeap()
+	p = nil
+	hGone := b.settledHeap(ctx)
 	m.IdleBytes = per((hIdle - hGone) - (hEmpty - hNone))
 	withServer := per(hIdle - hEmpty)
 	// The fact-id index: a store that loaded every session's ids (to
@@ -207,6 +209,59 @@ func (b *runner) sessionMemoryAt(ctx context.Context, size, k int) (SessionMemor
 	m.IDIndexBytes = per(hIdx - liveHeap())
 	m.ServerIdleBytes = withServer - m.IDIndexBytes - m.IdleBytes
 	return m, nil
+}
+
+// measuredPipeline starts on r's stream a pipeline (no idle timer) whose
+// memory the caller measures by stopping and dropping it, and returns the
+// live heap before it started (hNone) and once it is idle with no session
+// yet (hEmpty), both read once the server is quiet. It reads through a
+// store of its own, so dropping it drops everything it holds. Two things
+// make its fixed cost (hEmpty - hNone) count what its stop frees, so that
+// the compact form measured as (heap before its stop - heap after) -
+// (hEmpty - hNone) is neither negative nor inflated by shared state:
+//   - a warm-up pipeline run to idle and stopped first leaves on the
+//     server what any pipeline creates there and keeps past its stop (the
+//     durable consumers and their state); without it those were counted
+//     in the fixed cost but never freed by the stop, and the compact form
+//     came out negative (-56 and -695 KiB per session);
+//   - its store's blob cache (bounded, shared by all sessions) is filled
+//     with the workload's outputs before hEmpty, as full as it is at the
+//     end, rather than counted as the sessions'.
+func (b *runner) measuredPipeline(ctx context.Context, r *logRig) (p *pipeline.Pipeline, stop func(), hNone, hEmpty int64, err error) {
+	open := func() (*pipeline.Pipeline, *store.Store, func(), error) {
+		st, err := store.Open(ctx, r.nc, store.Config{Tokens: tokens.New(), SoleWriter: true}, nil)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		p, stop, err := b.startPipelineConfig(st, pipeline.Config{IdleAfter: -1})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		if err := p.WaitIdle(wctx); err != nil {
+			stop()
+			return nil, nil, nil, fmt.Errorf("session-memory: %w", err)
+		}
+		return p, st, stop, nil
+	}
+	_, _, warmStop, err := open()
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	warmStop()
+	hNone = b.settledHeap(ctx)
+	p, st, stop, err := open()
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	for _, h := range b.w.hashes {
+		if _, err := st.GetBlob(ctx, h); err != nil {
+			stop()
+			return nil, nil, 0, 0, fmt.Errorf("session-memory: read blob %s: %w", h, err)
+		}
+	}
+	return p, stop, hNone, b.settledHeap(ctx), nil
 }
 
 // appendSessions appends the sessions named, of size items each, with
@@ -263,13 +318,13 @@ func (b *runner) idleRSS(ctx context.Context, n, items int) (*IdleRSS, error) {
 		return nil, err
 	}
 	defer r.close()
-	p, stop, err := b.startPipelineConfig(r.st, pipeline.Config{IdleAfter: -1})
+	p, stop, hNone, hEmpty, err := b.measuredPipeline(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	out := &IdleRSS{Sessions: n, Items: items, Facts: n * len(b.w.session("", "x", items))}
-	out.HeapBefore, out.RSSBefore = b.settledHeap(ctx), rss()
+	out.HeapBefore, out.RSSBefore = hEmpty, rss()
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("idle%05d", i)
@@ -286,6 +341,9 @@ func (b *runner) idleRSS(ctx context.Context, n, items int) (*IdleRSS, error) {
 	p.EvictIdle()
 	p.EvictIdle()
 	out.HeapIdle, out.RSSIdle = b.settledHeap(ctx), rss()
+	stop()
+	p = nil
+	out.CompactBytes = float64((out.HeapIdle-b.settledHeap(ctx))-(hEmpty-hNone)) / float64(n)
 	return out, nil
 }
 

@@ -21,6 +21,9 @@ type moment struct {
 	// samePrefix is true when prev and cur render the same context (no
 	// host compaction between), so offsets in prev are meaningful.
 	samePrefix bool
+	// prevOff are the token offsets of prev's items (offsets), when
+	// samePrefix.
+	prevOff []int
 }
 
 // Decide is called for the model request that is the session's fact number
@@ -51,10 +54,9 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 		}
 	}
 	if m.samePrefix {
-		off, _ := c.offsets(m.prev)
 		for i := range cands {
 			if cands[i].sent {
-				cands[i].offset = off[cands[i].pos-m.prev.lo]
+				cands[i].offset = m.prevOff[cands[i].pos-m.prev.lo]
 			}
 		}
 	}
@@ -104,8 +106,13 @@ func (c *Core) momentAt(f int, at time.Time) moment {
 	m.curTotal = c.tokens(m.cur)
 	if m.cs.prev >= 0 {
 		m.prev = c.spanAt(c.reqs[m.cs.prev].fact)
-		m.prevTotal = c.tokens(m.prev)
 		m.samePrefix = m.prev.lo == m.cur.lo
+		if m.samePrefix {
+			// One pass for both (Decide needs the offsets then).
+			m.prevOff, m.prevTotal = c.offsets(m.prev)
+		} else {
+			m.prevTotal = c.tokens(m.prev)
+		}
 	}
 	return m
 }

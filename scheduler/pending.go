@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"sort"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
@@ -90,34 +89,35 @@ func (c *Core) effectiveMap(f int) map[string]*mark {
 }
 
 // candidates returns the marks that would change the bundle rendered at f,
-// in render order of their items. DEFER and ABSTAIN marks apply nothing:
-// as the latest mark of an item they cancel a pending PRUNE, but they do
-// not undo an applied one (only a KEEP or a Restore fact does).
+// in render order of their items, in a slice the next call reuses. DEFER
+// and ABSTAIN marks apply nothing: as the latest mark of an item they
+// cancel a pending PRUNE, but they do not undo an applied one (only a KEEP
+// or a Restore fact does).
 func (c *Core) candidates(f int) []candidate {
 	s := c.spanAt(f)
-	var out, held []candidate
+	out := c.scratch.cands[:0]
+	var held []candidate
 	// Map order is fine: out is sorted by (position, seq) below, a total
 	// order (an item has one winner).
 	for _, m := range c.effectiveMap(f) {
-		if c.appliedMark[m.id] {
+		if m.applied {
 			continue
 		}
 		d := m.m.Decision
 		if d != events.Prune && d != events.Keep {
 			continue
 		}
-		it := c.target(m.m)
+		it, ph := c.markTarget(m)
 		if it == nil {
 			continue
 		}
-		pos := c.byID[it.id]
+		pos := it.pos
 		if pos < s.lo || pos >= s.hi {
 			continue
 		}
 		pruned, size := it.stateAt(f)
 		switch {
 		case d == events.Prune && !pruned:
-			ph := c.placeholder(it, m.m)
 			out = append(out, candidate{mk: m, it: it, pos: pos, prune: true, net: it.tokens - ph, ph: ph})
 		case d == events.Prune && pruned && spanned(it, f) != (m.m.Reason == events.ReasonSpanReference):
 			// From a span reference to a whole removal (a rung proved more
@@ -127,7 +127,6 @@ func (c *Core) candidates(f int) []candidate {
 			// at once like any restore. A span reference replaced by
 			// another stays as applied: the projection renders the item
 			// whole when the lines it names are gone.
-			ph := c.placeholder(it, m.m)
 			out = append(out, candidate{mk: m, it: it, pos: pos, prune: ph < size, net: size - ph, ph: ph})
 		case d == events.Keep && pruned:
 			cd := candidate{mk: m, it: it, pos: pos, net: size - it.tokens, ph: -size}
@@ -161,12 +160,8 @@ func (c *Core) candidates(f int) []candidate {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].pos != out[j].pos {
-			return out[i].pos < out[j].pos
-		}
-		return out[i].mk.seq < out[j].mk.seq
-	})
+	sortByPos(out)
+	c.scratch.cands = out
 	return out
 }
 

@@ -57,8 +57,15 @@ func (c *Core) commonPrefix(a, b span) int {
 
 // offsets returns the token offset of every item of s within the bundle
 // rendered in s, indexed by position in c.items minus s.lo, and the total.
+// The slice is reused by the next call.
 func (c *Core) offsets(s span) ([]int, int) {
-	off := make([]int, s.hi-s.lo)
+	off := c.scratch.off
+	if n := s.hi - s.lo; cap(off) >= n {
+		off = off[:n]
+	} else {
+		off = make([]int, n, n+n/4)
+	}
+	c.scratch.off = off
 	n := 0
 	for i, it := range c.items[s.lo:s.hi] {
 		off[i] = n

@@ -12,6 +12,7 @@ import (
 // item is one unit of context in render order.
 type item struct {
 	id     string
+	pos    int // index in Core.items
 	fact   int // fact index at which the item entered the session
 	tokens int
 	callID string // tool call id, for tool inputs and results
@@ -89,6 +90,14 @@ type mark struct {
 	at    time.Time
 	m     *events.Mark
 	index int // position in Core.marks
+	// applied is set once an application put the mark into effect.
+	applied bool
+	// tgt is the item the mark removes once resolved for good (see
+	// Core.markTarget), and ph its placeholder tokens (Core.placeholder):
+	// both fixed from then on, so a Decide does not look them up again
+	// for every mark of a long session.
+	tgt *item
+	ph  int
 }
 
 // Core is the scheduler core for one session. It is not safe for
@@ -113,7 +122,6 @@ type Core struct {
 	marks       []*mark
 	markByID    map[string]*mark
 	marksByItem map[string][]*mark
-	appliedMark map[string]bool
 	appsSeen    map[string]bool
 	// waiting holds applications whose marks were not observed yet:
 	// mark id -> fact index the application took effect at.
@@ -128,6 +136,13 @@ type Core struct {
 
 	// eff keeps effective's winners between calls (see effective).
 	eff effCache
+	// scratch holds Decide's working slices between calls, so a request
+	// on a long session does not allocate them anew: nothing keeps them
+	// past the call that filled them.
+	scratch struct {
+		cands, sent, mandatory []candidate
+		off                    []int
+	}
 
 	// plan, when set (hindsight replays only), overrides the timing rules:
 	// a PRUNE mark applies at the request whose index (among the session's
@@ -151,7 +166,6 @@ func New(p policy.Policy, tenant, session string) *Core {
 		byID:        map[string]int{},
 		markByID:    map[string]*mark{},
 		marksByItem: map[string][]*mark{},
-		appliedMark: map[string]bool{},
 		appsSeen:    map[string]bool{},
 		waiting:     map[string]int{},
 		reasons:     map[string]waitReason{},
@@ -250,7 +264,7 @@ func (c *Core) addItem(id string, f, tokens, bytes int, callID string, result bo
 		tokens = events.EstimateTokens(bytes)
 	}
 	c.byID[id] = len(c.items)
-	c.items = append(c.items, &item{id: id, fact: f, tokens: tokens, callID: callID, result: result})
+	c.items = append(c.items, &item{id: id, pos: len(c.items), fact: f, tokens: tokens, callID: callID, result: result})
 }
 
 func (c *Core) observeRequest(ev events.Event, p *events.ModelRequest, f int) {
@@ -328,18 +342,18 @@ func (c *Core) observeApplication(ev events.Event, p *events.Application) {
 
 // applyMark puts one mark into effect from fact index eff on.
 func (c *Core) applyMark(m *mark, eff int) {
-	if c.appliedMark[m.id] {
+	if m.applied {
 		return
 	}
-	c.appliedMark[m.id] = true
-	it := c.target(m.m)
+	m.applied = true
+	it, ph := c.markTarget(m)
 	if it == nil {
 		return
 	}
 	ch := change{eff: eff}
 	if m.m.Decision == events.Prune {
 		ch.pruned = true
-		ch.placeholder = c.placeholder(it, m.m)
+		ch.placeholder = ph
 		if m.m.Reason == events.ReasonSpanReference {
 			ch.span = true
 			if r := m.m.Recoverability; r != nil {
@@ -354,21 +368,41 @@ func (c *Core) applyMark(m *mark, eff int) {
 	it.changes[k] = ch
 }
 
-// target resolves the item a mark removes. Mark.Item names the item; when
+// resolve returns the item a mark removes. Mark.Item names the item; when
 // Part is "input" and the named item is a tool result, the call's input
-// item (events.CallInputItem) is meant.
-func (c *Core) target(m *events.Mark) *item {
+// item (events.CallInputItem) is meant. final says the answer cannot
+// change (items are only added): it can while the mark names a result
+// whose input was not seen yet.
+func (c *Core) resolve(m *events.Mark) (it *item, final bool) {
 	i, ok := c.byID[m.Item]
 	if !ok {
-		return nil
+		return nil, false
 	}
-	it := c.items[i]
+	it = c.items[i]
 	if m.Part == "input" && it.result {
 		if j, ok := c.byID[events.CallInputItem(it.callID)]; ok {
-			return c.items[j]
+			return c.items[j], true
 		}
+		return it, false
 	}
-	return it
+	return it, true
+}
+
+// markTarget returns the item m removes (resolve) and its placeholder
+// tokens (placeholder), kept on the mark once final.
+func (c *Core) markTarget(m *mark) (*item, int) {
+	if m.tgt != nil {
+		return m.tgt, m.ph
+	}
+	it, final := c.resolve(m.m)
+	if it == nil {
+		return nil, 0
+	}
+	ph := c.placeholder(it, m.m)
+	if final {
+		m.tgt, m.ph = it, ph
+	}
+	return it, ph
 }
 
 // placeholder is the size of the placeholder left for it: the item's

@@ -1,8 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -22,7 +23,8 @@ func ruleNeverSent(cd candidate) bool { return !cd.sent }
 // largest positive value saving - break (see costs.go) applies, trigger
 // break_even. The rest stay pending with the numbers that kept them.
 func (c *Core) perMark(m moment, cands []candidate) ([]candidate, events.Trigger) {
-	var mandatory, sent []candidate
+	mandatory, sent := c.scratch.mandatory[:0], c.scratch.sent[:0]
+	defer func() { c.scratch.mandatory, c.scratch.sent = mandatory[:0], sent[:0] }()
 	restore := false
 	for _, cd := range cands {
 		switch {
@@ -97,10 +99,13 @@ func (w waitReason) String() string {
 func money(v float64) string { return fmt.Sprintf("%.3g", v) }
 
 func sortByPos(cs []candidate) {
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].pos != cs[j].pos {
-			return cs[i].pos < cs[j].pos
+	// A total order (a mark is one candidate), so any sort gives the same
+	// result; SortFunc avoids sort.Slice's reflective swaps of these
+	// large structs.
+	slices.SortFunc(cs, func(a, b candidate) int {
+		if a.pos != b.pos {
+			return cmp.Compare(a.pos, b.pos)
 		}
-		return cs[i].mk.seq < cs[j].mk.seq
+		return cmp.Compare(a.mk.seq, b.mk.seq)
 	})
 }
