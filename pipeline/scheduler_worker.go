@@ -290,12 +290,7 @@ func (w *SchedulerWorker) updatePending(k sessionKey, s *schedSession) {
 		return
 	}
 	sum := pendingSummary{part: w.log.PartitionOf(k.tenant, k.session)}
-	for _, pm := range s.core.Pending() {
-		sum.n++
-		if sum.oldest.IsZero() || pm.Since.Before(sum.oldest) {
-			sum.oldest = pm.Since
-		}
-	}
+	sum.n, sum.oldest = s.core.PendingSummary()
 	w.gmu.Lock()
 	defer w.gmu.Unlock()
 	if sum.n == 0 {

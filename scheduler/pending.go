@@ -210,6 +210,19 @@ func (c *Core) Pending() []PendingMark {
 	return out
 }
 
+// PendingSummary is Pending reduced to what a gauge needs: how many marks
+// wait and the time of the oldest (zero when none). It builds no reason
+// strings, so a worker can call it after every live decision.
+func (c *Core) PendingSummary() (n int, oldest time.Time) {
+	for _, cd := range c.candidates(c.facts + 1) {
+		n++
+		if oldest.IsZero() || cd.mk.at.Before(oldest) {
+			oldest = cd.mk.at
+		}
+	}
+	return n, oldest
+}
+
 // Facts returns how many session facts the core has observed: the fact
 // index the next observed fact will get (what Decide wants as factIndex for
 // a request about to be observed).

@@ -110,6 +110,17 @@ func TestScheduledTriggers(t *testing.T) {
 				require_eq(t, "applications", len(apps), 0)
 				pend := c.Pending()
 				require_eq(t, "pending", len(pend), tc.want.pending)
+				n, oldest := c.PendingSummary()
+				require_eq(t, "pending summary", n, len(pend))
+				var want time.Time
+				for _, pm := range pend {
+					if want.IsZero() || pm.Since.Before(want) {
+						want = pm.Since
+					}
+				}
+				if !oldest.Equal(want) {
+					t.Fatalf("pending summary oldest = %v, want %v", oldest, want)
+				}
 				if !strings.Contains(pend[0].Reason, tc.want.reason) {
 					t.Fatalf("reason %q does not contain %q", pend[0].Reason, tc.want.reason)
 				}
@@ -126,6 +137,9 @@ func TestScheduledTriggers(t *testing.T) {
 			}
 			require_eq(t, "first divergence", a.FirstDivergence, 2000)
 			require_eq(t, "pending after", len(c.Pending()), 0)
+			if n, oldest := c.PendingSummary(); n != 0 || !oldest.IsZero() {
+				t.Fatalf("pending summary after = %d, %v; want 0, zero", n, oldest)
+			}
 		})
 	}
 }
