@@ -143,9 +143,7 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		return nil, err
 	}
 	up, _ := url.Parse(r.urls[0])
-	bare := httputil.NewSingleHostReverseProxy(up)
-	bare.FlushInterval = -1 // flush every write, as the prunesched proxy does
-	if r.urls[1], err = serve(bare); err != nil {
+	if r.urls[1], err = serve(bareProxy(up)); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -159,6 +157,22 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// bareProxy is the baseline: a plain httputil.ReverseProxy to up that
+// flushes every write, as the prunesched proxy does. It runs full duplex:
+// Go's HTTP/1 server otherwise closes a request body once the handler
+// starts its response, and the transport, still finishing the request
+// (its last read checks the body's end), tears down the connection to the
+// upstream mid-answer (golang/go#40747): under load a streamed answer broke
+// off and the bench aborted with "unexpected EOF".
+func bareProxy(up *url.URL) http.Handler {
+	rp := httputil.NewSingleHostReverseProxy(up)
+	rp.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
 }
 
 // upstream answers a replayed request with its recorded answer, after
