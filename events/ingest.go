@@ -24,6 +24,23 @@ type TokenCounter interface {
 	Count(s string) int
 }
 
+// ContentCounter is a TokenCounter that can count a payload known by its
+// content address (hash = HashBytes of s), so it may remember the counts of
+// payloads it has seen: tool outputs repeat (re-read files, re-run tests)
+// and tokenizing is the costliest step of preparing an event.
+type ContentCounter interface {
+	CountContent(hash, s string) int
+}
+
+// countContent counts s, whose content address is hash, by content when tc
+// can.
+func countContent(tc TokenCounter, hash, s string) int {
+	if cc, ok := tc.(ContentCounter); ok {
+		return cc.CountContent(hash, s)
+	}
+	return tc.Count(s)
+}
+
 // Prepare turns an event in input form into its stored form: an inline tool
 // output moves to the blob store and is replaced by its content address, and
 // token counts are filled in once, here, so nothing downstream tokenizes
@@ -50,7 +67,7 @@ func Prepare(ctx context.Context, e Event, blobs BlobPutter, tc TokenCounter) (E
 			if err := blobs.PutBlob(ctx, h, data); err != nil {
 				return e, fmt.Errorf("store output of %s: %w", p.Item, err)
 			}
-			cp.OutputRef = &ContentRef{Hash: h, Bytes: len(data), Tokens: tc.Count(*p.Output)}
+			cp.OutputRef = &ContentRef{Hash: h, Bytes: len(data), Tokens: countContent(tc, h, *p.Output)}
 			cp.Output = nil
 			e.Data = &cp
 		}

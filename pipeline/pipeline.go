@@ -384,44 +384,9 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 	return p.Projection.WaitSeq(ctx, streamLast)
 }
 
-// Log adapts the store to what the workers need, adding a read of one
-// session's marks since a sequence.
+// Log adapts the store to what the workers need.
 type Log struct {
 	*store.Store
-}
-
-// MarksSince returns the session's marks stored after afterSeq, in order,
-// read from the stream leader (the stream allows no direct gets: a lagging
-// replica could hide a mark already stored, see store.StreamConfig).
-func (l *Log) MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
-	subj := events.StoredSubject(tenant, session, events.KindMark, l.PartitionOf(tenant, session))
-	return l.marksOneByOne(ctx, subj, afterSeq)
-}
-
-// marksOneByOne reads the marks on subj after afterSeq with one get each.
-func (l *Log) marksOneByOne(ctx context.Context, subj string, afterSeq uint64) ([]events.Event, error) {
-	stream, err := l.JS().Stream(ctx, events.StreamName)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", events.StreamName, err)
-	}
-	var out []events.Event
-	seq := afterSeq + 1
-	for {
-		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get mark after seq %d: %w", seq, err)
-		}
-		ev, err := events.Decode(raw.Data)
-		if err != nil {
-			return nil, fmt.Errorf("decode mark at seq %d: %w", raw.Sequence, err)
-		}
-		ev.Seq = raw.Sequence
-		out = append(out, ev)
-		seq = raw.Sequence + 1
-	}
 }
 
 // registerProjectionMemory exports the projection's memory bound at work:

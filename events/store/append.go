@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,18 +62,9 @@ func (s *Store) Append(ctx context.Context, evs []events.Event) ([]events.Event,
 	if err := s.putOutputs(ctx, evs); err != nil {
 		return nil, err
 	}
-	out := make([]events.Event, len(evs))
-	msgs := make([]*nats.Msg, len(evs))
-	digests := make([][sha256.Size]byte, len(evs))
-	for i, e := range evs {
-		stored, msg, err := s.prepare(ctx, e)
-		if err != nil {
-			return nil, &EventError{Index: i, ID: e.ID, Err: err}
-		}
-		out[i], msgs[i] = stored, msg
-		if stored.IsFact() {
-			digests[i] = digestOf(msg.Data)
-		}
+	out, msgs, digests, err := s.prepareBatch(ctx, evs)
+	if err != nil {
+		return nil, err
 	}
 	// The facts' sessions stay locked in this process until their ids are
 	// recorded. skip marks facts not to publish: stored before (Seq set)
@@ -220,6 +213,89 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 	return m.Sequence, nil
 }
 
+// prepareBatch prepares a validated batch (see prepare) and digests its
+// facts' stored encodings. Tokenizing is CPU-bound and each event's result
+// depends on that event alone, so a batch with enough text to count is
+// prepared on up to GOMAXPROCS goroutines; results keep the batch's order
+// and the error returned is that of the first failing event, as if
+// prepared one by one.
+func (s *Store) prepareBatch(ctx context.Context, evs []events.Event) ([]events.Event, []*nats.Msg, [][sha256.Size]byte, error) {
+	out := make([]events.Event, len(evs))
+	msgs := make([]*nats.Msg, len(evs))
+	digests := make([][sha256.Size]byte, len(evs))
+	errs := make([]error, len(evs))
+	one := func(i int) {
+		stored, msg, err := s.prepare(ctx, evs[i])
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		out[i], msgs[i] = stored, msg
+		if stored.IsFact() {
+			digests[i] = digestOf(msg.Data)
+		}
+	}
+	procs := min(runtime.GOMAXPROCS(0), len(evs))
+	if procs < 2 || countBytes(evs) < parallelCountBytes {
+		for i := range evs {
+			if one(i); errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var (
+			next atomic.Int64
+			wg   sync.WaitGroup
+		)
+		for range procs {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(evs) {
+						return
+					}
+					one(i)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, nil, nil, &EventError{Index: i, ID: evs[i].ID, Err: err}
+		}
+	}
+	return out, msgs, digests, nil
+}
+
+// parallelCountBytes is the text to tokenize from which a batch is
+// prepared in parallel: the tokenizer does a few MB/s, so 16 KiB is a few
+// milliseconds, well over the cost of starting the goroutines.
+const parallelCountBytes = 16 << 10
+
+// countBytes is the size of the text Prepare tokenizes in evs: texts
+// without a count yet and inline tool outputs.
+func countBytes(evs []events.Event) int {
+	n := 0
+	for _, e := range evs {
+		switch p := e.Data.(type) {
+		case *events.Message:
+			if p.Tokens == 0 {
+				n += len(p.Text)
+			}
+		case *events.ToolCall:
+			if p.InputTokens == 0 {
+				n += len(p.Input)
+			}
+		case *events.ToolResult:
+			if p.Output != nil {
+				n += len(*p.Output)
+			}
+		}
+	}
+	return n
+}
+
 // prepare turns a validated input-form event into its stored form and the
 // message to publish.
 func (s *Store) prepare(ctx context.Context, e events.Event) (events.Event, *nats.Msg, error) {
@@ -306,7 +382,8 @@ func (s *Store) sessionSubject(tenant, session string, kind events.SubjectKind) 
 const putConcurrency = 8
 
 // putOutputs stores a batch's inline tool outputs concurrently before the
-// events are prepared one by one, so a batch with many new outputs waits
+// events are prepared (prepareBatch: on at most GOMAXPROCS goroutines, and
+// only when there is much text to count), so a batch with many new outputs waits
 // for the object store's round trips (a look-up, the chunks, the metadata)
 // about once instead of once per output; Prepare's own PutBlob then finds
 // each one in the blob cache. Failures name the event, as prepare's do.

@@ -82,3 +82,22 @@ func BenchmarkReadSession(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkAppendCounted appends batches in input form (texts without
+// counts, inline outputs, some repeated): the tokenizer's share of the
+// append path, prepared in parallel.
+func BenchmarkAppendCounted(b *testing.B) {
+	srv := startEmbedded(b, "", false)
+	s := openStore(b, connectAdmin(b, srv), Config{Tokens: tokens.New(), SoleWriter: true})
+	ctx := testCtx(b)
+	i, n := 0, 0
+	for b.Loop() {
+		i++
+		evs := countedBatch(fmt.Sprintf("counted%d", i))
+		n += len(evs)
+		if _, err := s.Append(ctx, evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}

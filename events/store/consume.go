@@ -232,12 +232,18 @@ func (g *gapDetector) see(msg jetstream.Msg) {
 	if err != nil {
 		return
 	}
-	if d := meta.Sequence.Consumer; g.last != 0 && d != g.last+1 && g.onGap != nil {
+	g.seeDelivery(meta.Sequence.Consumer)
+}
+
+// seeDelivery is see for a message whose delivery sequence d the caller
+// has parsed already.
+func (g *gapDetector) seeDelivery(d uint64) {
+	if g.last != 0 && d != g.last+1 && g.onGap != nil {
 		g.log.Info("consume: deliveries went to another client; dropping cached state",
 			slog.Uint64("last", g.last), slog.Uint64("now", d))
 		g.onGap()
 	}
-	g.last = meta.Sequence.Consumer
+	g.last = d
 }
 
 // handle runs the handler for one message and settles it.

@@ -100,13 +100,14 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	b.gaps.see(msg)
+	// The metadata is parsed from the reply subject: once per message.
 	meta, err := msg.Metadata()
 	if err != nil {
 		b.log.Error("consume: message without metadata", slog.String("subject", msg.Subject()), slog.Any("err", err))
 		_ = msg.Term()
 		return
 	}
+	b.gaps.seeDelivery(meta.Sequence.Consumer)
 	seq := meta.Sequence.Stream
 	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
 	if err != nil {

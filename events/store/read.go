@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -100,7 +101,10 @@ func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConf
 	if err != nil {
 		return 0, fmt.Errorf("create ordered consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxBytes(s.cfg.ReadBufferBytes))
+	// A message bound beside the byte bound: with bytes alone the client
+	// sizes its read-ahead channel for a million messages (8 MB allocated
+	// and cleared per read, a session's first read by each worker).
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(readAheadMessages, s.cfg.ReadBufferBytes))
 	if err != nil {
 		return 0, fmt.Errorf("start ordered consumer: %w", err)
 	}
@@ -130,6 +134,10 @@ func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConf
 		}
 	}
 }
+
+// readAheadMessages bounds the messages a reader buffers ahead of its
+// caller (and asks for in one pull), beside Config.ReadBufferBytes.
+const readAheadMessages = 4096
 
 // stopOrdered stops the iterator and deletes the ephemeral consumer instead
 // of leaving it to the server's inactivity cleanup.
@@ -211,3 +219,58 @@ func (s *Store) StreamLastSeq(ctx context.Context) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
+
+// MarksSince returns the session's marks stored after stream sequence
+// afterSeq, in order, decoded strictly with Seq set. Everything the stream
+// leader held when the call began is included: the leader answers the
+// session's last mark (the stream allows no direct gets: a lagging replica
+// could hide a mark already stored, see StreamConfig), and the marks up to
+// it are read with single gets from the leader while they are few
+// (marksByGet), then in one batch with an ordered consumer bounded by that
+// last mark (which waits for a lagging replica instead of missing marks).
+// No mark after afterSeq costs one request; one mark, two.
+func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	subj, err := s.sessionSubject(tenant, session, events.KindMark)
+	if err != nil {
+		return nil, fmt.Errorf("marks since: %w", err)
+	}
+	last, err := s.LastSeq(ctx, tenant, session, events.KindMark)
+	if err != nil {
+		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+	}
+	var out []events.Event
+	seq := afterSeq + 1
+	for len(out) < marksByGet && seq <= last {
+		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil // cannot happen on an append-only stream
+		}
+		if err != nil {
+			return nil, fmt.Errorf("marks of %s: get after seq %d: %w", subj, afterSeq, err)
+		}
+		e, err := decodeMsg(raw.Subject, raw.Sequence, raw.Data)
+		if err != nil {
+			return nil, fmt.Errorf("marks of %s: %w", subj, err)
+		}
+		out = append(out, e)
+		seq = raw.Sequence + 1
+	}
+	if seq > last {
+		return out, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
+	}
+	if _, err := s.replay(ctx, cfg, last, func(e events.Event) error {
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+	}
+	return out, nil
+}
+
+// marksByGet is how many marks MarksSince reads with single gets before it
+// reads the rest with one consumer (a few requests to set up and delete).
+const marksByGet = 4

@@ -23,11 +23,20 @@ type Counter struct {
 	once  sync.Once
 	codec tokenizer.Codec
 	err   error
+
+	// known remembers the counts of payloads counted by content address
+	// (CountContent), at most knownEntries of them.
+	mu    sync.Mutex
+	known map[string]int
 }
+
+// knownEntries bounds the counts a Counter remembers by content address
+// (about 100 bytes each): the outputs a working set of sessions re-reads.
+const knownEntries = 1 << 14
 
 // New returns a Counter using the o200k_base encoding. The vocabulary is
 // embedded in the binary; it is loaded on first use.
-func New() *Counter { return &Counter{} }
+func New() *Counter { return &Counter{known: map[string]int{}} }
 
 // Name returns the tokenizer's name for reports.
 func (c *Counter) Name() string { return Name }
@@ -80,6 +89,38 @@ func (c *Counter) Count(s string) int {
 		}
 		n += k
 	}
+	return n
+}
+
+// CountContent is Count for a payload known by its content address hash,
+// which must be events.HashBytes of s: the count is a function of the
+// content, so a payload counted before (an agent re-reading an unchanged
+// file, a repeated test run) is not tokenized again. It implements
+// events.ContentCounter. The remembered counts are bounded (knownEntries;
+// an arbitrary one makes room); a failed count is not remembered.
+func (c *Counter) CountContent(hash, s string) int {
+	c.mu.Lock()
+	n, ok := c.known[hash]
+	c.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = c.Count(s)
+	if c.err != nil || n < 0 {
+		return n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known == nil {
+		c.known = map[string]int{}
+	}
+	if len(c.known) >= knownEntries {
+		for k := range c.known {
+			delete(c.known, k)
+			break
+		}
+	}
+	c.known[hash] = n
 	return n
 }
 

@@ -1,11 +1,15 @@
 package tokens
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/prunesched/prunesched/events"
 )
 
 // whole counts s without cutting it.
@@ -121,5 +125,58 @@ func BenchmarkCount(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		c.Count(s)
+	}
+}
+
+// TestCountContentRemembers: a payload counted by content address gives
+// Count's answer, the first time and from memory, under concurrent use,
+// and the memory stays bounded.
+func TestCountContentRemembers(t *testing.T) {
+	c := New()
+	r := rand.New(rand.NewPCG(3, 4))
+	texts, want := make([]string, 8), make([]int, 8)
+	for i := range texts {
+		texts[i] = mixed(r, 100+r.IntN(2*partBytes))
+		want[i] = c.Count(texts[i])
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2 * len(texts) {
+				k := (i + g) % len(texts)
+				if got := c.CountContent(events.HashBytes([]byte(texts[k])), texts[k]); got != want[k] {
+					t.Errorf("text %d: CountContent %d, Count %d", k, got, want[k])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.mu.Lock()
+	n := len(c.known)
+	c.mu.Unlock()
+	if n != len(texts) {
+		t.Fatalf("remembered %d counts, want %d", n, len(texts))
+	}
+	// A remembered count is answered by address: the text is not read.
+	if got := c.CountContent(events.HashBytes([]byte(texts[0])), ""); got != want[0] {
+		t.Fatalf("remembered count %d, want %d", got, want[0])
+	}
+	// Full: a new count takes the place of a remembered one.
+	c.mu.Lock()
+	for i := len(c.known); i < knownEntries; i++ {
+		c.known[fmt.Sprintf("h%d", i)] = 1
+	}
+	c.mu.Unlock()
+	for i := range 10 {
+		s := fmt.Sprintf("new %d", i)
+		if got, want := c.CountContent(events.HashBytes([]byte(s)), s), c.Count(s); got != want {
+			t.Fatalf("count of %q when full: %d, want %d", s, got, want)
+		}
+	}
+	c.mu.Lock()
+	n = len(c.known)
+	c.mu.Unlock()
+	if n != knownEntries {
+		t.Fatalf("remembered %d counts, want the bound %d", n, knownEntries)
 	}
 }
