@@ -400,11 +400,6 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 	if len(b.cfg.Traces) == 0 {
 		return fmt.Errorf("no traces to replay (see --traces)")
 	}
-	rig, err := b.startReplayRig(ctx)
-	if err != nil {
-		return err
-	}
-	defer rig.close()
 	limit := b.pick(0, 40) // requests per sequence; 0: all
 	for _, path := range b.cfg.Traces {
 		sessions, err := importers.Import(path, importers.FormatAuto)
@@ -427,7 +422,11 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 					if len(sessions) > 1 {
 						label = fmt.Sprintf("%s#%d", name, si)
 					}
-					row, err := rig.replay(ctx, label, api, stream, turns)
+					// A fresh proxy, log and token counter per sequence:
+					// the shapes of one trace carry the same tool outputs,
+					// which a shared store would find already counted and
+					// stored, flattering every sequence after the first.
+					row, err := b.replayFresh(ctx, label, api, stream, turns)
 					if err != nil {
 						return err
 					}
@@ -439,6 +438,16 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// replayFresh replays one sequence on a rig of its own.
+func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
+	rig, err := b.startReplayRig(ctx)
+	if err != nil {
+		return ReplayRow{}, err
+	}
+	defer rig.close()
+	return rig.replay(ctx, trace, api, stream, turns)
 }
 
 // replay sends one sequence three ways, request by request, rotating
