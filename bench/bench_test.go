@@ -187,3 +187,43 @@ func TestRate(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionMemoryRows: the idle row shows the compact form measured over
+// many sessions when there is one, judges the goal on it, and never prints
+// a negative heap delta as a size.
+func TestSessionMemoryRows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		idle  float64
+		rss   *IdleRSS
+		want  string
+		wantN string
+	}{
+		{"noise only", -486_000, nil, "below the heap noise + 319 KiB", "-"},
+		{"small positive", 2048, nil, "2.0 KiB + 319 KiB", "-"},
+		{"many sessions", -486_000, &IdleRSS{Sessions: 10000, Items: 20, CompactBytes: 493}, "493 B + 319 KiB", "goal idle <= 64 KiB + index ✓"},
+		{"many sessions, noise", 0, &IdleRSS{Sessions: 10000, Items: 20, CompactBytes: -262}, "below the heap noise (-262 B measured) + 319 KiB", "goal idle <= 64 KiB + index ✓"},
+		{"too big", 1 << 20, &IdleRSS{Sessions: 10000, Items: 20, CompactBytes: 100 << 10}, "102400 B + 319 KiB", "goal idle <= 64 KiB + index ✗"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &Result{SessionMemory: []SessionMemory{{Items: 2000, IdleBytes: tc.idle, IDIndexBytes: 319 << 10}}, IdleRSS: tc.rss}
+			var buf bytes.Buffer
+			WriteTable(&buf, res)
+			var line string
+			for _, l := range strings.Split(buf.String(), "\n") {
+				if strings.Contains(l, "idle: compact form + fact-id index") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.want) {
+				t.Errorf("row %q does not contain %q", line, tc.want)
+			}
+			if tc.wantN != "-" && !strings.Contains(line, tc.wantN) {
+				t.Errorf("row %q does not contain %q", line, tc.wantN)
+			}
+			if tc.rss == nil && strings.Contains(line, "✓") {
+				t.Errorf("row %q judges the goal on a noisy delta", line)
+			}
+		})
+	}
+}
