@@ -80,7 +80,7 @@ type IdleRSS struct {
 	// CompactBytes is the compact form per idle session, measured as
 	// SessionMemory.IdleBytes is (see measuredPipeline), over all the
 	// sessions, so the heap readings' noise (a few MiB) divides by 10,000:
-	// measured -262 to 493 B per session in four runs, i.e. zero within
+	// measured -262 to 2,893 B per session in five runs, i.e. zero within
 	// that noise, and it can come out negative. The compact form holds
 	// nothing per item, so it is the same at any session size.
 	CompactBytes float64 `json:"compact_bytes"`
