@@ -163,12 +163,7 @@ func TestRecordBeforeResponseEnds(t *testing.T) {
 			n := len(f.requests())
 			release()
 			require_True(t, n == 1, "the upstream saw the client's next request (%d requests) before the previous response was recorded", n)
-			select {
-			case err := <-done:
-				require_NoError(t, err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("the client did not finish")
-			}
+			require_NoError(t, receive(t, done, "the client to finish"))
 
 			// In the log: request 1's model request and the assistant's
 			// tool call come before request 2's tool result.
@@ -205,6 +200,20 @@ func counter(t testing.TB, b *bench, name string, labels ...string) float64 {
 		}
 	}
 	return sum
+}
+
+// receive waits for a value on c; the deadline only turns a hang into a
+// failure naming what never came, it times nothing.
+func receive[T any](t testing.TB, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
 }
 
 // waitFor polls cond until it holds or a generous deadline passes.
@@ -318,11 +327,7 @@ func TestRecordTimeoutReleasesResponse(t *testing.T) {
 	require_NoError(t, err)
 	require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
 	// The record runs after the response: it reaches the gate.
-	select {
-	case <-g.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no record started (the request failed open?)")
-	}
+	receive(t, g.entered, "a record to start (none: the request failed open?)")
 	waitFor(t, "the record timeout to be counted", func() bool { return counter(t, b, "prunesched_proxy_record_timeouts_total") == 1 })
 }
 
@@ -423,25 +428,16 @@ func TestRecordOffClientPath(t *testing.T) {
 				b, err := post(body(user))
 				firstc <- answer{b, err}
 			}()
-			var first []byte
-			select {
-			case a := <-firstc:
-				require_NoError(t, a.err)
-				first = a.b
-			case <-time.After(30 * time.Second):
-				t.Fatal("the response did not end while its record was held: the record is on the client's path")
-			}
+			a := receive(t, firstc, "the response to end while its record is held (it does not: the record is on the client's path)")
+			require_NoError(t, a.err)
+			first := a.b
 			end := `"tool_use"`
 			if stream {
 				end = "message_stop"
 			}
 			require_True(t, bytes.Contains(first, []byte(end)), "first response cut: %s", first)
 			// The record, in the background, reaches its append.
-			select {
-			case <-g.entered:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no record started (the request failed open?)")
-			}
+			receive(t, g.entered, "a record to start (none: the request failed open?)")
 			// The next request, at once; it arrives while the record is
 			// still held.
 			done := make(chan error, 1)
@@ -458,12 +454,7 @@ func TestRecordOffClientPath(t *testing.T) {
 			}
 			held.Store(false)
 			release()
-			select {
-			case err := <-done:
-				require_NoError(t, err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("the next request did not finish")
-			}
+			require_NoError(t, receive(t, done, "the next request to finish"))
 			require_True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
 			require_True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
 				"requests not both rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
