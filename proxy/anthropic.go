@@ -9,17 +9,10 @@ import (
 	"github.com/prunesched/prunesched/events"
 )
 
-// parseAnthropic reads a Messages API request body: the model, the system
-// prompt, whether tools are offered, the client's cache_control
-// breakpoints, and every message block that maps to an item.
-func parseAnthropic(body []byte) (*conversation, error) { return parseAnthropicWith(body, nil) }
-
-// parseAnthropicWith is parseAnthropic reusing (and feeding) pc.
-func parseAnthropicWith(body []byte, pc *parseCache) (*conversation, error) {
-	return parseAnthropicScan(&arrScan{pc: pc, api: APIAnthropic, body: body})
-}
-
-// parseAnthropicScan is parseAnthropicWith with its array scan.
+// parseAnthropicScan reads a Messages API request body (a.body): the
+// model, the system prompt, whether tools are offered, the client's
+// cache_control breakpoints, and every message block that maps to an
+// item, reusing (and feeding) a.pc (nil: no cache).
 func parseAnthropicScan(a *arrScan) (*conversation, error) {
 	body := a.body
 	top, err := scanObjectHook(body, 0, "messages", a.hook)

@@ -84,13 +84,8 @@ func joinTexts(bs []*block) string {
 
 func hasTools(t []byte) bool { return len(t) > 2 && t[0] == '[' }
 
-// parseOpenAIChatWith reads a Chat Completions request body, reusing (and
-// feeding) pc (nil: no cache).
-func parseOpenAIChatWith(body []byte, pc *parseCache) (*conversation, error) {
-	return parseOpenAIChatScan(&arrScan{pc: pc, api: APIOpenAIChat, body: body})
-}
-
-// parseOpenAIChatScan is parseOpenAIChatWith with its array scan.
+// parseOpenAIChatScan reads a Chat Completions request body (a.body),
+// reusing (and feeding) a.pc (nil: no cache).
 func parseOpenAIChatScan(a *arrScan) (*conversation, error) {
 	body := a.body
 	top, err := scanObjectHook(body, 0, "messages", a.hook)
@@ -189,15 +184,9 @@ func parseOpenAIChatScan(a *arrScan) (*conversation, error) {
 	return c, nil
 }
 
-// parseOpenAIResponsesWith reads a Responses API request body (as Codex
-// sends it: the full input every time, store false), reusing (and feeding)
-// pc (nil: no cache).
-func parseOpenAIResponsesWith(body []byte, pc *parseCache) (*conversation, error) {
-	return parseOpenAIResponsesScan(&arrScan{pc: pc, api: APIOpenAIResponses, body: body})
-}
-
-// parseOpenAIResponsesScan is parseOpenAIResponsesWith with its array
-// scan.
+// parseOpenAIResponsesScan reads a Responses API request body (a.body, as
+// Codex sends it: the full input every time, store false), reusing (and
+// feeding) a.pc (nil: no cache).
 func parseOpenAIResponsesScan(a *arrScan) (*conversation, error) {
 	body := a.body
 	top, err := scanObjectHook(body, 0, "input", a.hook)

@@ -28,10 +28,10 @@ func convSummary(c *conversation) string {
 	return b.String()
 }
 
-var parseWith = map[API]func([]byte, *parseCache) (*conversation, error){
-	APIAnthropic:       parseAnthropicWith,
-	APIOpenAIChat:      parseOpenAIChatWith,
-	APIOpenAIResponses: parseOpenAIResponsesWith,
+// parseWith parses body as api through pc (nil: no cache), without the
+// text check parseChecked adds.
+func parseWith(api API, body []byte, pc *parseCache) (*conversation, error) {
+	return parseScan(&arrScan{pc: pc, api: api, body: body})
 }
 
 // checkReuse parses each body in turn through one cache and compares every
@@ -42,8 +42,8 @@ func checkReuse(t testing.TB, api API, bodies ...[]byte) (reused int) {
 	pc := &parseCache{}
 	seen := map[*block]bool{}
 	for i, body := range bodies {
-		fresh, ferr := parseWith[api](body, nil)
-		got, gerr := parseWith[api](body, pc)
+		fresh, ferr := parseWith(api, body, nil)
+		got, gerr := parseWith(api, body, pc)
 		if (ferr == nil) != (gerr == nil) || ferr != nil && ferr.Error() != gerr.Error() {
 			t.Fatalf("body %d: error %v, with the cache %v", i, ferr, gerr)
 		}
@@ -161,7 +161,7 @@ func TestParseBlocksOwnTheirBytes(t *testing.T) {
 		APIOpenAIResponses: `{"tools":[{}],"input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"out"}]}`,
 	} {
 		b := []byte(body)
-		c, err := parseWith[api](b, &parseCache{})
+		c, err := parseWith(api, b, &parseCache{})
 		require_NoError(t, err)
 		before := convSummary(c)
 		for i := range b {
@@ -178,14 +178,14 @@ func TestParseCacheBounds(t *testing.T) {
 	t.Parallel()
 	pc := &parseCache{}
 	for i := 0; i < parseCacheEntries+10; i++ {
-		_, err := parseAnthropicWith(anthBody([]string{fmt.Sprintf(`{"role":"user","content":"task %d"}`, i)}, false), pc)
+		_, err := parseWith(APIAnthropic, anthBody([]string{fmt.Sprintf(`{"role":"user","content":"task %d"}`, i)}, false), pc)
 		require_NoError(t, err)
 	}
 	require_True(t, len(pc.entries) == parseCacheEntries, "%d entries", len(pc.entries))
 	msgs := []string{`{"role":"user","content":"task 0"}`}
 	for i := 0; i < 5; i++ {
 		msgs = append(msgs, `{"role":"assistant","content":"x"}`)
-		_, err := parseAnthropicWith(anthBody(msgs, true), pc)
+		_, err := parseWith(APIAnthropic, anthBody(msgs, true), pc)
 		require_NoError(t, err)
 	}
 	n := 0

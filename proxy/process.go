@@ -21,18 +21,7 @@ import (
 // and a body that fails the check is never cached.
 func parseChecked(api API, body []byte, pc *parseCache) (*conversation, error) {
 	a := &arrScan{pc: pc, api: api, body: body, check: true}
-	var c *conversation
-	var err error
-	switch api {
-	case APIAnthropic:
-		c, err = parseAnthropicScan(a)
-	case APIOpenAIChat:
-		c, err = parseOpenAIChatScan(a)
-	case APIOpenAIResponses:
-		c, err = parseOpenAIResponsesScan(a)
-	default:
-		err = fmt.Errorf("unknown API %q", api)
-	}
+	c, err := parseScan(a)
 	if err != nil {
 		if terr := events.CheckText(body); terr != nil {
 			return nil, terr
@@ -43,6 +32,19 @@ func parseChecked(api API, body []byte, pc *parseCache) (*conversation, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// parseScan runs a.api's parser over a.body.
+func parseScan(a *arrScan) (*conversation, error) {
+	switch a.api {
+	case APIAnthropic:
+		return parseAnthropicScan(a)
+	case APIOpenAIChat:
+		return parseOpenAIChatScan(a)
+	case APIOpenAIResponses:
+		return parseOpenAIResponsesScan(a)
+	}
+	return nil, fmt.Errorf("unknown API %q", a.api)
 }
 
 // process is one request's prunesched stage: parse, identify, append the

@@ -411,7 +411,7 @@ func TestSessionIdentity(t *testing.T) {
 	t.Parallel()
 	p := &Proxy{cfg: Config{Tenant: "default", IdentityKey: bytes.Repeat([]byte{7}, 32)}, log: slog.New(slog.DiscardHandler)}
 	mk := func(body string) *conversation {
-		c, err := parseAnthropic([]byte(body))
+		c, err := parseWith(APIAnthropic, []byte(body), nil)
 		require_NoError(t, err)
 		return c
 	}
