@@ -74,3 +74,25 @@ func Prepare(ctx context.Context, e Event, blobs BlobPutter, tc TokenCounter) (E
 	}
 	return e, nil
 }
+
+// PrepareTextBytes is the size of the text Prepare tokenizes in e: a
+// message's text or a call's input without a count yet, an inline tool
+// output. It lets a caller judge a batch's tokenizing work before
+// preparing it (the conditions are Prepare's, kept beside it).
+func PrepareTextBytes(e Event) int {
+	switch p := e.Data.(type) {
+	case *Message:
+		if p.Tokens == 0 {
+			return len(p.Text)
+		}
+	case *ToolCall:
+		if p.InputTokens == 0 {
+			return len(p.Input)
+		}
+	case *ToolResult:
+		if p.Output != nil {
+			return len(*p.Output)
+		}
+	}
+	return 0
+}

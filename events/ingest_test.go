@@ -45,3 +45,38 @@ func TestPrepareCountsOutputsByContent(t *testing.T) {
 		t.Fatalf("a message was counted by content address: %v", cc.hashes)
 	}
 }
+
+// textsCounted records the texts a Prepare tokenized.
+type textsCounted struct{ n int }
+
+func (c *textsCounted) Count(s string) int { c.n += len(s); return len(s) }
+
+// TestPrepareTextBytes: PrepareTextBytes is exactly the text Prepare hands
+// the tokenizer, for every kind of event, counted or not.
+func TestPrepareTextBytes(t *testing.T) {
+	out, empty := "line one\nline two\n", ""
+	for _, tc := range []struct {
+		name string
+		data Payload
+	}{
+		{"message", &Message{Item: "m1", Role: RoleUser, Text: "hello there"}},
+		{"message counted", &Message{Item: "m1", Role: RoleUser, Text: "hello there", Tokens: 3}},
+		{"empty message", &Message{Item: "m1", Role: RoleUser, Text: ""}},
+		{"call", &ToolCall{Item: "c1.in", CallID: "c1", Tool: "Read", Input: []byte(`{"file_path":"/a"}`)}},
+		{"call counted", &ToolCall{Item: "c1.in", CallID: "c1", Tool: "Read", Input: []byte(`{"file_path":"/a"}`), InputTokens: 5}},
+		{"output", &ToolResult{Item: "c1", CallID: "c1", Output: &out}},
+		{"empty output", &ToolResult{Item: "c1", CallID: "c1", Output: &empty}},
+		{"stored output", &ToolResult{Item: "c1", CallID: "c1", OutputRef: &ContentRef{Hash: HashBytes([]byte(out)), Bytes: len(out), Tokens: 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := New("e1", "", "s", t0Ingest, tc.data)
+			c := &textsCounted{}
+			if _, err := Prepare(context.Background(), ev, memBlobs{}, c); err != nil {
+				t.Fatal(err)
+			}
+			if got := PrepareTextBytes(ev); got != c.n {
+				t.Fatalf("PrepareTextBytes = %d, Prepare tokenized %d bytes", got, c.n)
+			}
+		})
+	}
+}

@@ -273,25 +273,11 @@ func (s *Store) prepareBatch(ctx context.Context, evs []events.Event) ([]events.
 // milliseconds, well over the cost of starting the goroutines.
 const parallelCountBytes = 16 << 10
 
-// countBytes is the size of the text Prepare tokenizes in evs: texts
-// without a count yet and inline tool outputs.
+// countBytes is the size of the text Prepare tokenizes in evs.
 func countBytes(evs []events.Event) int {
 	n := 0
 	for _, e := range evs {
-		switch p := e.Data.(type) {
-		case *events.Message:
-			if p.Tokens == 0 {
-				n += len(p.Text)
-			}
-		case *events.ToolCall:
-			if p.InputTokens == 0 {
-				n += len(p.Input)
-			}
-		case *events.ToolResult:
-			if p.Output != nil {
-				n += len(*p.Output)
-			}
-		}
+		n += events.PrepareTextBytes(e)
 	}
 	return n
 }
