@@ -441,7 +441,8 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 		got := views(t, projector, s)
 		for name, w := range want[s] {
 			if !bytes.Equal(got[name], w) {
-				t.Errorf("session %s: %s differs from the embedded mode:\n%s\n--- embedded\n%s", s, name, clip(got[name]), clip(w))
+				at, g, e := firstDiff(got[name], w)
+				t.Errorf("session %s: %s differs from the embedded mode at byte %d of %d/%d:\n%s\n--- embedded\n%s", s, name, at, len(got[name]), len(w), g, e)
 			}
 		}
 	}
@@ -515,11 +516,18 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	t.Logf("total %s", time.Since(start).Round(time.Millisecond))
 }
 
-func clip(b []byte) string {
-	if len(b) > 2000 {
-		return string(b[:2000]) + "..."
+// firstDiff returns the offset of the first byte where a and b differ and
+// a window of each around it: long views share kilobytes of prefix, which
+// a clip from the start would show instead of the difference.
+func firstDiff(a, b []byte) (at int, wa, wb string) {
+	for at < len(a) && at < len(b) && a[at] == b[at] {
+		at++
 	}
-	return string(b)
+	window := func(x []byte) string {
+		lo, hi := max(0, at-600), min(len(x), at+1400)
+		return "..." + string(x[lo:hi]) + "..."
+	}
+	return at, window(a), window(b)
 }
 
 // waitFor polls f until it succeeds or the timeout passes.
