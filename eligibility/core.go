@@ -122,6 +122,17 @@ type phCache struct {
 type itemRare struct {
 	pinBy, manualBy, manualRs string
 	conseqOf                  []*subtask
+	// agentRs is the reason the agent gave with its latest removal
+	// request, made at fact index agentAt (-1: none; see agentSet).
+	// agentOK records whether that request was accepted when judged at
+	// its own fact: only an accepted request stands afterwards. agentForce
+	// asks emit for a mark caused by the request even when the decision
+	// did not change, so the agent always gets its answer.
+	agentRs    string
+	agentAt    int32
+	agentSet   bool
+	agentOK    bool
+	agentForce bool
 }
 
 // setRare returns the item's rare fields, allocating them on first use.

@@ -86,10 +86,28 @@ func (c *Core) onRestore(p *events.Restore) {
 }
 
 func (c *Core) onPruneRequest(p *events.PruneRequest) {
+	if p.By == events.ByAgent {
+		c.onAgentRequest(p)
+		return
+	}
 	if it := c.lookup(p.Item); it != nil {
 		it.manualAt = int32(c.causeIdx)
 		r := it.setRare()
 		r.manualBy, r.manualRs = p.By, p.Reason
 		c.dirty(it)
 	}
+}
+
+// onAgentRequest records the agent's request to remove an item: a
+// proposal judged at this fact with every protection (see agentStep).
+// Assistant text and thinking are not the agent's to remove (the proxy
+// refuses them before they become facts); a request naming one is ignored.
+func (c *Core) onAgentRequest(p *events.PruneRequest) {
+	it := c.lookup(p.Item)
+	if it == nil || it.kind == kMessage && it.msgProt == 0 {
+		return
+	}
+	r := it.setRare()
+	r.agentRs, r.agentAt, r.agentSet, r.agentOK, r.agentForce = p.Reason, int32(c.causeIdx), true, false, true
+	c.dirty(it)
 }

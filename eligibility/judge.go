@@ -18,7 +18,8 @@ func (c *Core) judge(it *item) (decisionKey, *item, *events.Mark) {
 	var scratch verdict
 	o := c.ladder(it, &scratch)
 	k, surv := o.key()
-	if !c.alwaysBuild && (!k.set() || k == markKey(it.last)) {
+	force := o.agentNow && it.rare.agentForce
+	if !c.alwaysBuild && !force && (!k.set() || k == markKey(it.last)) {
 		return k, surv, nil
 	}
 	if o.cand == &scratch {
@@ -27,7 +28,7 @@ func (c *Core) judge(it *item) (decisionKey, *item, *events.Mark) {
 		o.cand = c.erroredVerdict(it)
 	}
 	m := c.buildMark(it, o)
-	if !k.set() || k == markKey(it.last) {
+	if !k.set() || !force && k == markKey(it.last) {
 		return k, surv, nil
 	}
 	return k, surv, m
@@ -42,6 +43,8 @@ const (
 	stepManual                // PRUNE MANUAL_PRUNE
 	stepProtected             // KEEP <first protection>: the proposal is blocked
 	stepProposal              // the best PRUNE or DEFER proposal
+	stepAgent                 // PRUNE AGENT_REQUEST
+	stepAgentRefused          // KEEP <first protection> or NO_SAVING: the agent's request refused
 	stepRestored              // KEEP RESTORED
 	stepSurvivor              // KEEP SURVIVING_COPY
 	stepAbstain               // ABSTAIN: a tempting prune refused
@@ -57,8 +60,13 @@ type outcome struct {
 	// manual is set when a manual prune request stands (after the last
 	// restore).
 	manual bool
-	// mask is the set of protections blocking cand (stepProtected).
+	// mask is the set of protections blocking cand (stepProtected) or the
+	// agent's request (stepAgentRefused).
 	mask protSet
+	// agent is set when an agent's removal request is in force: made at
+	// this fact (agentNow: judged now, accepted or refused) or accepted
+	// earlier, after the last restore.
+	agent, agentNow bool
 }
 
 // ladder combines an item's rung proposals, manual requests and protections
@@ -82,16 +90,28 @@ type outcome struct {
 // effect (the RECENT_TURN wake-up, in protMask) is idempotent.
 func (c *Core) ladder(it *item, scratch *verdict) outcome {
 	o := outcome{cand: c.candidate(it, scratch), manual: it.manualAt >= 0 && it.manualAt > it.restored}
+	if r := it.rare; r != nil && r.agentSet && r.agentAt > it.restored {
+		o.agentNow = int(r.agentAt) == c.causeIdx
+		o.agent = o.agentNow || r.agentOK
+	}
 	cand := o.cand
 	switch {
-	case cand == nil && !o.manual && it.last == nil && it.survRefs == 0 && it.restored < 0:
+	case cand == nil && !o.manual && !o.agent && it.last == nil && it.survRefs == 0 && it.restored < 0:
 		// No decision (every step below would say so).
 	case it.pinned:
-		if cand != nil || o.manual || it.last != nil || it.survRefs != 0 {
+		if cand != nil || o.manual || o.agent || it.last != nil || it.survRefs != 0 {
 			o.step = stepPinned
 		}
 	case o.manual:
 		o.step = stepManual
+	case o.agent && (cand == nil || cand.decision != events.Prune):
+		o.step = stepAgent
+		if o.mask = c.agentMask(it); o.mask != 0 || c.netOf(it, events.RungNone, events.ReasonAgentRequest, nil, nil) <= 0 {
+			o.step = stepAgentRefused
+		}
+		if o.agentNow {
+			it.rare.agentOK = o.step == stepAgent
+		}
 	case cand != nil && cand.decision != events.Abstain:
 		o.step = stepProposal
 		if o.mask = c.protMask(it, cand, true); o.mask != 0 {
@@ -117,6 +137,13 @@ func (o outcome) key() (decisionKey, *item) {
 		return keyOf(events.Keep, "", events.ReasonPinned), nil
 	case stepManual:
 		return keyOf(events.Prune, "", events.ReasonManualPrune), nil
+	case stepAgent:
+		return keyOf(events.Prune, "", events.ReasonAgentRequest), nil
+	case stepAgentRefused:
+		if o.mask == 0 {
+			return keyOf(events.Keep, "", events.ReasonNoSaving), nil
+		}
+		return keyOf(events.Keep, "", firstProtection(o.mask)), nil
 	case stepProtected:
 		return keyOf(events.Keep, "", firstProtection(o.mask)), nil
 	case stepProposal:
@@ -166,6 +193,10 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		if o.manual {
 			m.Evidence = append(m.Evidence, events.Evidence{Kind: "manual_request", Detail: "prune requested" + byWhom(it.manualBy()) + " refused: the item is pinned"})
 		}
+		if o.agentNow {
+			m.Evidence = append(m.Evidence, agentEvidence(it, "refused: the item is pinned"))
+			m.By = events.ByAgent
+		}
 		if cand != nil {
 			m.Evidence = c.appendCandidateEvidence(m.Evidence, cand)
 		}
@@ -182,11 +213,34 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		if by := it.manualBy(); by != "" {
 			m.By = by
 		}
+	case stepAgent:
+		var rec *events.Recoverability
+		m, rec = newMark(it, 1, true)
+		m.Evidence = append(m.Evidence, agentEvidence(it, ""))
+		m.Recoverability = c.recoverability(rec, it, nil, "")
+		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonAgentRequest, nil, nil)
+		m.By = events.ByAgent
+	case stepAgentRefused:
+		m, _ = newMark(it, bits.OnesCount16(uint16(o.mask))+1, false)
+		prot, pev := c.agentProtections(it, o.mask, m.Evidence)
+		m.Protection = prot
+		why := "refused: "
+		if o.mask == 0 {
+			why += "removing it would save nothing (the placeholder is as large as the item)"
+		} else {
+			why += "protected (" + string(prot[0]) + ")"
+		}
+		m.Evidence = append(pev, agentEvidence(it, why))
+		m.By = events.ByAgent
 	case stepProtected:
 		m, _ = newMark(it, bits.OnesCount16(uint16(o.mask))+1+len(cand.evidence), false)
 		prot, pev := c.protections(it, cand, o.mask, m.Evidence)
 		m.Protection = prot // prot[0] is firstProtection(o.mask): both go in bit order
 		m.Evidence = c.appendCandidateEvidence(pev, cand)
+		if o.agentNow {
+			m.Evidence = append(m.Evidence, agentEvidence(it, "refused: protected ("+string(prot[0])+")"))
+			m.By = events.ByAgent
+		}
 	case stepProposal:
 		var rec *events.Recoverability
 		m, rec = newMark(it, len(cand.evidence), cand.decision == events.Prune)
@@ -198,6 +252,9 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
 		if cand.span != nil {
 			m.TokensEstimated = cand.span.net // runs minus their reference lines
+		}
+		if o.agentNow {
+			m.Evidence = append(m.Evidence, agentEvidence(it, "accepted: the rule's own proposal stands"))
 		}
 	case stepRestored:
 		m, _ = newMark(it, 1, false)
@@ -441,6 +498,16 @@ func partOf(it *item) string {
 		return "output"
 	}
 	return ""
+}
+
+// agentEvidence is the evidence entry of the agent's removal request,
+// with the model's reason and, when set, the outcome.
+func agentEvidence(it *item, outcome string) events.Evidence {
+	d := "removal requested by the agent"
+	if rs := it.rare.agentRs; rs != "" {
+		d += ": " + rs
+	}
+	return events.Evidence{Kind: "agent_request", Value: outcome, Detail: d}
 }
 
 func byWhom(by string) string {

@@ -97,6 +97,35 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 	return m
 }
 
+// agentMask is the set of protections that refuse the agent's request to
+// remove it: every protection of a rung proposal (protMask), the recent
+// turns without exception (the agent is asking about content it has just
+// seen), the output of a failure still unresolved, and unique evidence in
+// the sense that fits a request without a survivor: other pruned copies
+// rely on it, or a closed subtask's consequence is recorded in it (L3
+// removals rest on that).
+func (c *Core) agentMask(it *item) protSet {
+	m := c.protMask(it, nil, false)
+	if cl := it.call; cl != nil && it.kind == kOutput && cl.fail != nil && c.unresolved(cl) {
+		m |= pUnresolved
+	}
+	if c.requests-int(it.req) < c.el.RecentTurns() {
+		m |= pRecentTurn
+	}
+	if it.survRefs > 0 {
+		m |= pReliedOn
+	}
+	if len(it.conseqOf()) > 0 {
+		m |= pConsequence
+	}
+	return m
+}
+
+// agentProtections is protections for the agent's refused request.
+func (c *Core) agentProtections(it *item, m protSet, ev []events.Evidence) ([]events.Reason, []events.Evidence) {
+	return c.protections(it, nil, m, ev)
+}
+
 // copyInFront reports whether a PRUNE candidate removes a newcomer whose
 // copy (L0) or source version (L1) is an earlier item, still in context
 // (chainOK checks that): the content stays in front of the model, so
@@ -120,6 +149,8 @@ const (
 	pNoSurvivor // UNIQUE_EVIDENCE: the survivor chain is broken
 	pNoSource   // UNIQUE_EVIDENCE: an L4 prune without a recoverable source
 	pRecentTurn
+	pReliedOn    // UNIQUE_EVIDENCE: pruned copies rely on it (agent requests)
+	pConsequence // UNIQUE_EVIDENCE: a closed subtask's consequence (agent requests)
 )
 
 // protReasons is the reason of each protSet bit, in bit order.
@@ -128,6 +159,7 @@ var protReasons = [...]events.Reason{
 	events.ReasonActivePlan, events.ReasonProtectedTool, events.ReasonProtectedFile,
 	events.ReasonUnresolved, events.ReasonExplainsFailure,
 	events.ReasonUniqueEvidence, events.ReasonUniqueEvidence, events.ReasonRecentTurn,
+	events.ReasonUniqueEvidence, events.ReasonUniqueEvidence,
 }
 
 // firstProtection returns the reason of the first protection in m (m != 0).
@@ -193,6 +225,14 @@ func (c *Core) protections(it *item, cand *verdict, m protSet, ev []events.Evide
 			add(b, "not recoverable from its source: no unchanged versioned source")
 		case pRecentTurn:
 			add(b, strconv.Itoa(c.requests-int(it.req))+" of "+strconv.Itoa(c.el.RecentTurns())+" protected model requests since it entered")
+		case pReliedOn:
+			add(b, "the surviving copy of "+strconv.Itoa(int(it.survRefs))+" pruned item(s)")
+		case pConsequence:
+			d := "records the consequence of a closed subtask"
+			if st := it.conseqOf(); len(st) > 0 {
+				d += " (" + st[0].id + ")"
+			}
+			add(b, d)
 		}
 	}
 	return rs, ev

@@ -159,6 +159,9 @@ func (c *Core) emit() []events.Event {
 		// still does); it is never modified or shared after: it becomes
 		// the emitted mark itself (no copy).
 		it.curMark = nil
+		if it.rare != nil {
+			it.rare.agentForce = false
+		}
 		m.Cause = c.causeID
 		m.CauseIndex = c.causeIdx
 		m.PolicyVersion = c.version

@@ -111,7 +111,8 @@ type Mark struct {
 	Cause         string `json:"cause"`
 	CauseIndex    int    `json:"cause_index"`
 	PolicyVersion string `json:"policy_version"`
-	// By is "eligibility" or the person who made a manual decision.
+	// By is "eligibility", "agent" (a mark made on the agent's request,
+	// ByAgent) or the person who made a manual decision.
 	By string `json:"by,omitempty"`
 }
 
@@ -131,8 +132,8 @@ func (p *Mark) validate() error {
 	if !p.Rung.valid() {
 		return dataErr("rung", "bad value %q (want L0..L4)", p.Rung)
 	}
-	if p.Decision == Prune && p.Rung == RungNone && p.Reason != ReasonManualPrune && p.Reason != ReasonErroredInput {
-		return dataErr("rung", "a PRUNE needs a rung (only MANUAL_PRUNE and ERRORED_INPUT have none)")
+	if p.Decision == Prune && p.Rung == RungNone && p.Reason != ReasonManualPrune && p.Reason != ReasonErroredInput && p.Reason != ReasonAgentRequest {
+		return dataErr("rung", "a PRUNE needs a rung (only MANUAL_PRUNE, AGENT_REQUEST and ERRORED_INPUT have none)")
 	}
 	if p.Reason == "" {
 		return dataErr("reason", "missing")

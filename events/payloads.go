@@ -472,6 +472,10 @@ func (p *HostCompaction) validate() error {
 
 // PruneRequest is a person asking for an item to be pruned. Eligibility turns
 // it into a PRUNE mark with reason MANUAL_PRUNE (unless the item is pinned).
+// With By ByAgent it is the model's request (the context_prune tool): a
+// proposal that eligibility judges with every protection, answering with a
+// PRUNE AGENT_REQUEST or a KEEP naming the protection, always as a mark
+// caused by this fact.
 type PruneRequest struct {
 	Item   string `json:"item"`
 	By     string `json:"by,omitempty"`

@@ -16,6 +16,7 @@ const (
 	ReasonCompletedResidue Reason = "COMPLETED_RESIDUE"
 	ReasonPredicted        Reason = "PREDICTED_IRRELEVANT"
 	ReasonManualPrune      Reason = "MANUAL_PRUNE"
+	ReasonAgentRequest     Reason = "AGENT_REQUEST"
 	// Keeps.
 	ReasonSurvivingCopy  Reason = "SURVIVING_COPY"
 	ReasonUnique         Reason = "UNIQUE"
@@ -30,6 +31,7 @@ const (
 	ReasonProtectedTool  Reason = "PROTECTED_TOOL"
 	ReasonProtectedFile  Reason = "PROTECTED_FILE"
 	ReasonRestored       Reason = "RESTORED"
+	ReasonNoSaving       Reason = "NO_SAVING"
 	// Defers.
 	ReasonHorizon          Reason = "WAITING_HORIZON"
 	ReasonAwaitConsequence Reason = "AWAITING_CONSEQUENCE"
@@ -62,6 +64,7 @@ var ReasonTable = []ReasonInfo{
 	{ReasonCompletedResidue, Prune, "L3: work whose closure an outside check verified and whose consequence is recorded elsewhere in context"},
 	{ReasonPredicted, Prune, "L4: predicted irrelevant by a heuristic (off by default)"},
 	{ReasonManualPrune, Prune, "a person asked for this item to be pruned"},
+	{ReasonAgentRequest, Prune, "the agent asked for this item to be removed (context_prune) and no protection stood in the way: not proven redundant; the model recovers it with context_recover"},
 	{ReasonSurvivingCopy, Keep, "the copy that stays when its duplicates are pruned"},
 	{ReasonUnique, Keep, "no evidence that the item is redundant"},
 	{ReasonPinned, Keep, "pinned by a person"},
@@ -75,6 +78,7 @@ var ReasonTable = []ReasonInfo{
 	{ReasonProtectedTool, Keep, "output of a tool the policy protects"},
 	{ReasonProtectedFile, Keep, "observation of a file matching a protected pattern"},
 	{ReasonRestored, Keep, "restored by a person after a prune"},
+	{ReasonNoSaving, Keep, "the agent asked for a removal that would save nothing: the placeholder is as large as the item"},
 	{ReasonHorizon, Defer, "eligible once the error horizon has passed"},
 	{ReasonAwaitConsequence, Defer, "eligible once the work's consequence is recorded elsewhere"},
 	{ReasonStateChanged, Abstain, "state-dependent observation with a recorded or possible state change since the other copy"},
@@ -100,17 +104,46 @@ func (r Reason) Known() bool { _, ok := reasonSet[r]; return ok }
 // Info returns the documentation of r.
 func (r Reason) Info() (ReasonInfo, bool) { i, ok := reasonSet[r]; return i, ok }
 
+// ByAgent is the By of a PruneRequest the model made through the
+// context_prune tool: eligibility judges it like a rung proposal, every
+// protection applying, not like a person's manual prune. A person's By is
+// any other name.
+const ByAgent = "agent"
+
+// Control modes: who decided a removal (the spec's three).
+const (
+	ControlRule   = "rule"
+	ControlAgent  = "agent"
+	ControlPerson = "person"
+)
+
+// Control is the control mode behind a mark: "person" for a person's
+// manual prune, pin or restore, "agent" for a mark eligibility made on the
+// agent's request (accepted or refused), "rule" for the evidence ladder.
+func Control(m *Mark) string {
+	switch {
+	case m.By == ByAgent:
+		return ControlAgent
+	case m.Reason == ReasonManualPrune || m.Reason == ReasonPinned || m.Reason == ReasonRestored:
+		return ControlPerson
+	}
+	return ControlRule
+}
+
 // PruneRule is the one label of the rule behind a PRUNE, wherever prunes
 // are counted or shown by rule (analyze's summary, the stats projection,
 // the README): the rung (L0 to L4) for a prune on the evidence ladder,
 // "errored" for the errored-input rule (reason ERRORED_INPUT, which carries
 // no rung: the failed attempt's residue stays, the error message too), and
-// "manual" for a person's prune. Errored-input marks of logs written when
+// "manual" for a person's prune, "agent" for one the agent asked for.
+// Errored-input marks of logs written when
 // they carried L3 are labelled "errored" too.
 func PruneRule(r Rung, why Reason) string {
 	switch {
 	case why == ReasonErroredInput:
 		return "errored"
+	case why == ReasonAgentRequest:
+		return "agent"
 	case why == ReasonManualPrune || r == RungNone:
 		return "manual"
 	}
