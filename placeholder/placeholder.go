@@ -8,7 +8,8 @@
 // A placeholder carries identity, never content: the tool, the source (a
 // path relative to the session's cwd, a URL, or a short argument), the rung
 // and reason code, the count of tokens removed as the certificate records
-// it, the surviving item and a short recovery handle. The full certificate
+// it, the surviving item and a short recovery handle, after the name of
+// the recovery tool the model can call (agenttools.Recover). The full certificate
 // stays in the log.
 package placeholder
 
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 )
@@ -156,7 +158,11 @@ func Render(p Spec) string {
 		}
 	}
 	if p.Item != "" {
-		b.WriteString(", recover ")
+		// The recovery tool by its exact name: an agent that defers MCP
+		// tools (Claude Code's ToolSearch) finds it by this name.
+		b.WriteString(", ")
+		b.WriteString(string(agenttools.Recover))
+		b.WriteByte(' ')
 		b.WriteString(p.Item)
 	}
 	b.WriteByte(']')

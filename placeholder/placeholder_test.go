@@ -14,18 +14,18 @@ func TestRender(t *testing.T) {
 		want string
 	}{
 		{"L0 output", Spec{Item: "#12", Part: PartOutput, Tool: "Read", Source: "src/a.go", Rung: events.L0, Reason: events.ReasonDuplicateOutput, Tokens: 1234, Survivor: "#3"},
-			`[prunesched: output of Read src/a.go removed: L0 DUPLICATE_OUTPUT, 1234 tokens, copy #3, recover #12]`},
+			`[prunesched: output of Read src/a.go removed: L0 DUPLICATE_OUTPUT, 1234 tokens, copy #3, context_recover #12]`},
 		{"L1 url", Spec{Item: "#9", Part: PartOutput, Tool: "WebFetch", Source: "https://example.com/spec", Rung: events.L1, Reason: events.ReasonSameSource, Tokens: 50, Survivor: "#12"},
-			`[prunesched: output of WebFetch https://example.com/spec removed: L1 SAME_SOURCE_VERSION, 50 tokens, copy #12, recover #9]`},
+			`[prunesched: output of WebFetch https://example.com/spec removed: L1 SAME_SOURCE_VERSION, 50 tokens, copy #12, context_recover #9]`},
 		{"L2 survivor removed too", Spec{Item: "#3", Part: PartOutput, Tool: "Bash", Source: `"git status"`, Rung: events.L2, Reason: events.ReasonSuperseded, Tokens: 7, Survivor: "#8", SurvivorRemoved: "L0 DUPLICATE_OUTPUT", SurvivorNext: "#20"},
-			`[prunesched: output of Bash "git status" removed: L2 SUPERSEDED, 7 tokens, newer #8 (since removed: L0 DUPLICATE_OUTPUT, see #20), recover #3]`},
+			`[prunesched: output of Bash "git status" removed: L2 SUPERSEDED, 7 tokens, newer #8 (since removed: L0 DUPLICATE_OUTPUT, see #20), context_recover #3]`},
 		{"errored output with residue", Spec{Item: "#4", Part: PartOutput, Tool: "Write", Source: "b.go", Reason: events.ReasonErroredInput, Tokens: 900,
 			Residue: &events.Residue{Tool: "Write", ErrorType: "invalid_parameter", ErrorMessage: `bad "path"`, Skeleton: `{"file_path":"b.go"}`}},
-			`[prunesched: output of Write b.go removed: ERRORED_INPUT, 900 tokens, residue: tool Write, error invalid_parameter "bad \"path\"", skeleton {"file_path":"b.go"}, recover #4]`},
+			`[prunesched: output of Write b.go removed: ERRORED_INPUT, 900 tokens, residue: tool Write, error invalid_parameter "bad \"path\"", skeleton {"file_path":"b.go"}, context_recover #4]`},
 		{"manual prune of a message", Spec{Item: "#7", Role: events.RoleUser, Reason: events.ReasonManualPrune, Tokens: 3},
-			`[prunesched: user text removed: MANUAL_PRUNE, 3 tokens, recover #7]`},
+			`[prunesched: user text removed: MANUAL_PRUNE, 3 tokens, context_recover #7]`},
 		{"no tool, no source", Spec{Item: "#1", Part: PartOutput, Rung: events.L0, Reason: events.ReasonDuplicateOutput},
-			`[prunesched: output of - removed: L0 DUPLICATE_OUTPUT, 0 tokens, recover #1]`},
+			`[prunesched: output of - removed: L0 DUPLICATE_OUTPUT, 0 tokens, context_recover #1]`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Render(c.spec); got != c.want {
@@ -106,8 +106,8 @@ func TestCountIsExact(t *testing.T) {
 		"",
 		" ",
 		"a",
-		"[prunesched: output of Read cmd/entire/cli/strategy/manual_commit_hooks.go removed: L2 SUPERSEDED, 141 tokens, newer #526, recover #502]",
-		`[prunesched: output of Bash "sed -n '800,850p' cmd/entire/cli/chec…" removed: L2 SUPERSEDED, 405 tokens, newer #168, recover #165]`,
+		"[prunesched: output of Read cmd/entire/cli/strategy/manual_commit_hooks.go removed: L2 SUPERSEDED, 141 tokens, newer #526, context_recover #502]",
+		`[prunesched: output of Bash "sed -n '800,850p' cmd/entire/cli/chec…" removed: L2 SUPERSEDED, 405 tokens, newer #168, context_recover #165]`,
 		"two  spaces,   three and\ttab\nnewline \n x",
 		"héllo wörld ✓ — unicode… paths/with spaces /and ' quotes's",
 		"1234567 12 #1 #12345 ,,, ...  ",

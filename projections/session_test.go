@@ -149,7 +149,7 @@ func TestApplyKeepRestore(t *testing.T) {
 
 	apply(pending)
 	require_True(t, pruned("toolu_07"), "applied prune not in effect")
-	require_True(t, strings.Contains(render(), ", recover #"), "placeholder missing")
+	require_True(t, strings.Contains(render(), ", context_recover #"), "placeholder missing")
 
 	keep := mark("toolu_07", events.Keep, events.ReasonUnique)
 	require_True(t, pruned("toolu_07"), "pending KEEP changed the bundle")
@@ -254,7 +254,7 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 		}
 		return "?"
 	}
-	require_True(t, strings.Contains(text(), "copy "+handle("r2")+", recover"), "placeholder does not name the kept copy:\n%s", text())
+	require_True(t, strings.Contains(text(), "copy "+handle("r2")+", context_recover"), "placeholder does not name the kept copy:\n%s", text())
 
 	n2 := len(evs)
 	m2 := add(&events.Mark{Item: "r2", Decision: events.Prune, Rung: events.L2, Reason: events.ReasonSuperseded,
@@ -264,6 +264,6 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 		s.Observe(e)
 	}
 	got := text()
-	require_True(t, !strings.Contains(got, "copy "+handle("r2")+", recover"), "placeholder still claims r2 is kept:\n%s", got)
+	require_True(t, !strings.Contains(got, "copy "+handle("r2")+", context_recover"), "placeholder still claims r2 is kept:\n%s", got)
 	require_True(t, strings.Contains(got, "copy "+handle("r2")+" (since removed: L2 SUPERSEDED, see "+handle("r3")+")"), "placeholder does not say r2 was removed:\n%s", got)
 }

@@ -61,7 +61,7 @@ func TestServeEndToEndAndRestart(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("bundle %d %s", code, text)
 	}
-	if !strings.Contains(string(text), ", recover #") {
+	if !strings.Contains(string(text), ", context_recover #") {
 		t.Errorf("bundle has no placeholder naming the recovery handle:\n%s", text)
 	}
 	code, decisions := httpDo(t, "GET", base+"/v1/sessions/sample/decisions", nil)
