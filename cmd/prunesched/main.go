@@ -36,6 +36,9 @@ type command struct {
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// stdin is the process's standard input (nil: none; the MCP server
+	// needs it).
+	stdin io.Reader
 }
 
 // usageError makes main exit 2.
@@ -67,6 +70,7 @@ func commands() []command {
 		{"lab", "run the six-condition pruning experiment on ground-truth fixtures, against the peers", runLab},
 		{"proxy", "prune live agents' requests: an Anthropic / OpenAI API proxy in front of the model", runProxy},
 		{"setup", "point Claude Code, Codex or OpenCode at the proxy (writes its config; --undo)", runSetup},
+		{"mcp", "the context tools for the model (list, prune, recover): an MCP server on stdio, answered by the proxy", runMCP},
 		{"bench", "measure the pipeline against raw JetStream and the render path against the request budget", runBench},
 		{"policy", "print the effective policy (defaults filled in) as YAML", runPolicy},
 		{"version", "print the module version, VCS revision and build time", runVersion},
@@ -76,7 +80,7 @@ func commands() []command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:]))
+	os.Exit(run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdin: os.Stdin}, os.Args[1:]))
 }
 
 func run(ctx context.Context, e *env, args []string) int {
