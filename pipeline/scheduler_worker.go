@@ -538,3 +538,16 @@ func (w *SchedulerWorker) Pending(ctx context.Context, tenant, session string) (
 // rebuilt from the log when next needed (its next fact, a live decision,
 // Pending); the pending-mark summary of the deferred gauges is kept.
 func (w *SchedulerWorker) EvictIdle() int { return w.evictIdle() }
+
+// WaitJudged blocks until eligibility has stored the marks of every fact
+// of the session up to stream sequence lastFact, and returns the stream
+// sequence of the session's last mark (0: none), for a reader that must
+// see those marks in the projection (the proxy answering the agent's
+// removal request).
+func (w *SchedulerWorker) WaitJudged(ctx context.Context, tenant, session string, lastFact uint64) (uint64, error) {
+	k := sessionKey{tenant, session}
+	if err := w.waitEligibility(ctx, w.log.PartitionOf(tenant, session), k, lastFact); err != nil {
+		return 0, err
+	}
+	return w.log.LastSeq(ctx, tenant, session, events.KindMark)
+}

@@ -296,19 +296,10 @@ func (s *Session) buildPlaceholder(it *itemState) string {
 		// beside the placeholder, so the placeholder does not repeat them.
 		p.Part = partInput
 		p.Residue = nil
-		p.Source = placeholder.Source(it.input, s.cwd)
 	case ItemToolResult:
 		p.Part = partOutput
-		if c := s.byCall[it.CallID]; c != nil && c.input >= 0 {
-			p.Source = placeholder.Source(s.items[c.input].input, s.cwd)
-		}
 	}
-	if p.Source == "" && it.source != nil {
-		p.Source = placeholder.Elide(placeholder.Rel(it.source.Path, s.cwd), placeholder.SourceBytes)
-		if p.Source == "" {
-			p.Source = placeholder.Elide(it.source.URL, placeholder.SourceBytes)
-		}
-	}
+	p.Source = s.sourceOf(it)
 	if sv := s.survivorOf(it); sv != nil {
 		p.Survivor = placeholder.Handle(sv.Index)
 		if sv.pruned() {

@@ -70,7 +70,10 @@ type Session struct {
 	compactionHost  string // host of the last HostCompaction
 
 	provider, model string
-	cwd             string // the session's working directory (placeholders name paths relative to it)
+	// requests counts the model requests observed (items record it when
+	// they enter: their age in requests).
+	requests int
+	cwd      string // the session's working directory (placeholders name paths relative to it)
 
 	// format, agent and title are from SessionStarted; started is the
 	// earliest event time observed.
@@ -144,6 +147,7 @@ type itemState struct {
 	source    *events.SourceIdentity
 	applied   *applied // last applied mark (PRUNE or KEEP) in effect
 	restoreAt int      // log position of the last restore, -1 when none
+	req       int      // model requests observed before the item entered
 
 	// ph caches the placeholder built for phKey (see placeholderFor).
 	ph    string
@@ -272,6 +276,7 @@ func (s *Session) Observe(ev events.Event) {
 			s.model = p.Model
 		}
 	case *events.ModelRequest:
+		s.requests++
 		if p.Provider != "" {
 			s.provider = p.Provider
 		}
@@ -402,6 +407,7 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	it := &itemState{
 		Item:      Item{Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role},
 		restoreAt: -1,
+		req:       s.requests,
 	}
 	s.byItem[id] = it.Index
 	s.items = append(s.items, it)

@@ -15,6 +15,7 @@ import (
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
+	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -56,6 +57,11 @@ type Backend interface {
 	WaitSeq(ctx context.Context, seq uint64) error
 	// View runs fn on the session's projection; false when unknown.
 	View(tenant, session string, fn func(*projections.Session)) bool
+	// Judged blocks until eligibility has judged the session's facts up to
+	// lastFact and the projection holds the marks it made for them.
+	Judged(ctx context.Context, tenant, session string, lastFact uint64) error
+	// Blob returns a payload stored by content address.
+	Blob(ctx context.Context, hash string) ([]byte, error)
 }
 
 // ServiceBackend returns the Backend of a store and a running pipeline.
@@ -86,6 +92,18 @@ func (b *serviceBackend) WaitSeq(ctx context.Context, seq uint64) error {
 
 func (b *serviceBackend) View(tenant, session string, fn func(*projections.Session)) bool {
 	return b.p.Projection.View(tenant, session, fn)
+}
+
+func (b *serviceBackend) Judged(ctx context.Context, tenant, session string, lastFact uint64) error {
+	seq, err := b.p.Scheduler.WaitJudged(ctx, tenant, session, lastFact)
+	if err != nil {
+		return err
+	}
+	return b.p.Projection.WaitSeq(ctx, seq)
+}
+
+func (b *serviceBackend) Blob(ctx context.Context, hash string) ([]byte, error) {
+	return b.st.GetBlob(ctx, hash)
 }
 
 // Config configures a Proxy. The zero value plus Upstream and Backend is
@@ -129,6 +147,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Backend is the log and pipeline. Required.
 	Backend Backend
+	// Policy is the pipeline's policy: the context tools' answers name its
+	// protections (recent turns) and its pressure threshold. The zero value
+	// is policy.Default().
+	Policy *policy.Policy
 	// Logger receives the proxy's logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the proxy's metrics; nil disables them.
@@ -153,6 +175,10 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.Policy == nil {
+		d := policy.Default()
+		c.Policy = &d
+	}
 	if c.Tenant == "" {
 		c.Tenant = events.DefaultTenant
 	}

@@ -49,6 +49,9 @@ type Metrics struct {
 	recordTO prometheus.Counter
 	upstream *prometheus.CounterVec
 	breakpts prometheus.Counter
+	agent    *prometheus.CounterVec
+	recovers *prometheus.CounterVec
+	sessions prometheus.Counter
 }
 
 // NewMetrics registers the proxy metrics on reg.
@@ -93,7 +96,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "cache_control breakpoints the proxy added before a newly pruned block.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts)
+	m.agent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "prunesched_proxy_agent_requests_total",
+		Help: "Handles the model asked to remove with context_prune, by outcome (accepted, refused, invalid) and reason (AGENT_REQUEST or the rule's reason when accepted, the protection when refused; not_found, garbled, already_removed, not_removable, too_many when invalid).",
+	}, []string{"outcome", "reason"})
+	m.recovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "prunesched_proxy_recoveries_total",
+		Help: "context_recover calls, by outcome (recovered: the original appended; not_found; invalid). Recoveries per session climbing means pruning is too aggressive.",
+	}, []string{"outcome"})
+	m.sessions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_sessions_total",
+		Help: "Sessions the proxy started (their first request): the denominator of recoveries per session.",
+	})
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions)
 	return m
 }
 
@@ -164,5 +179,23 @@ func (m *Metrics) upstreamError(kind string) {
 func (m *Metrics) breakpointAdded() {
 	if m != nil {
 		m.breakpts.Inc()
+	}
+}
+
+func (m *Metrics) agentRequest(outcome, reason string) {
+	if m != nil {
+		m.agent.WithLabelValues(outcome, reason).Inc()
+	}
+}
+
+func (m *Metrics) recovery(outcome string) {
+	if m != nil {
+		m.recovers.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *Metrics) sessionStarted() {
+	if m != nil {
+		m.sessions.Inc()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -96,7 +97,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(decideStage(decideCtx), err)
 	}
 	pl.app = app
-	err = p.render(pl)
+	err = p.render(decideCtx, pl)
 	p.met.stage(api, StageRender, t)
 	if err != nil {
 		return nil, staged(StageRender, err)
@@ -252,6 +253,7 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 		evs = append(evs, events.New(events.DerivedID("proxy-start", pl.tenant, pl.session), tenant, pl.session, pl.at, &events.SessionStarted{
 			Format: "proxy", SourceID: sanitizeSource(pl.source), Agent: agent, Provider: pl.api.provider(), Model: pl.conv.model,
 		}))
+		p.met.sessionStarted()
 	}
 	// The blocks the session's last request logged are shared with this
 	// one (the parse cache reuses them) and all known: only the blocks
@@ -262,23 +264,77 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 	for n := min(len(st.logged), len(arr)); skip < n && arr[skip] == st.logged[skip]; skip++ {
 	}
 	seen := map[string]bool{}
-	var items []string
+	var news []*block
 	for _, part := range [][]*block{c.blocks[:c.arrBlocks], arr[skip:]} {
 		for _, b := range part {
 			if _, ok := st.known[b.item]; ok || seen[b.item] {
 				continue
 			}
 			seen[b.item] = true
-			ev, err := p.factOf(pl, b, tenant, pl.at)
-			if err != nil {
-				return err
-			}
-			evs = append(evs, ev)
-			items = append(items, b.item)
+			news = append(news, b)
 		}
 	}
+	// The context tools' results are answered here (agent.go): the blocks
+	// before the first of them go to the log with the removal requests,
+	// the rest once the requests are judged, each result carrying its
+	// answer.
+	calls := agentCalls(c, news)
+	split := len(news)
+	if len(calls) > 0 {
+		for i, b := range news {
+			if b == calls[0].res {
+				split = i
+				break
+			}
+		}
+		asks, err := p.prepareAgent(ctx, pl, calls, tenant)
+		if err != nil {
+			return err
+		}
+		if len(asks) > 0 {
+			if err := p.appendFacts(ctx, pl, tenant, evs, news[:split], asks, nil); err != nil {
+				return err
+			}
+			evs, news = nil, news[split:]
+			if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
+				return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
+			}
+			for _, ac := range calls {
+				if ac.kind == agenttools.Prune {
+					p.pruneAnswer(pl, ac)
+				}
+			}
+		}
+	}
+	if err := p.appendFacts(ctx, pl, tenant, evs, news, nil, calls); err != nil {
+		return err
+	}
+	st.logged = arr
+	return nil
+}
+
+// appendFacts appends evs, the facts of blocks (the context-tool results
+// among them carrying their calls' answers) and extra, and remembers the
+// blocks' items and the answers. Caller holds st.mu.
+func (p *Proxy) appendFacts(ctx context.Context, pl *plan, tenant string, evs []events.Event, blocks []*block, extra []events.Event, calls []*agentCall) error {
+	st := pl.st
+	for _, b := range blocks {
+		ev, err := p.factOf(pl, b, tenant, pl.at)
+		if err != nil {
+			return err
+		}
+		for _, ac := range calls {
+			if ac.res == b {
+				tr := ev.Data.(*events.ToolResult)
+				answer := strings.ToValidUTF8(ac.answer, "\uFFFD")
+				tr.Output, tr.Tool, tr.IsError = &answer, ac.tool, false
+				ac.answer = answer
+			}
+		}
+		evs = append(evs, ev)
+	}
+	evs = append(evs, extra...)
 	if len(evs) == 0 {
-		st.logged = arr
 		return nil
 	}
 	stored, err := p.cfg.Backend.Append(ctx, evs)
@@ -288,10 +344,12 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 	for _, e := range stored {
 		st.lastSeq = max(st.lastSeq, e.Seq)
 	}
-	for _, id := range items {
-		st.remember(id)
+	for _, b := range blocks {
+		st.remember(b.item)
 	}
-	st.logged = arr
+	for _, ac := range calls {
+		st.rememberAnswer(ac.res.item, ac.answer)
+	}
 	return nil
 }
 
@@ -366,7 +424,7 @@ func isMeta(t string) bool {
 
 // render splices the placeholders of the session's pruned items into the
 // client's body. Caller holds st.mu.
-func (p *Proxy) render(pl *plan) error {
+func (p *Proxy) render(ctx context.Context, pl *plan) error {
 	var snap projections.Snapshot
 	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return fmt.Errorf("session %s not in the projection", pl.session)
@@ -376,14 +434,26 @@ func (p *Proxy) render(pl *plan) error {
 	for i := range items {
 		pruned[items[i].ID] = &items[i]
 	}
-	if len(pruned) == 0 {
+	agentIDs := agentCallIDs(pl.conv)
+	if len(pruned) == 0 && agentIDs == nil {
 		return nil
 	}
 	var edits []edit
 	firstNew := -1
 	for i, b := range pl.conv.blocks {
+		if b.valStart < 0 {
+			continue
+		}
 		bi := pruned[b.item]
-		if bi == nil || b.valStart < 0 {
+		if bi == nil {
+			// A context tool's result: its recorded answer in place of
+			// the MCP server's stub, at every send (agent.go).
+			if b.kind == bToolResult && agentIDs[b.callID] {
+				if a, ok := p.answerOf(ctx, pl, b.item); ok {
+					start, end := pl.conv.span(b)
+					edits = append(edits, edit{start: start, end: end, repl: quote(a)})
+				}
+			}
 			continue
 		}
 		start, end := pl.conv.span(b)

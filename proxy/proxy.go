@@ -110,6 +110,9 @@ type sessState struct {
 	logged []*block
 	// lastUse is when a request last took the state (under Proxy.mu).
 	lastUse time.Time
+	// answers caches the recorded answers of context-tool results by
+	// item (see agent.go), spliced over the stub the client resends.
+	answers map[string]string
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
