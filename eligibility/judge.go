@@ -38,17 +38,17 @@ func (c *Core) judge(it *item) (decisionKey, *item, *events.Mark) {
 type step uint8
 
 const (
-	stepNone      step = iota // no decision
-	stepPinned                // KEEP PINNED
-	stepManual                // PRUNE MANUAL_PRUNE
-	stepProtected             // KEEP <first protection>: the proposal is blocked
-	stepProposal              // the best PRUNE or DEFER proposal
-	stepAgent                 // PRUNE AGENT_REQUEST
-	stepAgentRefused          // KEEP <first protection> or NO_SAVING: the agent's request refused
-	stepRestored              // KEEP RESTORED
-	stepSurvivor              // KEEP SURVIVING_COPY
-	stepAbstain               // ABSTAIN: a tempting prune refused
-	stepUnique                // KEEP UNIQUE: no evidence left
+	stepNone         step = iota // no decision
+	stepPinned                   // KEEP PINNED
+	stepManual                   // PRUNE MANUAL_PRUNE
+	stepProtected                // KEEP <first protection>: the proposal is blocked
+	stepProposal                 // the best PRUNE or DEFER proposal
+	stepAgent                    // PRUNE AGENT_REQUEST
+	stepAgentRefused             // KEEP <first protection> or NO_SAVING: the agent's request refused
+	stepRestored                 // KEEP RESTORED
+	stepSurvivor                 // KEEP SURVIVING_COPY
+	stepAbstain                  // ABSTAIN: a tempting prune refused
+	stepUnique                   // KEEP UNIQUE: no evidence left
 )
 
 // outcome is where the ladder stopped for an item, with what the mark of
