@@ -50,9 +50,21 @@ type RequestCost struct {
 	Cost         float64 `json:"cost"`
 	Output       int     `json:"output"`
 	OutputCost   float64 `json:"output_cost"`
+	// Recoveries counts the items the model recovered (context_recover)
+	// first sent in this request; RecoveryTokens are the tokens of every
+	// recovered item the request sends, and RecoveryCost their share of
+	// Cost: at the write (or uncached) price when first sent, at the read
+	// price after, while the cache is warm. Part of Tokens and Cost, not
+	// added to them.
+	Recoveries     int     `json:"recoveries,omitempty"`
+	RecoveryTokens int     `json:"recovery_tokens,omitempty"`
+	RecoveryCost   float64 `json:"recovery_cost,omitempty"`
 }
 
 func (t *RequestCost) add(r RequestCost) {
+	t.Recoveries += r.Recoveries
+	t.RecoveryTokens += r.RecoveryTokens
+	t.RecoveryCost += r.RecoveryCost
 	t.Tokens += r.Tokens
 	t.CacheRead += r.CacheRead
 	t.CacheWrite += r.CacheWrite
@@ -188,6 +200,7 @@ func (c *Core) ledger(head int) Ledger {
 		rc.WriteCost = usd(rc.CacheWrite, pr.write())
 		rc.UncachedCost = usd(rc.Uncached, pr.price.Input)
 		rc.Cost = rc.ReadCost + rc.WriteCost + rc.UncachedCost
+		c.priceRecoveries(&rc, cur, prev, pr, rc.CacheRead > 0)
 		if r.usage != nil {
 			rc.Output = r.usage.OutputTokens
 			rc.OutputCost = usd(rc.Output, pr.price.Output)
@@ -214,14 +227,40 @@ func (c *Core) ledger(head int) Ledger {
 	return l
 }
 
+// priceRecoveries fills rc's recovery fields from the recovered items in
+// the bundle cur: one new since the previous request's bundle prev, or
+// sent when the cache is cold, is written (or sent uncached); one sent
+// before is read while the cache is warm.
+func (c *Core) priceRecoveries(rc *RequestCost, cur, prev span, pr pricing, warm bool) {
+	for _, it := range c.recoveries {
+		if it.pos < cur.lo || it.pos >= cur.hi {
+			continue
+		}
+		_, n := it.stateAt(cur.f)
+		rc.RecoveryTokens += n
+		first := it.pos >= prev.hi || prev.lo != cur.lo
+		if first {
+			rc.Recoveries++
+		}
+		switch {
+		case warm && !first:
+			rc.RecoveryCost += usd(n, pr.read())
+		case rc.CacheWrite > 0:
+			rc.RecoveryCost += usd(n, pr.write())
+		default:
+			rc.RecoveryCost += usd(n, pr.price.Input)
+		}
+	}
+}
+
 // unprice zeroes every cost of an unpriced ledger, keeping the tokens.
 func (l *Ledger) unprice() {
 	for i := range l.Requests {
 		r := &l.Requests[i]
-		r.ReadCost, r.WriteCost, r.UncachedCost, r.Cost, r.OutputCost = 0, 0, 0, 0, 0
+		r.ReadCost, r.WriteCost, r.UncachedCost, r.Cost, r.OutputCost, r.RecoveryCost = 0, 0, 0, 0, 0, 0
 	}
 	t := &l.Total
-	t.ReadCost, t.WriteCost, t.UncachedCost, t.Cost, t.OutputCost = 0, 0, 0, 0, 0
+	t.ReadCost, t.WriteCost, t.UncachedCost, t.Cost, t.OutputCost, t.RecoveryCost = 0, 0, 0, 0, 0, 0
 }
 
 // Simulate replays one session's events (facts and marks, in log order)

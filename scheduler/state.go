@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
@@ -114,6 +115,9 @@ type Core struct {
 	byID        map[string]int
 	reqs        []request
 	compactions []int           // fact indices of HostCompaction facts
+	// recoveries are the results of the model's context_recover calls:
+	// originals brought back, priced in the economics as recovery.
+	recoveries []*item
 	subtasks    []closedSubtask // SubtaskClosed facts, in order
 	opened      map[string]int  // subtask id -> fact index of its SubtaskOpened
 	provider    string
@@ -207,6 +211,11 @@ func (c *Core) Observe(ev events.Event) {
 		c.addItem(p.Item, f, p.InputTokens, len(p.Input), p.CallID, false)
 	case *events.ToolResult:
 		c.addItem(p.Item, f, resultTokens(p), 0, p.CallID, true)
+		if k, ok := agenttools.Match(p.Tool); ok && k == agenttools.Recover {
+			if i, found := c.byID[p.Item]; found && c.items[i].fact == f {
+				c.recoveries = append(c.recoveries, c.items[i])
+			}
+		}
 	case *events.ModelRequest:
 		c.observeRequest(ev, p, f)
 	case *events.SubtaskOpened:
