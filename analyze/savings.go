@@ -20,6 +20,13 @@ type Savings struct {
 	// priced sessions; Tokens the tokens sent per strategy over all.
 	Cost   map[string]float64 `json:"cost"`
 	Tokens map[string]int     `json:"tokens"`
+	// Recoveries counts the items the model recovered with context_recover
+	// (from the observed economics: the scheduled ledger), RecoveryTokens
+	// their tokens summed over the requests that sent them and
+	// RecoveryCost their share of the prompt cost (USD, priced sessions).
+	Recoveries     int     `json:"recoveries,omitempty"`
+	RecoveryTokens int     `json:"recovery_tokens,omitempty"`
+	RecoveryCost   float64 `json:"recovery_cost,omitempty"`
 }
 
 // Strategies whose savings are reported, against StrategyNone.
@@ -52,6 +59,13 @@ func (s *Savings) AddLedgers(ls map[string]*scheduler.Ledger) {
 			s.Cost[st] += l.Total.Cost
 		}
 	}
+	if l := ls[scheduler.StrategyScheduled]; l != nil {
+		s.Recoveries += l.Total.Recoveries
+		s.RecoveryTokens += l.Total.RecoveryTokens
+		if !unpriced {
+			s.RecoveryCost += l.Total.RecoveryCost
+		}
+	}
 }
 
 // AddEconomics adds one session of an analyze report.
@@ -79,6 +93,9 @@ func (s *Savings) Merge(o Savings) {
 	for k, v := range o.Tokens {
 		s.Tokens[k] += v
 	}
+	s.Recoveries += o.Recoveries
+	s.RecoveryTokens += o.RecoveryTokens
+	s.RecoveryCost += o.RecoveryCost
 }
 
 // SavedUSD is the cost strategy st saved against no pruning (negative: it
@@ -114,6 +131,10 @@ func (s Savings) Headline() string {
 		s.phrase(sched, "Saved", "Cost"), s.Sessions, plural(s.Sessions), s.phrase(imm, "save", "cost"))
 	if s.Unpriced > 0 {
 		out += fmt.Sprintf(" (%d unpriced session%s: tokens only)", s.Unpriced, plural(s.Unpriced))
+	}
+	if s.Recoveries > 0 {
+		out += fmt.Sprintf("; the model recovered %d removed item%s (%s tokens sent, %s of the prompt cost, counted in it)",
+			s.Recoveries, plural(s.Recoveries), thousands(s.RecoveryTokens), usd(s.RecoveryCost))
 	}
 	return out
 }

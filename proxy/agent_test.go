@@ -19,6 +19,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // agentClock is the proxy's injected clock: requests arrive a second
@@ -265,6 +266,9 @@ func TestAgentContextTools(t *testing.T) {
 		}
 	}
 	require_True(t, asks == 2, "want 2 agent prune requests in the log (the valid handles), got %d", asks)
+	// The economics count the recovery.
+	led := scheduler.SimulateAll(pol, evs, scheduler.StrategyScheduled)[scheduler.StrategyScheduled]
+	require_True(t, led.Total.Recoveries == 1 && led.Total.RecoveryTokens > 0, "economics (the test model is unpriced: tokens only): %d recoveries, %d tokens, $%v", led.Total.Recoveries, led.Total.RecoveryTokens, led.Total.RecoveryCost)
 
 	// Metrics.
 	require_True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("accepted", "AGENT_REQUEST")) == 1, "accepted metric")
