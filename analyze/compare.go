@@ -17,10 +17,12 @@ type CompareOptions struct {
 	// MaskWindow is the observations masking-N keeps (0: the lab's default).
 	MaskWindow int
 	// Recommend runs the policy candidates (compare.Candidates) instead of
-	// the lab rows and picks the cheapest whose later-used count is at most
-	// Risk.
-	Recommend bool
-	Risk      int
+	// the lab rows and picks the cheapest, cost with recoveries, whose
+	// later-used count is at most Risk and whose recoveries per 100 model
+	// requests are at most RecoveryBudget when it is set.
+	Recommend      bool
+	Risk           int
+	RecoveryBudget *float64
 	// PolicyName, when Config.Policy is not the default, names the extra
 	// row that runs the user's own policy (e.g. its file).
 	PolicyName string
@@ -67,7 +69,7 @@ func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareRe
 		}
 	}
 	if opt.Recommend {
-		res.Recommendation, err = compare.Recommend(ctx, in, blobs, tc, opt.Risk, step("recommend"))
+		res.Recommendation, err = compare.Recommend(ctx, in, blobs, tc, compare.Limits{Risk: opt.Risk, RecoveryBudget: opt.RecoveryBudget}, step("recommend"))
 		return res, err
 	}
 	rows := lab.Rows(opt.MaskWindow)

@@ -20,6 +20,7 @@ import (
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/lab"
 	"github.com/prunesched/prunesched/lateruse"
+	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -42,8 +43,16 @@ type Entry struct {
 	// LaterUsed counts removed items whose distinctive terms the agent
 	// used again after the removal: a proxy for a false prune, not ground
 	// truth (package lateruse).
-	LaterUsed int  `json:"later_used"`
-	Unpriced  bool `json:"unpriced,omitempty"`
+	LaterUsed int `json:"later_used"`
+	// Recoveries counts the removed items fetched back by their handle:
+	// one per later-used item, at the request whose answer first uses it
+	// again. CostWithRecoveries is CostUSD plus what they add
+	// (scheduler.PriceRecoveries, answers of RecoveryAnswerTokens): what
+	// the row costs when a removal later needed costs a recovery, not the
+	// task. Equal to CostUSD without recoveries.
+	Recoveries         int     `json:"recoveries"`
+	CostWithRecoveries float64 `json:"cost_with_recoveries"`
+	Unpriced           bool    `json:"unpriced,omitempty"`
 	// Examples names up to three later-used items: "item (term)".
 	Examples []string `json:"examples,omitempty"`
 }
@@ -52,6 +61,8 @@ type Entry struct {
 type Session struct {
 	Source  string `json:"source"`
 	Session string `json:"session"`
+	// Requests is the session's model requests.
+	Requests int `json:"requests"`
 	// None is the session without pruning: the baseline.
 	None       Entry   `json:"none"`
 	Comparison []Entry `json:"comparison"`
@@ -59,8 +70,14 @@ type Session struct {
 
 // Report is the comparison over every session, and in total.
 type Report struct {
-	Note     string    `json:"note"`
-	Rows     []RowInfo `json:"rows"`
+	Note string `json:"note"`
+	// RecoveryNote states how recoveries are priced; RecoveryAnswerTokens
+	// is the output tokens assumed for one recovery call.
+	RecoveryNote         string    `json:"recovery_note"`
+	RecoveryAnswerTokens int       `json:"recovery_answer_tokens"`
+	Rows                 []RowInfo `json:"rows"`
+	// Requests is the model requests of every session.
+	Requests int       `json:"requests"`
 	Sessions []Session `json:"sessions"`
 	// None and Comparison are the totals over all sessions.
 	None       Entry   `json:"none"`
@@ -77,6 +94,22 @@ type RowInfo struct {
 
 // Note is the label the report carries everywhere the count appears.
 const Note = "later_used is a proxy for a false prune (a removed item's distinctive term used again by the agent), not ground truth"
+
+// RecoveryAnswerTokens is the output tokens assumed for one recovery call
+// (the model's answer asking context_recover for one handle: a tool_use
+// block with the tool's name, an id and the handle, with a few words
+// around it). A fixed number, so that the figure is the same on every
+// machine and every session: a context_recover call is about 40 tokens,
+// and 60 leaves room for the words a model adds before a tool call.
+const RecoveryAnswerTokens = 60
+
+// recoveryNote is how the report says recoveries are priced.
+func recoveryNote() string {
+	return fmt.Sprintf("each later-used item a row removed is fetched back once by its handle (context_recover) at the request whose answer first uses it: "+
+		"that answer becomes a recovery call (%d output tokens); one extra request re-sends the context (read from cache where the scheduler's cache model has it warm, the rest written) "+
+		"with the item appended as a tool result; the item then stays in context to the end of the session, carried by every later request at the cache model's price; "+
+		"cost_with_recoveries is cost_usd plus all of that", RecoveryAnswerTokens)
+}
 
 // Input is one session to compare: its facts in stored form (events.Prepare)
 // and where it came from.
@@ -111,7 +144,7 @@ type BlobGetter interface {
 // Run compares rows over sessions. progress, when set, is called after each
 // session with the number done.
 func Run(ctx context.Context, rows []lab.Row, sessions []Input, blobs BlobGetter, tc projections.TokenCounter, progress func(done, total int)) (*Report, error) {
-	rep := &Report{Note: Note}
+	rep := &Report{Note: Note, RecoveryNote: recoveryNote(), RecoveryAnswerTokens: RecoveryAnswerTokens}
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, RowInfo{Name: r.Name, Kind: r.Kind, Timing: r.Timing, Description: r.Description})
 	}
@@ -146,6 +179,7 @@ func Run(ctx context.Context, rows []lab.Row, sessions []Input, blobs BlobGetter
 	rep.None = Entry{Policy: "none", Timing: scheduler.StrategyNone}
 	totals := map[[2]string]*Entry{}
 	for _, s := range out {
+		rep.Requests += s.Requests
 		addEntry(&rep.None, s.None)
 		for _, e := range s.Comparison {
 			k := [2]string{e.Policy, e.Timing}
@@ -177,6 +211,8 @@ func addEntry(t *Entry, e Entry) {
 	t.ItemsRemoved += e.ItemsRemoved
 	t.TokensRemoved += e.TokensRemoved
 	t.LaterUsed += e.LaterUsed
+	t.Recoveries += e.Recoveries
+	t.CostWithRecoveries += e.CostWithRecoveries
 	t.Unpriced = t.Unpriced || e.Unpriced
 	if len(t.Examples) < 3 {
 		t.Examples = append(t.Examples, e.Examples[:min(len(e.Examples), 3-len(t.Examples))]...)
@@ -190,6 +226,10 @@ func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter,
 	}
 	s.Session = in.Facts[0].Session
 	content := func(h string) ([]byte, error) { return blobs.GetBlob(ctx, h) }
+	factOf := make(map[string]int, len(in.Facts))
+	for i, f := range in.Facts {
+		factOf[f.ID] = i
+	}
 	for ri, r := range rows {
 		marks := r.Marks(in.Facts, content)
 		all := make([]events.Event, 0, len(in.Facts)+len(marks))
@@ -201,7 +241,9 @@ func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter,
 		ledgers := scheduler.SimulateAll(r.Policy, all, strategies...)
 		if ri == 0 {
 			l := ledgers[scheduler.StrategyNone]
-			s.None = Entry{Policy: "none", Timing: scheduler.StrategyNone, TokensSent: l.Total.Tokens, CostUSD: l.Total.Cost, Unpriced: l.Unpriced}
+			s.None = Entry{Policy: "none", Timing: scheduler.StrategyNone, TokensSent: l.Total.Tokens, CostUSD: l.Total.Cost,
+				CostWithRecoveries: l.Total.Cost, Unpriced: l.Unpriced}
+			s.Requests = len(l.Requests)
 		}
 		for _, tm := range Timings {
 			l := ledgers[tm]
@@ -213,11 +255,11 @@ func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter,
 			if err != nil {
 				return s, fmt.Errorf("%s %s: %w", r.Name, tm, err)
 			}
-			used := map[string]string{}
+			used := map[string]lateruse.Removal{} // item -> its first later-used removal
 			for _, x := range rs {
 				if x.LaterUsed && !x.Partial {
 					if _, ok := used[x.Item]; !ok {
-						used[x.Item] = x.Term
+						used[x.Item] = x
 					}
 				}
 			}
@@ -228,12 +270,41 @@ func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter,
 			}
 			sort.Strings(ids)
 			for _, id := range ids[:min(3, len(ids))] {
-				e.Examples = append(e.Examples, fmt.Sprintf("%s (%s)", id, used[id]))
+				e.Examples = append(e.Examples, fmt.Sprintf("%s (%s)", id, used[id].Term))
+			}
+			if err := recoveries(r.Policy, in.Facts, marks, l, ids, used, factOf, &e); err != nil {
+				return s, fmt.Errorf("%s %s: %w", r.Name, tm, err)
 			}
 			s.Comparison = append(s.Comparison, e)
 		}
 	}
 	return s, nil
+}
+
+// recoveries fills e's recoveries and cost with them: each later-used
+// item (ids, sorted; used names its first later-used removal) is fetched
+// back at the request whose answer first uses it, priced by the scheduler
+// under the row's policy on the schedule of l.
+func recoveries(p policy.Policy, facts, marks []events.Event, l scheduler.Ledger, ids []string, used map[string]lateruse.Removal, factOf map[string]int, e *Entry) error {
+	e.CostWithRecoveries = e.CostUSD
+	if len(ids) == 0 {
+		return nil
+	}
+	recs := make([]scheduler.Recovery, 0, len(ids))
+	for _, id := range ids {
+		f, ok := factOf[used[id].UsedBy]
+		if !ok {
+			return fmt.Errorf("recovery of %s: the event that used it, %s, is not a fact of the session", id, used[id].UsedBy)
+		}
+		recs = append(recs, scheduler.Recovery{Item: id, Fact: f})
+	}
+	rc, err := scheduler.PriceRecoveries(p, events.MergeLog(facts, marks, l.ApplicationEvents), l.Head, recs, RecoveryAnswerTokens)
+	if err != nil {
+		return err
+	}
+	e.Recoveries = rc.Recoveries
+	e.CostWithRecoveries += rc.Cost
+	return nil
 }
 
 // removed fills what the final bundle leaves out, from the production

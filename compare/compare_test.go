@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,6 +80,18 @@ func TestCompareRealTraces(t *testing.T) {
 		if e.Timing != scheduler.StrategyImmediate && e.Timing != scheduler.StrategyScheduled {
 			t.Errorf("timing %q", e.Timing)
 		}
+		// One recovery per later-used item; a recovery only adds cost.
+		if e.Recoveries != e.LaterUsed || e.CostWithRecoveries < e.CostUSD ||
+			(e.Recoveries == 0) != (e.CostWithRecoveries == e.CostUSD) {
+			t.Errorf("%s %s: later_used %d, recoveries %d, cost %.6f, with recoveries %.6f",
+				e.Policy, e.Timing, e.LaterUsed, e.Recoveries, e.CostUSD, e.CostWithRecoveries)
+		}
+	}
+	if rep.None.CostWithRecoveries != rep.None.CostUSD || rep.Requests == 0 {
+		t.Errorf("none %+v, %d requests", rep.None, rep.Requests)
+	}
+	if m := rep.Comparison[len(rep.Comparison)-1]; m.Recoveries == 0 {
+		t.Errorf("masking-5 needs no recovery on real sessions: %+v", m)
 	}
 	// Masking removes by age: on real sessions it removes something.
 	if m := rep.Comparison[len(rep.Comparison)-1]; m.ItemsRemoved == 0 {
@@ -94,11 +107,13 @@ func TestCompareRealTraces(t *testing.T) {
 		t.Error("two runs over the same sessions differ")
 	}
 	var txt strings.Builder
-	if err := WriteText(&txt, rep); err != nil || !strings.Contains(txt.String(), "later-used (proxy)") {
+	if err := WriteText(&txt, rep); err != nil || !strings.Contains(txt.String(), "later-used (proxy)") ||
+		!strings.Contains(txt.String(), "cost w/ recoveries") || !strings.Contains(txt.String(), "(60 output tokens)") {
 		t.Errorf("text report: %v\n%s", err, txt.String())
 	}
 	var svg strings.Builder
-	if err := WriteSVG(&svg, rep); err != nil || !strings.Contains(svg.String(), "masking-5") {
+	if err := WriteSVG(&svg, rep); err != nil || !strings.Contains(svg.String(), "masking-5") ||
+		!strings.Contains(svg.String(), "ring = cost with recoveries") || !strings.Contains(svg.String(), `fill="none"`) {
 		t.Errorf("svg: %v", err)
 	}
 }
@@ -107,7 +122,7 @@ func TestCompareRealTraces(t *testing.T) {
 // it is the cheapest candidate within the bound.
 func TestRecommend(t *testing.T) {
 	in, blobs := realInputs(t)
-	rec, err := Recommend(context.Background(), in, blobs, tokens.New(), 0, nil)
+	rec, err := Recommend(context.Background(), in, blobs, tokens.New(), Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +130,8 @@ func TestRecommend(t *testing.T) {
 		t.Fatal("no candidate within later_used <= 0")
 	}
 	for _, c := range rec.Tried {
-		if c.LaterUsed <= 0 && c.CostUSD < rec.Best.CostUSD {
-			t.Errorf("%s costs %.4f < the recommended %s %.4f", c.Name, c.CostUSD, rec.Best.Name, rec.Best.CostUSD)
+		if c.LaterUsed <= 0 && c.CostWithRecoveries < rec.Best.CostWithRecoveries {
+			t.Errorf("%s costs %.4f < the recommended %s %.4f", c.Name, c.CostWithRecoveries, rec.Best.Name, rec.Best.CostWithRecoveries)
 		}
 	}
 	var b strings.Builder
@@ -127,4 +142,61 @@ func TestRecommend(t *testing.T) {
 		t.Errorf("recommended policy does not parse: %v\n%s", err, b.String())
 	}
 	t.Logf("\n%s", b.String())
+}
+
+// TestChoose: the recommendation is the cheapest with recoveries within
+// the risk and the recovery budget, whatever it costs without them.
+func TestChoose(t *testing.T) {
+	budget := func(v float64) *float64 { return &v }
+	// 200 requests: a budget of 1 per 100 allows 2 recoveries.
+	tried := []Choice{
+		{Name: "default", TokensSent: 900, CostUSD: 9.0, CostWithRecoveries: 9.0},
+		{Name: "cheap but needed", TokensSent: 500, CostUSD: 7.0, LaterUsed: 3, Recoveries: 3, CostWithRecoveries: 9.5},
+		{Name: "some risk", TokensSent: 700, CostUSD: 8.0, LaterUsed: 2, Recoveries: 2, CostWithRecoveries: 8.5},
+		{Name: "tie, fewer tokens", TokensSent: 800, CostUSD: 9.0, CostWithRecoveries: 9.0},
+	}
+	for _, tc := range []struct {
+		name  string
+		lim   Limits
+		best  string
+		order string
+	}{
+		{"risk 0: only the safe ones; a tie goes to fewer tokens", Limits{}, "tie, fewer tokens", "some risk,tie, fewer tokens,default,cheap but needed"},
+		{"risk 2: the cheapest with recoveries", Limits{Risk: 2}, "some risk", ""},
+		{"risk 5: cheaper without recoveries is not cheaper with them", Limits{Risk: 5}, "some risk", ""},
+		{"a budget of 1 per 100 requests allows 2", Limits{Risk: 5, RecoveryBudget: budget(1)}, "some risk", ""},
+		{"a budget below 1 per 100 excludes it", Limits{Risk: 5, RecoveryBudget: budget(0.5)}, "tie, fewer tokens", ""},
+		{"a budget of 0 allows no recovery", Limits{Risk: 5, RecoveryBudget: budget(0)}, "tie, fewer tokens", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sorted, best := choose(tried, tc.lim, 200)
+			got := ""
+			if best != nil {
+				got = best.Name
+			}
+			if got != tc.best {
+				t.Errorf("best %q, want %q", got, tc.best)
+			}
+			if tc.order != "" {
+				var names []string
+				for _, c := range sorted {
+					names = append(names, c.Name)
+				}
+				if o := strings.Join(names, ","); o != tc.order {
+					t.Errorf("order %s, want %s", o, tc.order)
+				}
+			}
+		})
+	}
+	if _, best := choose(tried[1:3], Limits{}, 200); best != nil {
+		t.Errorf("nothing within later_used <= 0, got %s", best.Name)
+	}
+	if tried[0].Name != "default" {
+		t.Error("choose reordered its argument")
+	}
+	for _, lim := range []Limits{{Risk: -1}, {RecoveryBudget: budget(-1)}, {RecoveryBudget: budget(math.NaN())}, {RecoveryBudget: budget(math.Inf(1))}} {
+		if _, err := Recommend(context.Background(), nil, nil, nil, lim, nil); err == nil {
+			t.Errorf("limits %+v accepted", lim)
+		}
+	}
 }

@@ -200,7 +200,7 @@ func (c *Core) ledger(head int) Ledger {
 		rc.WriteCost = usd(rc.CacheWrite, pr.write())
 		rc.UncachedCost = usd(rc.Uncached, pr.price.Input)
 		rc.Cost = rc.ReadCost + rc.WriteCost + rc.UncachedCost
-		c.priceRecoveries(&rc, cur, prev, pr, rc.CacheRead > 0)
+		c.priceRecovered(&rc, cur, prev, pr, rc.CacheRead > 0)
 		if r.usage != nil {
 			rc.Output = r.usage.OutputTokens
 			rc.OutputCost = usd(rc.Output, pr.price.Output)
@@ -227,11 +227,11 @@ func (c *Core) ledger(head int) Ledger {
 	return l
 }
 
-// priceRecoveries fills rc's recovery fields from the recovered items in
+// priceRecovered fills rc's recovery fields from the recovered items in
 // the bundle cur: one new since the previous request's bundle prev, or
 // sent when the cache is cold, is written (or sent uncached); one sent
 // before is read while the cache is warm.
-func (c *Core) priceRecoveries(rc *RequestCost, cur, prev span, pr pricing, warm bool) {
+func (c *Core) priceRecovered(rc *RequestCost, cur, prev span, pr pricing, warm bool) {
 	for _, it := range c.recoveries {
 		if it.pos < cur.lo || it.pos >= cur.hi {
 			continue

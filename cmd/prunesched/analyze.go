@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +36,11 @@ and the peers: DCP, clear_tool_uses, observation masking) over the files and
 reports, per row, timing and session, tokens sent, cost, what it removed and
 how many removed items the agent later used (a distinctive term of the item
 appearing again in its own messages or tool inputs: a proxy for a false
-prune, not ground truth). --compare --recommend prints the policy file with
-the best saving whose later-used count is at most --risk:
+prune, not ground truth), and the cost when each of those is fetched back
+by a recovery (one extra request; docs/cli.md). --compare --recommend
+prints the policy file with the lowest cost with recoveries whose
+later-used count is at most --risk (and recoveries per 100 requests at most
+--recovery-budget, if given):
   prunesched analyze --compare --recommend ~/.claude/projects > mine.yaml
   prunesched serve --policy mine.yaml`)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -54,6 +58,7 @@ the best saving whose later-used count is at most --risk:
 	maskWindow := fs.Int("mask-window", 0, "with --compare: the observations masking-N keeps (0: the lab's default)")
 	recommend := fs.Bool("recommend", false, "with --compare: print the policy file (YAML, for --policy) with the best saving whose later-used count is at most --risk on these files")
 	risk := fs.Int("risk", 0, "with --recommend: the later-used items allowed")
+	budget := fs.Float64("recovery-budget", 0, "with --recommend: the recoveries allowed per 100 model requests over all the files (default: no budget beyond --risk)")
 	svgPath := fs.String("svg", "", "with --compare: also write the chart of tokens saved against later-used items to FILE (SVG)")
 	prevalence := fs.Bool("prevalence", false, "report the prevalence of each prunable shape (per format and in total) with what the policy decided on it, and the agreement with the hosts' own pruning, instead of the per-session report (with --json: as JSON)")
 	if err := parse(fs, args); err != nil {
@@ -62,11 +67,18 @@ the best saving whose later-used count is at most --risk:
 	if fs.NArg() == 0 && !*discover {
 		return usagef("no files given (or --discover)")
 	}
-	if !*cmp && (*recommend || *svgPath != "" || *maskWindow != 0 || *risk != 0) {
-		return usagef("--recommend, --risk, --mask-window and --svg go with --compare")
+	hasBudget := fs.Changed("recovery-budget")
+	if !*cmp && (*recommend || *svgPath != "" || *maskWindow != 0 || *risk != 0 || hasBudget) {
+		return usagef("--recommend, --risk, --recovery-budget, --mask-window and --svg go with --compare")
+	}
+	if hasBudget && !*recommend {
+		return usagef("--recovery-budget goes with --recommend")
 	}
 	if *maskWindow < 0 || *risk < 0 {
 		return usagef("--mask-window and --risk must not be negative")
+	}
+	if hasBudget && !(*budget >= 0 && !math.IsInf(*budget, 1)) {
+		return usagef("--recovery-budget must be a number of recoveries per 100 model requests, at least 0 (got %v)", *budget)
 	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
@@ -87,6 +99,9 @@ the best saving whose later-used count is at most --risk:
 	var failed []analyze.FileError
 	if *cmp {
 		opt := analyze.CompareOptions{MaskWindow: *maskWindow, Recommend: *recommend, Risk: *risk}
+		if hasBudget {
+			opt.RecoveryBudget = budget
+		}
 		if *policyPath != "" {
 			opt.PolicyName = "policy " + filepath.Base(*policyPath)
 		}

@@ -43,9 +43,12 @@ func TestAnalyzeCompare(t *testing.T) {
 		t.Fatalf("exit %d (want 1: one file failed), stderr %q", code, errOut)
 	}
 	var res struct {
-		Note       string           `json:"note"`
-		Comparison []map[string]any `json:"comparison"`
-		Sessions   []struct {
+		Note         string           `json:"note"`
+		RecoveryNote string           `json:"recovery_note"`
+		Answer       int              `json:"recovery_answer_tokens"`
+		Requests     int              `json:"requests"`
+		Comparison   []map[string]any `json:"comparison"`
+		Sessions     []struct {
 			Comparison []map[string]any `json:"comparison"`
 		} `json:"sessions"`
 		Failed []struct{ File string } `json:"failed"`
@@ -56,6 +59,9 @@ func TestAnalyzeCompare(t *testing.T) {
 	if !strings.Contains(res.Note, "not ground truth") {
 		t.Errorf("note %q does not label the proxy", res.Note)
 	}
+	if res.Answer != 60 || !strings.Contains(res.RecoveryNote, "60 output tokens") || res.Requests == 0 {
+		t.Errorf("recovery assumption not stated: %d tokens, note %q, %d requests", res.Answer, res.RecoveryNote, res.Requests)
+	}
 	if len(res.Sessions) != 1 || len(res.Failed) != 1 {
 		t.Fatalf("%d sessions, %d failed; want 1 and 1", len(res.Sessions), len(res.Failed))
 	}
@@ -64,7 +70,7 @@ func TestAnalyzeCompare(t *testing.T) {
 	for _, list := range [][]map[string]any{res.Comparison, res.Sessions[0].Comparison} {
 		timings := map[string]int{}
 		for _, e := range list {
-			for _, k := range []string{"policy", "timing", "tokens_sent", "cost_usd", "items_removed", "tokens_removed", "later_used"} {
+			for _, k := range []string{"policy", "timing", "tokens_sent", "cost_usd", "items_removed", "tokens_removed", "later_used", "recoveries", "cost_with_recoveries"} {
 				if _, ok := e[k]; !ok {
 					t.Errorf("entry %v has no %q", e, k)
 				}
@@ -119,15 +125,59 @@ func TestAnalyzeCompareRecommend(t *testing.T) {
 	}
 }
 
-// TestAnalyzeCompareUsage: the compare flags need --compare.
+// TestAnalyzeCompareRecoveryBudget: --recovery-budget bounds the
+// recommendation in recoveries per 100 requests, and says so; JSON
+// carries the budget.
+func TestAnalyzeCompareRecoveryBudget(t *testing.T) {
+	trace := compareTrace(t)
+	code, out, errOut := runT(t, "analyze", "--compare", "--recommend", "--risk", "1000", "--recovery-budget", "0", "--quiet", trace)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"recoveries <= 0 per 100 requests", "recoveries 0", "USD with them"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("recommendation lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runT(t, "analyze", "--compare", "--recommend", "--recovery-budget", "2.5", "--json", "--quiet", trace)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Recommendation struct {
+			RecoveryBudget *float64 `json:"recovery_budget"`
+			Best           *struct {
+				Recoveries int `json:"recoveries"`
+			} `json:"best"`
+		} `json:"recommendation"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b := res.Recommendation.RecoveryBudget; b == nil || *b != 2.5 || res.Recommendation.Best == nil {
+		t.Errorf("recommendation JSON: %s", out)
+	}
+}
+
+// TestAnalyzeCompareUsage: the compare flags need --compare, the budget
+// --recommend; a bad value is a usage error naming its flag.
 func TestAnalyzeCompareUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"analyze", "--recommend", "x.jsonl"},
-		{"analyze", "--svg", "c.svg", "x.jsonl"},
-		{"analyze", "--compare", "--risk", "-1", "x.jsonl"},
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"analyze", "--recommend", "x.jsonl"}, "--recommend"},
+		{[]string{"analyze", "--svg", "c.svg", "x.jsonl"}, "--svg"},
+		{[]string{"analyze", "--compare", "--risk", "-1", "x.jsonl"}, "--risk"},
+		{[]string{"analyze", "--recovery-budget", "1", "x.jsonl"}, "--recovery-budget"},
+		{[]string{"analyze", "--compare", "--recovery-budget", "1", "x.jsonl"}, "--recovery-budget"},
+		{[]string{"analyze", "--compare", "--recommend", "--recovery-budget", "-1", "x.jsonl"}, "--recovery-budget"},
+		{[]string{"analyze", "--compare", "--recommend", "--recovery-budget", "NaN", "x.jsonl"}, "--recovery-budget"},
+		{[]string{"analyze", "--compare", "--recommend", "--recovery-budget", "Inf", "x.jsonl"}, "--recovery-budget"},
+		{[]string{"analyze", "--compare", "--recommend", "--recovery-budget", "lots", "x.jsonl"}, "recovery-budget"},
 	} {
-		if code, _, errOut := runT(t, args...); code != 2 || errOut == "" {
-			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
+		if code, _, errOut := runT(t, tc.args...); code != 2 || !strings.Contains(errOut, tc.flag) {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %s", tc.args, code, errOut, tc.flag)
 		}
 	}
 }
