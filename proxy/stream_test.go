@@ -378,3 +378,28 @@ func TestStreamIdleDisabled(t *testing.T) {
 	w.done()
 	require_True(t, !w.idled(), "idled without a timer")
 }
+
+// TestBrokenJSONAnswerAborts: a non-streamed answer whose body breaks off
+// before its declared length is aborted too, and not recorded.
+func TestBrokenJSONAnswerAborts(t *testing.T) {
+	t.Parallel()
+	const sent = `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"I will read a.go"}`
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000")
+		_, _ = io.WriteString(w, sent)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	spy := &spyBackend{}
+	b := setup(t, testPolicy(t), up, spy.install)
+	s := streamShapes[0]
+	s.body = strings.Replace(s.body, `"stream":true`, `"stream":false`, 1)
+	resp := s.post(t, b, "cut-json")
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
+	require_True(t, string(got) == sent, "got %q", got)
+	requireNoAnswerRecorded(t, b, spy)
+}
