@@ -14,15 +14,21 @@ import (
 // capture reads a response as it streams to the client: the usage the
 // upstream reports and the assistant's content. It never changes a byte.
 type capture struct {
-	api      API
-	sse      bool
-	buf      bytes.Buffer // non-streamed body, or the partial SSE line
-	over     bool         // non-streamed body exceeded DefaultMaxCaptureBytes
-	complete bool         // the body was read to EOF
+	api  API
+	sse  bool
+	buf  bytes.Buffer // non-streamed body, or the partial SSE line
+	over bool         // non-streamed body exceeded DefaultMaxCaptureBytes
+	eof  bool         // the body was read to its end (io.EOF)
 	// terminal is set once the stream's last event has been read
-	// (message_stop, [DONE], response.completed): the client may act on
-	// it before the connection ends.
+	// (message_stop, [DONE], response.completed, response.incomplete,
+	// response.failed): the client may act on it before the connection
+	// ends.
 	terminal bool
+	// finished is set once the event that says the answer is whole has
+	// been read: message_stop (Anthropic); a finish_reason or [DONE]
+	// (Chat Completions); response.completed (Responses). A stream cut
+	// before it, or ended by an error event, is incomplete (whole).
+	finished bool
 
 	id    string
 	model string
@@ -72,6 +78,18 @@ func (c *capture) write(p []byte) {
 		}
 		c.buf.Next(i + 1)
 	}
+}
+
+// whole reports whether the answer arrived whole: a stream whose
+// terminal event of success was read (finished), or a body that is not a
+// stream read to its end and kept whole. Only a whole answer's content is
+// recorded as the assistant's items (recordLocked): a partial answer is
+// not what the model said, and eligibility must not take it as evidence.
+func (c *capture) whole() bool {
+	if c.sse {
+		return c.finished
+	}
+	return c.eof && !c.over
 }
 
 // finish parses a non-streamed body.
@@ -279,6 +297,7 @@ func (c *capture) respCompleted(r *respResponse) {
 func (c *capture) event(data []byte) {
 	if string(data) == "[DONE]" {
 		c.terminal = true
+		c.finished = true
 		return
 	}
 	if len(data) == 0 || data[0] != '{' {
@@ -331,6 +350,7 @@ func (c *capture) event(data []byte) {
 			}
 		case "message_stop":
 			c.terminal = true
+			c.finished = true
 		case "message_delta":
 			if u := e.Usage.usage(); u != nil {
 				if c.usage == nil {
@@ -361,6 +381,7 @@ func (c *capture) event(data []byte) {
 					Content   *string        `json:"content"`
 					ToolCalls []chatToolCall `json:"tool_calls"`
 				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
 			Usage *oaUsage `json:"usage"`
 		}
@@ -377,6 +398,11 @@ func (c *capture) event(data []byte) {
 			c.usage = u
 		}
 		for _, ch := range e.Choices {
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				// The answer is whole; a usage chunk and [DONE] may
+				// follow (terminal waits for [DONE]).
+				c.finished = true
+			}
 			if d := ch.Delta.Content; d != nil && *d != "" {
 				if c.text == nil {
 					c.text = &respBlock{kind: bText}
@@ -419,6 +445,9 @@ func (c *capture) event(data []byte) {
 				c.respCompleted(e.Response)
 			}
 			c.terminal = true
+			// response.incomplete (max_output_tokens, content filter)
+			// ends the stream, but the answer is cut short.
+			c.finished = e.Type == "response.completed"
 		case "response.failed":
 			c.terminal = true
 		}
@@ -512,9 +541,19 @@ func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
 		}
 		evs = append(evs, events.New(events.DerivedID("proxy-request", pl.tenant, pl.session, pl.req), tenant, pl.session, pl.at, mr))
 	}
+	blocks := c.blocks
+	if !c.whole() {
+		// The stream broke off, stalled or ended without its terminal
+		// event (or the client left): what arrived is not the model's
+		// answer. None of it becomes an item, so nothing can take it as
+		// evidence (a partial tool call, a truncated text); the model
+		// request and its usage, which the provider counted, are kept.
+		p.log.Info("proxy: incomplete answer: its assistant content is not recorded", "api", pl.api, "session", pl.session, "request", pl.req, "blocks", len(blocks))
+		blocks = nil
+	}
 	var items []string
 	counts := map[string]int{}
-	for _, b := range c.blocks {
+	for _, b := range blocks {
 		var payload events.Payload
 		var item string
 		switch b.kind {

@@ -36,6 +36,13 @@ const (
 	// timeout of the Anthropic and OpenAI SDKs, so an agent would give up
 	// at about the same time. A streamed answer sends its headers at once.
 	DefaultResponseHeaderTimeout = 10 * time.Minute
+	// DefaultStreamIdleTimeout bounds the silence between two reads of an
+	// upstream response body once its headers arrived. Five minutes: a
+	// streaming model API sends events (Anthropic: ping) far more often
+	// while it generates, and even a long thinking phase streams
+	// thinking deltas; a non-streamed answer arrives whole after its
+	// headers.
+	DefaultStreamIdleTimeout = 5 * time.Minute
 	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
 	// kept to read its usage (the client gets all of it regardless).
 	DefaultMaxCaptureBytes = 64 << 20
@@ -132,6 +139,17 @@ type Config struct {
 	// It applies to the default Client only: a Client set here brings its
 	// own timeouts.
 	ResponseHeaderTimeout time.Duration
+	// StreamIdleTimeout bounds the wait for the next bytes of an upstream
+	// response body once its headers arrived (DefaultStreamIdleTimeout;
+	// negative: no bound). Past it the upstream request is cancelled, the
+	// stall is logged with the session, counted in
+	// prunesched_proxy_upstream_errors_total{kind="idle"}, and the
+	// client's response is aborted (never ended cleanly), as for a body
+	// that broke off.
+	StreamIdleTimeout time.Duration
+	// AfterFunc starts the stream idle timer (tests fire it when they
+	// choose); nil is time.AfterFunc.
+	AfterFunc func(d time.Duration, f func()) Timer
 	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes); a larger
 	// body gets 413 naming the limit.
 	MaxBodyBytes int64
@@ -190,6 +208,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResponseHeaderTimeout == 0 {
 		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if c.AfterFunc == nil {
+		c.AfterFunc = func(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

@@ -168,6 +168,7 @@ const (
 	UpstreamKindTimeout     = "timeout"     // no response headers within the response-header timeout
 	UpstreamKindUnreachable = "unreachable" // no answer (connection refused, reset, DNS)
 	UpstreamKindStream      = "stream"      // the response body broke off before its end
+	UpstreamKindIdle        = "idle"        // the response body sent nothing for the stream idle timeout
 )
 
 func (m *Metrics) upstreamError(kind string) {

@@ -265,7 +265,12 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		p.met.addedLatency(api, p.cfg.Now().Sub(at).Seconds())
 		p.met.request(api, outcome)
 		modified := pl != nil && pl.body != nil
-		resp, err := p.forward(r, api, out, modified || !encoded)
+		// The upstream request ends when the client leaves, or when its
+		// response body stalls (StreamIdleTimeout).
+		idle := p.watchIdle(r.Context())
+		defer idle.done()
+		ur := r.WithContext(idle.ctx)
+		resp, err := p.forward(ur, api, out, modified || !encoded)
 		if err == nil && modified && resp.StatusCode == http.StatusBadRequest {
 			// The upstream refused the rewritten body: whatever the reason,
 			// the agent must not see an error the proxy caused. Resend the
@@ -274,7 +279,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			resp.Body.Close()
 			p.failOpen(api, StageUpstreamRejected, errors.New("upstream answered 400 to the rewritten request"))
 			pl.rendered = false
-			resp, err = p.forward(r, api, raw, false)
+			resp, err = p.forward(ur, api, raw, false)
 		}
 		if err != nil {
 			p.upstreamFailed(w, r, api, err)
@@ -298,11 +303,30 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 				p.record(pl, cap)
 			}
 		}
-		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout)
+		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout, idle)
 		if cap != nil {
 			rec()
 		}
-		p.streamBroke(r, api, err)
+		session := ""
+		if pl != nil {
+			session = pl.session
+		}
+		p.streamBroke(r, api, session, idle, err)
+		abortIfBroken(err)
+	}
+}
+
+// abortIfBroken aborts the client's response when the upstream body did
+// not end cleanly (it broke off, or stalled past the idle timeout): the
+// client must see a broken stream, as it would without the proxy, never a
+// clean end of a partial answer. A handler that returns ends a chunked
+// response cleanly; panicking with http.ErrAbortHandler makes the server
+// drop the connection (HTTP/1: no final chunk, so the client reads an
+// unexpected EOF; HTTP/2: the stream is reset) without logging a stack.
+// Every byte the upstream sent has been relayed before.
+func abortIfBroken(err error) {
+	if err != nil {
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -324,14 +348,25 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, api API, 
 	writeAPIError(w, api, http.StatusBadGateway, "api_error", "prunesched proxy: upstream "+kind)
 }
 
-// streamBroke counts an upstream body that broke off while the client was
-// still reading.
-func (p *Proxy) streamBroke(r *http.Request, api API, err error) {
-	if err == nil || r.Context().Err() != nil {
+// streamBroke logs and counts an upstream body that broke off, or that
+// idle cancelled because it stalled, while the client was still reading.
+// session is the request's session, empty when the proxy did not process
+// it.
+func (p *Proxy) streamBroke(r *http.Request, api API, session string, idle *idleWatch, err error) {
+	if err == nil {
+		return
+	}
+	if idle.idled() {
+		p.met.upstreamError(UpstreamKindIdle)
+		p.log.Warn("proxy: upstream response stalled: no bytes within the stream idle timeout; upstream request cancelled, client's response aborted",
+			"api", api, "path", r.URL.Path, "session", session, "timeout", idle.d)
+		return
+	}
+	if r.Context().Err() != nil {
 		return
 	}
 	p.met.upstreamError(UpstreamKindStream)
-	p.log.Warn("proxy: upstream response broke off", "api", api, "path", r.URL.Path, "err", err)
+	p.log.Warn("proxy: upstream response broke off; client's response aborted", "api", api, "path", r.URL.Path, "session", session, "err", err)
 }
 
 // failOpen logs and counts a failure that sent the original upstream.
@@ -477,7 +512,9 @@ func upstreamHeaders(in http.Header) http.Header {
 // passthrough forwards any other request (count_tokens, models, ...) as is.
 func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	httplimit.StreamWrite(w, 0)
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, upstreamURL(p.baseFor("", r.URL.Path), r), r.Body)
+	idle := p.watchIdle(r.Context())
+	defer idle.done()
+	req, err := http.NewRequestWithContext(idle.ctx, r.Method, upstreamURL(p.baseFor("", r.URL.Path), r), r.Body)
 	if err != nil {
 		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: bad upstream request")
 		return
@@ -495,7 +532,9 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body has been sent: the read timeout no longer applies.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	p.streamBroke(r, "", copyResponse(w, resp, nil, nil, p.cfg.WriteTimeout))
+	err = copyResponse(w, resp, nil, nil, p.cfg.WriteTimeout, idle)
+	p.streamBroke(r, "", "", idle, err)
+	abortIfBroken(err)
 }
 
 // copyResponse streams resp to w unchanged (status, headers, body),
@@ -509,8 +548,9 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 // when the upstream body ends. It returns the error that broke off the
 // upstream body (nil at its end or when the client went away). Every write
 // to the client must finish within writeTimeout (a client that stops
-// reading is cut off; one that reads a long stream is not).
-func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, beforeEnd func(), writeTimeout time.Duration) error {
+// reading is cut off; one that reads a long stream is not). idle (nil:
+// none) bounds each wait for the upstream body's next bytes.
+func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, beforeEnd func(), writeTimeout time.Duration, idle *idleWatch) error {
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
@@ -552,7 +592,9 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 		held = make([]byte, 0, 32<<10)
 	}
 	for {
+		idle.arm()
 		n, err := resp.Body.Read(buf)
+		idle.disarm()
 		if n > 0 {
 			chunk := buf[:n]
 			if cap != nil && !ended {
@@ -577,7 +619,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, cap *capture, befo
 		}
 		if err != nil {
 			if cap != nil && !ended && errors.Is(err, io.EOF) {
-				cap.complete = true
+				cap.eof = true
 			}
 			end()
 			write(held)

@@ -66,6 +66,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"worker", "eligibility"},
 		{"worker", "juggler", "--nats", "nats://127.0.0.1:1"},
 		{"serve", "--sync", "sometimes"},
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--stream-idle-timeout", "-1s"},
 	}
 	for _, args := range cases {
 		if code, _, _ := runT(t, args...); code != 2 {

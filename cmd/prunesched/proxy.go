@@ -62,6 +62,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
+	idleTimeout := fs.Duration("stream-idle-timeout", proxy.DefaultStreamIdleTimeout, "how long an upstream answer may send nothing once its headers arrived; past it the upstream request is cancelled, the stall is logged with the session and the agent's stream is aborted (not ended cleanly); 0 disables")
 	limits := addLimitFlags(fs)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -69,6 +70,9 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *idleTimeout < 0 {
+		return usagef("--stream-idle-timeout must not be negative (0 disables it)")
 	}
 	if *upstream == "" {
 		return usagef("--upstream is required (for example https://api.anthropic.com)")
@@ -99,9 +103,15 @@ port, data directory) differ from serve's, so both can run side by side.`)
 		return err
 	}
 	defer svc.Close()
+	// 0 on the command line means no timeout; in proxy.Config 0 is the
+	// default and a negative value disables it.
+	streamIdle := *idleTimeout
+	if streamIdle == 0 {
+		streamIdle = -1
+	}
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
-		ResponseHeaderTimeout: *headerTimeout, Bodies: bodies, WriteTimeout: *limits.write,
+		ResponseHeaderTimeout: *headerTimeout, StreamIdleTimeout: streamIdle, Bodies: bodies, WriteTimeout: *limits.write,
 		IdentityKey: idKey,
 		Backend:     proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
