@@ -16,63 +16,125 @@ import (
 )
 
 // Change is one setting an edit sets: its key, the value it had ("" when
-// unset) and the new one.
+// unset) and the new one. A value that is not a string shows as compact
+// JSON (or TOML for Codex).
 type Change struct {
 	Key string `json:"key"`
 	Old string `json:"old,omitempty"`
 	New string `json:"new"`
 }
 
+// MCPServer is the name setup registers prunesched's MCP server under
+// in each agent's config.
+const MCPServer = "prunesched"
+
+// Options is what setup points an agent at.
+type Options struct {
+	// Proxy is the proxy's base URL, as NormalizeProxy returns it.
+	Proxy string
+	// MCP is the command line that starts prunesched's stdio MCP server
+	// (the absolute path of the binary, then "mcp"); nil registers none.
+	MCP []string
+}
+
+// part is one config file setup edits for an agent.
+type part struct {
+	// files returns the candidates for the file, the one the CLI lets win
+	// first; setup edits the first that exists, else the default (the
+	// second of several, else the only one).
+	files func(home string, getenv func(string) string) []string
+	// edit returns src with what o asks set.
+	edit func(src []byte, o Options) ([]byte, []Change, error)
+	// mcpOnly: the file holds the MCP registration alone, so setup skips
+	// it without one.
+	mcpOnly bool
+	// live lists the JSON paths setup sets in a file the agent itself
+	// rewrites (Claude Code's ~/.claude.json). When such a file changed
+	// since setup wrote it, undo reverts only those paths in it instead of
+	// restoring the backup over the agent's own changes.
+	live [][]string
+}
+
 // agent is what setup knows about one CLI.
 type agent struct {
-	// files returns the config files the CLI reads that setup may edit,
-	// the one the CLI lets win first; setup edits the first that exists,
-	// else the first.
-	files func(home string, getenv func(string) string) []string
-	// edit returns src with the agent pointed at the proxy.
-	edit func(src []byte, proxy string) ([]byte, []Change, error)
-	// Upstream is the proxy's --upstream (and --openai-upstream) the
+	parts []part
+	// upstream is the proxy's --upstream (and --openai-upstream) the
 	// agent's default provider needs.
 	upstream string
 }
 
+// claudeDir is Claude Code's config directory.
+func claudeDir(home string, getenv func(string) string) string {
+	if dir := getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(home, ".claude")
+}
+
+var claudeMCPPath = []string{"mcpServers", MCPServer}
+
 var agents = map[string]agent{
 	"claude-code": {
-		files: func(home string, getenv func(string) string) []string {
-			dir := getenv("CLAUDE_CONFIG_DIR")
-			if dir == "" {
-				dir = filepath.Join(home, ".claude")
-			}
-			return []string{filepath.Join(dir, "settings.json")}
+		parts: []part{
+			{
+				files: func(home string, getenv func(string) string) []string {
+					return []string{filepath.Join(claudeDir(home, getenv), "settings.json")}
+				},
+				edit: editClaude,
+			},
+			{
+				// User-scope MCP servers live in Claude Code's global
+				// state file, ~/.claude.json ($CLAUDE_CONFIG_DIR/.claude.json),
+				// or the legacy .config.json in its config directory
+				// when that is there and not empty (Claude Code then
+				// reads it instead). settings.json has no mcpServers.
+				files: func(home string, getenv func(string) string) []string {
+					global := filepath.Join(home, ".claude.json")
+					if dir := getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+						global = filepath.Join(dir, ".claude.json")
+					}
+					legacy := filepath.Join(claudeDir(home, getenv), ".config.json")
+					if fi, err := os.Stat(legacy); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+						return []string{legacy}
+					}
+					return []string{global}
+				},
+				edit:    editClaudeMCP,
+				mcpOnly: true,
+				live:    [][]string{claudeMCPPath},
+			},
 		},
-		edit:     editClaude,
 		upstream: "--upstream https://api.anthropic.com",
 	},
 	"codex": {
-		files: func(home string, getenv func(string) string) []string {
-			dir := getenv("CODEX_HOME")
-			if dir == "" {
-				dir = filepath.Join(home, ".codex")
-			}
-			return []string{filepath.Join(dir, "config.toml")}
-		},
-		edit: func(src []byte, proxy string) ([]byte, []Change, error) {
-			return editCodex(src, proxy+"/v1")
-		},
+		parts: []part{{
+			files: func(home string, getenv func(string) string) []string {
+				dir := getenv("CODEX_HOME")
+				if dir == "" {
+					dir = filepath.Join(home, ".codex")
+				}
+				return []string{filepath.Join(dir, "config.toml")}
+			},
+			edit: func(src []byte, o Options) ([]byte, []Change, error) {
+				return editCodex(src, o.Proxy+"/v1", o.MCP)
+			},
+		}},
 		upstream: "--upstream https://api.openai.com",
 	},
 	"opencode": {
-		// OpenCode merges config.json, opencode.json, then opencode.jsonc
-		// from its config directory, the later winning.
-		files: func(home string, getenv func(string) string) []string {
-			dir := getenv("XDG_CONFIG_HOME")
-			if dir == "" {
-				dir = filepath.Join(home, ".config")
-			}
-			dir = filepath.Join(dir, "opencode")
-			return []string{filepath.Join(dir, "opencode.jsonc"), filepath.Join(dir, "opencode.json"), filepath.Join(dir, "config.json")}
-		},
-		edit:     editOpenCode,
+		parts: []part{{
+			// OpenCode merges config.json, opencode.json, then
+			// opencode.jsonc from its config directory, the later winning.
+			files: func(home string, getenv func(string) string) []string {
+				dir := getenv("XDG_CONFIG_HOME")
+				if dir == "" {
+					dir = filepath.Join(home, ".config")
+				}
+				dir = filepath.Join(dir, "opencode")
+				return []string{filepath.Join(dir, "opencode.jsonc"), filepath.Join(dir, "opencode.json"), filepath.Join(dir, "config.json")}
+			},
+			edit: editOpenCode,
+		}},
 		upstream: "--upstream https://api.anthropic.com --openai-upstream https://api.openai.com",
 	},
 }
@@ -92,34 +154,70 @@ func lookup(name string) (agent, error) {
 // e.g. "--upstream https://api.anthropic.com".
 func Upstream(name string) string { return agents[name].upstream }
 
-// ConfigFile returns the config file setup edits for the agent: under home
+// Target is one config file setup edits for an agent. Targets returns
+// them; the zero Part is the agent's main config file.
+type Target struct {
+	Agent string
+	// File is the config file's path.
+	File string
+	// Part is which of the agent's files it is: 0 the main one (proxy
+	// settings, and for Codex and OpenCode the MCP server too), 1 Claude
+	// Code's ~/.claude.json (its MCP server).
+	Part int
+}
+
+func (t Target) part() (part, error) {
+	a, err := lookup(t.Agent)
+	if err != nil {
+		return part{}, err
+	}
+	if t.Part < 0 || t.Part >= len(a.parts) {
+		return part{}, fmt.Errorf("agent %s has no config file %d", t.Agent, t.Part)
+	}
+	return a.parts[t.Part], nil
+}
+
+// Targets returns the config files setup edits for the agent: under home
 // (or $CLAUDE_CONFIG_DIR, $CODEX_HOME, $XDG_CONFIG_HOME as the CLI itself
-// honours them), the first of the CLI's candidates that exists (for
-// OpenCode the one that wins the merge), else the default one. For undo,
-// a candidate that holds a backup comes first.
-func ConfigFile(name, home string, getenv func(string) string, forUndo bool) (string, error) {
+// honours them), for each of its files the first candidate that exists
+// (for OpenCode the one that wins the merge), else the default one.
+// Claude Code's MCP file is left out when o registers no MCP server. For
+// undo (forUndo), every file is returned, and a candidate holding setup's
+// state file comes first.
+func Targets(name, home string, getenv func(string) string, o Options, forUndo bool) ([]Target, error) {
 	a, err := lookup(name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	files := a.files(home, getenv)
+	var out []Target
+	for i, p := range a.parts {
+		if p.mcpOnly && o.MCP == nil && !forUndo {
+			continue
+		}
+		out = append(out, Target{Agent: name, File: pick(p.files(home, getenv), forUndo), Part: i})
+	}
+	return out, nil
+}
+
+// pick returns the candidate setup edits (see part.files).
+func pick(files []string, forUndo bool) string {
 	if forUndo {
 		for _, f := range files {
-			if exists(f+BackupSuffix) || exists(f+CreatedSuffix) {
-				return f, nil
+			if exists(f + StateSuffix) {
+				return f
 			}
 		}
 	}
 	for _, f := range files {
 		if exists(f) {
-			return f, nil
+			return f
 		}
 	}
 	// OpenCode's documented global file is opencode.json.
 	if len(files) > 1 {
-		return files[1], nil
+		return files[1]
 	}
-	return files[0], nil
+	return files[0]
 }
 
 func exists(path string) bool {
@@ -128,16 +226,45 @@ func exists(path string) bool {
 }
 
 // Edit returns the config file src (nil or empty: no file yet) of the
-// agent with its traffic pointed at proxy (a base URL such as
-// http://127.0.0.1:8788), and the settings it changed. It is idempotent:
-// editing its own output with the same proxy returns the same bytes. A
-// malformed src is a *SyntaxError with its line and column.
-func Edit(name string, src []byte, proxy string) ([]byte, []Change, error) {
-	a, err := lookup(name)
+// target with what o asks set (the proxy's base URL, the MCP server),
+// and the settings it changed. It is idempotent: editing its own output
+// with the same options returns the same bytes. A malformed src is a
+// *SyntaxError with its line and column.
+func Edit(t Target, src []byte, o Options) ([]byte, []Change, error) {
+	p, err := t.part()
 	if err != nil {
 		return nil, nil, err
 	}
-	return a.edit(src, proxy)
+	return p.edit(src, o)
+}
+
+// CheckMCPCommand checks the path of the binary an agent is to start as
+// the MCP server: absolute, and an executable regular file.
+func CheckMCPCommand(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("MCP command %q: want an absolute path (the agent starts it from any directory)", path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("MCP command: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("MCP command %s: not an executable file", path)
+	}
+	return nil
+}
+
+// TemporaryBuild reports whether the executable path is a temporary build
+// of 'go run' (or a test binary): a directory named go-build* (Go's work
+// directory under $TMPDIR, or its build cache) holds it, and it may be
+// gone when an agent starts it.
+func TemporaryBuild(path string) bool {
+	for _, el := range strings.Split(filepath.ToSlash(path), "/") {
+		if strings.HasPrefix(el, "go-build") {
+			return true
+		}
+	}
+	return false
 }
 
 // NormalizeProxy checks a --proxy URL (http or https, a host, no query) and
@@ -161,19 +288,51 @@ func NormalizeProxy(s string) (string, error) {
 	return out, nil
 }
 
-func editClaude(src []byte, proxy string) ([]byte, []Change, error) {
-	return setAll(src, []jsonChange{{path: []string{"env", "ANTHROPIC_BASE_URL"}, val: proxy}})
+func editClaude(src []byte, o Options) ([]byte, []Change, error) {
+	return setAll(src, []jsonChange{{path: []string{"env", "ANTHROPIC_BASE_URL"}, val: o.Proxy}})
+}
+
+// claudeMCP is a user-scope stdio server in ~/.claude.json, as 'claude
+// mcp add --scope user' writes it.
+type claudeMCP struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+// editClaudeMCP registers the MCP server in ~/.claude.json.
+func editClaudeMCP(src []byte, o Options) ([]byte, []Change, error) {
+	if o.MCP == nil {
+		return src, nil, nil
+	}
+	return setAll(src, []jsonChange{{path: claudeMCPPath, val: claudeMCP{Type: "stdio", Command: o.MCP[0], Args: o.MCP[1:], Env: map[string]string{}}}})
+}
+
+// openCodeMCP is a local MCP server in opencode.json.
+type openCodeMCP struct {
+	Type    string   `json:"type"`
+	Command []string `json:"command"`
+	Enabled bool     `json:"enabled"`
 }
 
 // editOpenCode overrides the base URL of OpenCode's built-in anthropic
-// and openai providers (options.baseURL, with the /v1 their SDKs expect).
-func editOpenCode(src []byte, proxy string) ([]byte, []Change, error) {
+// and openai providers (options.baseURL, with the /v1 their SDKs expect)
+// and registers the MCP server.
+func editOpenCode(src []byte, o Options) ([]byte, []Change, error) {
 	// Each new member goes first in its object: openai is set first so
-	// that a new provider block reads anthropic, openai.
-	return setAll(src, []jsonChange{
-		{path: []string{"provider", "openai", "options", "baseURL"}, val: proxy + "/v1"},
-		{path: []string{"provider", "anthropic", "options", "baseURL"}, val: proxy + "/v1"},
-	})
+	// that a new provider block reads anthropic, openai. A new mcp block
+	// goes right after provider, so that it lands in the same place
+	// whether the provider block was there already or not (undo compares
+	// files edited in either order).
+	sets := []jsonChange{
+		{path: []string{"provider", "openai", "options", "baseURL"}, val: o.Proxy + "/v1"},
+		{path: []string{"provider", "anthropic", "options", "baseURL"}, val: o.Proxy + "/v1"},
+	}
+	if o.MCP != nil {
+		sets = append(sets, jsonChange{path: []string{"mcp", MCPServer}, val: openCodeMCP{Type: "local", Command: o.MCP, Enabled: true}, after: "provider"})
+	}
+	return setAll(src, sets)
 }
 
 // setAll applies the changes in order, reporting those that changed a
@@ -181,12 +340,12 @@ func editOpenCode(src []byte, proxy string) ([]byte, []Change, error) {
 func setAll(src []byte, sets []jsonChange) ([]byte, []Change, error) {
 	var changes []Change
 	for _, c := range sets {
-		out, old, _, err := setJSON(src, c.path, c.val)
+		out, old, changed, err := setJSONAfter(src, c.path, c.val, c.after)
 		if err != nil {
 			return nil, nil, err
 		}
-		if old != c.val {
-			changes = append(changes, Change{Key: strings.Join(c.path, "."), Old: old, New: c.val})
+		if changed {
+			changes = append(changes, Change{Key: strings.Join(c.path, "."), Old: old, New: display(c.val)})
 		}
 		src = out
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -72,9 +73,38 @@ func tomlError(src []byte, err error) error {
 	return err
 }
 
+// tomlArray quotes ss as a TOML array of basic strings.
+func tomlArray(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = tomlString(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// codexMCP returns the command line of the [mcp_servers.prunesched]
+// table in doc, if there is one with a string command.
+func codexMCP(doc map[string]any) ([]string, bool) {
+	servers, _ := doc["mcp_servers"].(map[string]any)
+	mine, ok := servers[MCPServer].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	cmd, _ := mine["command"].(string)
+	line := []string{cmd}
+	args, _ := mine["args"].([]any)
+	for _, a := range args {
+		s, _ := a.(string)
+		line = append(line, s)
+	}
+	return line, true
+}
+
 // editCodex returns config.toml with the prunesched provider at baseURL
-// selected.
-func editCodex(src []byte, baseURL string) ([]byte, []Change, error) {
+// selected and, when mcp is not nil, the MCP server registered as
+// [mcp_servers.prunesched]. Without mcp, a server an earlier setup
+// registered stays.
+func editCodex(src []byte, baseURL string, mcp []string) ([]byte, []Change, error) {
 	var doc map[string]any
 	if err := toml.Unmarshal(src, &doc); err != nil {
 		return nil, nil, tomlError(src, err)
@@ -86,10 +116,22 @@ func editCodex(src []byte, baseURL string) ([]byte, []Change, error) {
 			prevURL, _ = mine["base_url"].(string)
 		}
 	}
+	prevMCP, hadMCP := codexMCP(doc)
 	stripped := codexBlock.ReplaceAll(src, nil)
 	if bytes.Equal(stripped, src) && prevURL != "" {
 		// A [model_providers.prunesched] table the user wrote: leave it.
 		return nil, nil, fmt.Errorf("[model_providers.%s] is already defined outside prunesched's managed block; remove it or rename it", CodexProvider)
+	}
+	if hadMCP {
+		var rest map[string]any
+		if err := toml.Unmarshal(stripped, &rest); err == nil {
+			if _, theirs := codexMCP(rest); theirs {
+				if mcp != nil {
+					return nil, nil, fmt.Errorf("[mcp_servers.%s] is already defined outside prunesched's managed block; remove it or rename it (or run setup with --no-mcp)", MCPServer)
+				}
+				hadMCP = false // the user's own: not ours to keep
+			}
+		}
 	}
 	lines, err := topLevelKey(stripped, "model_provider")
 	if err != nil {
@@ -113,6 +155,16 @@ func editCodex(src []byte, baseURL string) ([]byte, []Change, error) {
 	if prevURL != baseURL {
 		changes = append(changes, Change{Key: "model_providers." + CodexProvider + ".base_url", Old: prevURL, New: baseURL})
 	}
+	if mcp == nil && hadMCP {
+		mcp = prevMCP // an earlier setup's server stays
+	}
+	if mcp != nil && !slices.Equal(mcp, prevMCP) {
+		c := Change{Key: "mcp_servers." + MCPServer, New: codexMCPLine(mcp)}
+		if hadMCP {
+			c.Old = codexMCPLine(prevMCP)
+		}
+		changes = append(changes, c)
+	}
 	var out bytes.Buffer
 	out.WriteString(codexBegin)
 	fmt.Fprintf(&out, "model_provider = %s\n", tomlString(CodexProvider))
@@ -127,6 +179,11 @@ func editCodex(src []byte, baseURL string) ([]byte, []Change, error) {
 	fmt.Fprintf(&out, "base_url = %s\n", tomlString(baseURL))
 	fmt.Fprintf(&out, "env_key = %s\n", tomlString("OPENAI_API_KEY"))
 	fmt.Fprintf(&out, "wire_api = %s\n", tomlString("responses"))
+	if mcp != nil {
+		fmt.Fprintf(&out, "\n[mcp_servers.%s]\n", MCPServer)
+		fmt.Fprintf(&out, "command = %s\n", tomlString(mcp[0]))
+		fmt.Fprintf(&out, "args = %s\n", tomlArray(mcp[1:]))
+	}
 	out.WriteString(codexEnd)
 	// The result must parse, and select the provider at baseURL.
 	var check struct {
@@ -142,6 +199,15 @@ func editCodex(src []byte, baseURL string) ([]byte, []Change, error) {
 		return nil, nil, fmt.Errorf("the edited file would not select the %s provider; nothing written", CodexProvider)
 	}
 	return out.Bytes(), changes, nil
+}
+
+// codexMCPLine shows an MCP server's command line as the table's
+// values.
+func codexMCPLine(line []string) string {
+	if len(line) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("command = %s, args = %s", tomlString(line[0]), tomlArray(line[1:]))
 }
 
 // topLevelKey returns the 1-based lines spanned by the top-level (before

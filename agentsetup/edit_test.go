@@ -54,7 +54,7 @@ func TestEditJSON(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, changes, err := Edit(c.agent, []byte(c.src), px)
+			got, changes, err := Edit(Target{Agent: c.agent}, []byte(c.src), Options{Proxy: px})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestEditJSON(t *testing.T) {
 			if len(changes) != c.changes {
 				t.Errorf("changes %+v, want %d", changes, c.changes)
 			}
-			again, _, err := Edit(c.agent, got, px)
+			again, _, err := Edit(Target{Agent: c.agent}, got, Options{Proxy: px})
 			if err != nil || string(again) != string(got) {
 				t.Errorf("second edit changed the file (err %v):\n%s", err, again)
 			}
@@ -95,7 +95,7 @@ func TestEditJSONErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := Edit(c.agent, []byte(c.src), px)
+			_, _, err := Edit(Target{Agent: c.agent}, []byte(c.src), Options{Proxy: px})
 			var se *SyntaxError
 			if !errors.As(err, &se) {
 				t.Fatalf("err %v, want a SyntaxError", err)
@@ -132,19 +132,19 @@ func TestEditCodex(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, _, err := Edit("codex", []byte(c.src), px)
+			got, _, err := Edit(Target{Agent: "codex"}, []byte(c.src), Options{Proxy: px})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if string(got) != c.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, c.want)
 			}
-			again, changes, err := Edit("codex", got, px)
+			again, changes, err := Edit(Target{Agent: "codex"}, got, Options{Proxy: px})
 			if err != nil || string(again) != string(got) || len(changes) != 0 {
 				t.Errorf("second edit: err %v, changes %+v, file:\n%s", err, changes, again)
 			}
 			// Another proxy replaces the blocks, it does not add any.
-			other, _, err := Edit("codex", got, "http://127.0.0.1:9999")
+			other, _, err := Edit(Target{Agent: "codex"}, got, Options{Proxy: "http://127.0.0.1:9999"})
 			_, table2 := block("http://127.0.0.1:9999/v1")
 			if err != nil || strings.Count(string(other), codexBegin) != 2 || !strings.HasSuffix(string(other), table2) {
 				t.Errorf("edit with another proxy: err %v:\n%s", err, other)
@@ -165,7 +165,7 @@ func TestEditCodexErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := Edit("codex", []byte(c.src), px)
+			_, _, err := Edit(Target{Agent: "codex"}, []byte(c.src), Options{Proxy: px})
 			var se *SyntaxError
 			if !errors.As(err, &se) || se.Line != c.line || !strings.Contains(se.Msg, c.msg) {
 				t.Fatalf("err %v, want a SyntaxError at line %d", err, c.line)
@@ -173,7 +173,7 @@ func TestEditCodexErrors(t *testing.T) {
 		})
 	}
 	// A [model_providers.prunesched] the user wrote is theirs.
-	_, _, err := Edit("codex", []byte("[model_providers.prunesched]\nbase_url = \"http://x\"\n"), px)
+	_, _, err := Edit(Target{Agent: "codex"}, []byte("[model_providers.prunesched]\nbase_url = \"http://x\"\n"), Options{Proxy: px})
 	if err == nil || !strings.Contains(err.Error(), "outside prunesched's managed block") {
 		t.Fatalf("user-defined provider: err %v", err)
 	}
@@ -205,7 +205,7 @@ func FuzzEditJSON(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		out, _, err := Edit("claude-code", []byte(src), px)
+		out, _, err := Edit(Target{Agent: "claude-code"}, []byte(src), Options{Proxy: px})
 		if err != nil {
 			return
 		}
@@ -228,7 +228,7 @@ func FuzzEditJSON(f *testing.F) {
 		if (json.Valid([]byte(src)) || strings.TrimSpace(src) == "") && !json.Valid(out) {
 			t.Fatalf("strict JSON in, not strict JSON out:\n%s", out)
 		}
-		again, _, err := Edit("claude-code", out, px)
+		again, _, err := Edit(Target{Agent: "claude-code"}, out, Options{Proxy: px})
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("second edit changed the file (%v)", err)
 		}
@@ -243,7 +243,7 @@ func FuzzEditCodex(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		out, _, err := Edit("codex", []byte(src), px)
+		out, _, err := Edit(Target{Agent: "codex"}, []byte(src), Options{Proxy: px})
 		if err != nil {
 			return
 		}
@@ -251,7 +251,7 @@ func FuzzEditCodex(f *testing.F) {
 		if err := toml.Unmarshal(out, &doc); err != nil || doc["model_provider"] != CodexProvider {
 			t.Fatalf("edited file: %v\n%s", err, out)
 		}
-		again, _, err := Edit("codex", out, px)
+		again, _, err := Edit(Target{Agent: "codex"}, out, Options{Proxy: px})
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("second edit changed the file (%v)", err)
 		}

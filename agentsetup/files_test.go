@@ -3,6 +3,7 @@ package agentsetup
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,7 @@ func TestSetupUndo(t *testing.T) {
 			if err := os.WriteFile(path, []byte(orig), 0o640); err != nil {
 				t.Fatal(err)
 			}
-			res, err := Setup(name, path, px, false)
+			res, err := Setup(Target{Agent: name, File: path}, Options{Proxy: px}, false)
 			if err != nil || res.Action != "written" || res.Backup != path+BackupSuffix || len(res.Changes) == 0 {
 				t.Fatalf("setup: %+v, %v", res, err)
 			}
@@ -49,17 +50,17 @@ func TestSetupUndo(t *testing.T) {
 			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 				t.Errorf("mode %v, want the original 0640", fi.Mode().Perm())
 			}
-			res, err = Setup(name, path, px, false)
+			res, err = Setup(Target{Agent: name, File: path}, Options{Proxy: px}, false)
 			if err != nil || res.Action != "unchanged" || read(t, path) != written {
 				t.Fatalf("second setup: %+v, %v", res, err)
 			}
-			if _, err := Setup(name, path, "http://127.0.0.1:9999", false); err != nil {
+			if _, err := Setup(Target{Agent: name, File: path}, Options{Proxy: "http://127.0.0.1:9999"}, false); err != nil {
 				t.Fatal(err)
 			}
 			if got := read(t, path+BackupSuffix); got != orig {
 				t.Fatal("a later setup replaced the backup")
 			}
-			res, err = Undo(name, path, false)
+			res, err = Undo(Target{Agent: name, File: path}, false)
 			if err != nil || res.Action != "restored" || res.Saved != "" {
 				t.Fatalf("undo: %+v, %v", res, err)
 			}
@@ -72,7 +73,7 @@ func TestSetupUndo(t *testing.T) {
 			if exists(path + BackupSuffix) {
 				t.Error("backup left after undo")
 			}
-			if _, err := Undo(name, path, false); err == nil || !strings.Contains(err.Error(), "nothing to undo") {
+			if _, err := Undo(Target{Agent: name, File: path}, false); err == nil || !strings.Contains(err.Error(), "nothing to undo") {
 				t.Errorf("second undo: %v", err)
 			}
 		})
@@ -84,15 +85,15 @@ func TestSetupUndo(t *testing.T) {
 func TestSetupCreatesAndUndoRemoves(t *testing.T) {
 	for _, name := range Agents() {
 		path := filepath.Join(t.TempDir(), "sub", "conf")
-		res, err := Setup(name, path, px, false)
-		if err != nil || res.Action != "written" || res.Backup != path+CreatedSuffix {
+		res, err := Setup(Target{Agent: name, File: path}, Options{Proxy: px}, false)
+		if err != nil || res.Action != "written" || !res.Created || res.Backup != "" || res.State != path+StateSuffix {
 			t.Fatalf("%s setup: %+v, %v", name, res, err)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: created file: %v %v", name, fi, err)
 		}
-		res, err = Undo(name, path, false)
-		if err != nil || res.Action != "removed" || exists(path) || exists(path+CreatedSuffix) {
+		res, err = Undo(Target{Agent: name, File: path}, false)
+		if err != nil || res.Action != "removed" || exists(path) || exists(path+StateSuffix) {
 			t.Fatalf("%s undo: %+v, %v", name, res, err)
 		}
 	}
@@ -107,14 +108,14 @@ func TestUndoKeepsLaterChanges(t *testing.T) {
 	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Setup("claude-code", path, px, false); err != nil {
+	if _, err := Setup(Target{Agent: "claude-code", File: path}, Options{Proxy: px}, false); err != nil {
 		t.Fatal(err)
 	}
 	changed := strings.Replace(read(t, path), `"model"`, `"theme": "dark", "model"`, 1)
 	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Undo("claude-code", path, false)
+	res, err := Undo(Target{Agent: "claude-code", File: path}, false)
 	if err != nil || res.Saved != path+UndoneSuffix {
 		t.Fatalf("undo: %+v, %v", res, err)
 	}
@@ -122,13 +123,13 @@ func TestUndoKeepsLaterChanges(t *testing.T) {
 		t.Fatal("undo lost the changed file or did not restore the original")
 	}
 	// A second round keeps the first saved copy.
-	if _, err := Setup("claude-code", path, px, false); err != nil {
+	if _, err := Setup(Target{Agent: "claude-code", File: path}, Options{Proxy: px}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err = Undo("claude-code", path, false)
+	res, err = Undo(Target{Agent: "claude-code", File: path}, false)
 	if err != nil || res.Saved != path+UndoneSuffix+"-2" || read(t, path+UndoneSuffix) != changed {
 		t.Fatalf("second undo: %+v, %v", res, err)
 	}
@@ -142,7 +143,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Setup("codex", path, px, true)
+	res, err := Setup(Target{Agent: "codex", File: path}, Options{Proxy: px}, true)
 	if err != nil || res.Action != "would-write" || !strings.Contains(string(res.Content), px+"/v1") {
 		t.Fatalf("dry setup: %+v, %v", res, err)
 	}
@@ -150,10 +151,10 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if len(ents) != 1 || read(t, path) != orig {
 		t.Fatalf("dry run wrote something: %v", ents)
 	}
-	if _, err := Setup("codex", path, px, false); err != nil {
+	if _, err := Setup(Target{Agent: "codex", File: path}, Options{Proxy: px}, false); err != nil {
 		t.Fatal(err)
 	}
-	res, err = Undo("codex", path, true)
+	res, err = Undo(Target{Agent: "codex", File: path}, true)
 	if err != nil || res.Action != "would-restore" || string(res.Content) != orig || !exists(path+BackupSuffix) {
 		t.Fatalf("dry undo: %+v, %v", res, err)
 	}
@@ -172,7 +173,7 @@ func TestMalformedFileUntouched(t *testing.T) {
 		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Setup(name, path, px, false)
+		_, err := Setup(Target{Agent: name, File: path}, Options{Proxy: px}, false)
 		if err == nil || !strings.HasPrefix(err.Error(), path+":") || !strings.Contains(err.Error(), "left as it is") {
 			t.Errorf("%s: err %v, want one naming %s:LINE:COL", name, err, path)
 		}
@@ -195,7 +196,7 @@ func TestSetupFollowsSymlink(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Setup("claude-code", link, px, false); err != nil {
+	if _, err := Setup(Target{Agent: "claude-code", File: link}, Options{Proxy: px}, false); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -204,30 +205,40 @@ func TestSetupFollowsSymlink(t *testing.T) {
 	if !strings.Contains(read(t, real), px) || !exists(real+BackupSuffix) {
 		t.Fatal("the linked file was not edited")
 	}
-	if _, err := Undo("claude-code", link, false); err != nil || read(t, real) != "{}" {
+	if _, err := Undo(Target{Agent: "claude-code", File: link}, false); err != nil || read(t, real) != "{}" {
 		t.Fatalf("undo through the link: %v", err)
 	}
 }
 
-// TestConfigFile: where each agent's file is, with the CLIs' own
-// variables, and OpenCode's winning file.
-func TestConfigFile(t *testing.T) {
+// TestTargets: where each agent's files are, with the CLIs' own
+// variables, OpenCode's winning file, and Claude Code's MCP file only
+// when an MCP server is registered.
+func TestTargets(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	check := func(name, want string) {
+	mcp := Options{MCP: []string{"/bin/prunesched", "mcp"}}
+	check := func(name string, o Options, want ...string) {
 		t.Helper()
-		got, err := ConfigFile(name, home, getenv, false)
-		if err != nil || got != want {
+		ts, err := Targets(name, home, getenv, o, false)
+		var got []string
+		for i, tg := range ts {
+			if tg.Agent != name || tg.Part != i {
+				t.Errorf("%s: target %+v", name, tg)
+			}
+			got = append(got, tg.File)
+		}
+		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
 		}
 	}
-	check("claude-code", filepath.Join(home, ".claude", "settings.json"))
-	check("codex", filepath.Join(home, ".codex", "config.toml"))
-	check("opencode", filepath.Join(home, ".config", "opencode", "opencode.json"))
+	check("claude-code", Options{}, filepath.Join(home, ".claude", "settings.json"))
+	check("claude-code", mcp, filepath.Join(home, ".claude", "settings.json"), filepath.Join(home, ".claude.json"))
+	check("codex", mcp, filepath.Join(home, ".codex", "config.toml"))
+	check("opencode", mcp, filepath.Join(home, ".config", "opencode", "opencode.json"))
 	env["CLAUDE_CONFIG_DIR"], env["CODEX_HOME"], env["XDG_CONFIG_HOME"] = "/c", "/x", filepath.Join(home, "xdg")
-	check("claude-code", "/c/settings.json")
-	check("codex", "/x/config.toml")
+	check("claude-code", mcp, "/c/settings.json", "/c/.claude.json")
+	check("codex", Options{}, "/x/config.toml")
 	oc := filepath.Join(home, "xdg", "opencode")
 	if err := os.MkdirAll(oc, 0o700); err != nil {
 		t.Fatal(err)
@@ -237,8 +248,26 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check("opencode", filepath.Join(oc, "opencode.jsonc")) // loaded last, wins
-	if _, err := ConfigFile("aider", home, getenv, false); err == nil {
+	check("opencode", Options{}, filepath.Join(oc, "opencode.jsonc")) // loaded last, wins
+	// Claude Code's legacy global file, when there and not empty, wins.
+	env["CLAUDE_CONFIG_DIR"] = filepath.Join(home, "cc")
+	legacy := filepath.Join(home, "cc", ".config.json")
+	if err := os.MkdirAll(filepath.Dir(legacy), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(legacy, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("claude-code", mcp, filepath.Join(home, "cc", "settings.json"), filepath.Join(home, "cc", ".claude.json"))
+	if err := os.WriteFile(legacy, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("claude-code", mcp, filepath.Join(home, "cc", "settings.json"), legacy)
+	// Undo looks at every file, the MCP one too.
+	if ts, err := Targets("claude-code", home, getenv, Options{}, true); err != nil || len(ts) != 2 {
+		t.Errorf("undo targets: %+v, %v", ts, err)
+	}
+	if _, err := Targets("aider", home, getenv, Options{}, false); err == nil {
 		t.Error("unknown agent accepted")
 	}
 }

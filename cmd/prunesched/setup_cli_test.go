@@ -205,22 +205,18 @@ func runThroughSetup(t *testing.T, a agentRun) {
 		a.seed(home)
 	}
 	homeEnv := map[string]string{"HOME": home}
-	if code, out, errOut := runTEnv(t, homeEnv, "setup", a.agent, "--proxy", proxyURL); code != 0 {
+	// --no-mcp: registered, the MCP server would be this test binary,
+	// which the CLI would start (TestSetupMCPListedByCLIs checks the
+	// registration).
+	if code, out, errOut := runTEnv(t, homeEnv, "setup", a.agent, "--proxy", proxyURL, "--no-mcp"); code != 0 {
 		t.Fatalf("setup: exit %d: %s%s", code, out, errOut)
 	} else {
 		t.Logf("setup:\n%s", out)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), setupCLITimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, a.args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(agentclis.HomeEnv(home), a.env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := runCLI(t, bin, home, a.env, a.args)
 	if err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr (tail):\n%s\nproxy log:\n%s", a.bin, err, out, tailStr(stderr.String(), 3000), proxyErr.String())
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr (tail):\n%s\nproxy log:\n%s", a.bin, err, out, tailStr(stderr, 3000), proxyErr.String())
 	}
 	if !strings.Contains(string(out), "done") {
 		t.Fatalf("%s did not print the fake model's answer:\n%s", a.bin, out)
@@ -259,6 +255,20 @@ func runThroughSetup(t *testing.T, a agentRun) {
 	if code != 0 || !strings.Contains(bundle, a.prompt) {
 		t.Fatalf("bundle of %s (exit %d, %s) does not hold the prompt %q:\n%s", session, code, errOut, a.prompt, tailStr(bundle, 2000))
 	}
+}
+
+// runCLI runs a real CLI in the throwaway home with env added, in a
+// directory of its own, and returns its stdout and stderr.
+func runCLI(t *testing.T, bin, home string, env, args []string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), setupCLITimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(agentclis.HomeEnv(home), env...)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	return string(out), errb.String(), err
 }
 
 func tailStr(s string, n int) string {
@@ -344,4 +354,85 @@ func TestSetupOpenCodeCLI(t *testing.T) {
 		args:   []string{"run", "--format", "json", "answer", "with", "the", "word", "done", "through", "setup"},
 		prompt: "done through setup", sessionHdr: "X-Session-Id",
 	})
+}
+
+// mcpListRun is how one real CLI lists the MCP servers of its config.
+type mcpListRun struct {
+	agent, sub, bin string
+	args            []string
+	env             []string
+	// listed reports whether the output (stdout) lists the server.
+	listed func(out string) bool
+}
+
+// TestSetupMCPListedByCLIs: each real CLI, asked to list its MCP servers
+// in a home set up only by 'prunesched setup', lists prunesched (with the
+// command setup registered) after setup and not after --undo. The
+// registered command is a stand-in that exits at once: the real MCP server
+// is not started; a CLI that tries to connect reports it failed, which is
+// fine as long as it lists the server.
+func TestSetupMCPListedByCLIs(t *testing.T) {
+	bin := fakeBinary(t)
+	runs := []mcpListRun{
+		{agent: "claude-code", sub: "claude-code", bin: "claude", args: []string{"mcp", "list"},
+			env: []string{"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"},
+			// "prunesched: BIN mcp - ✘ Failed to connect"
+			listed: func(out string) bool { return strings.Contains(out, "prunesched: "+bin+" mcp") }},
+		{agent: "codex", sub: "codex", bin: "codex", args: []string{"mcp", "list", "--json"},
+			listed: func(out string) bool {
+				var servers []struct {
+					Name      string
+					Transport struct {
+						Command string
+						Args    []string
+					}
+				}
+				if err := json.Unmarshal([]byte(out), &servers); err != nil {
+					return false
+				}
+				for _, s := range servers {
+					if s.Name == "prunesched" && s.Transport.Command == bin && strings.Join(s.Transport.Args, " ") == "mcp" {
+						return true
+					}
+				}
+				return false
+			}},
+		{agent: "opencode", sub: "opencode", bin: "opencode", args: []string{"mcp", "list"},
+			env: []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1"},
+			// "●  ✗ prunesched failed ... BIN mcp"
+			listed: func(out string) bool { return strings.Contains(out, "prunesched") && strings.Contains(out, bin+" mcp") }},
+	}
+	for _, r := range runs {
+		t.Run(r.agent, func(t *testing.T) {
+			t.Parallel()
+			cli := agentclis.Binary(t, r.sub, r.bin)
+			home := t.TempDir()
+			for f, c := range setupHomes[r.agent].files {
+				writeFile(t, filepath.Join(home, f), c)
+			}
+			list := func() string {
+				t.Helper()
+				out, stderr, err := runCLI(t, cli, home, r.env, r.args)
+				if err != nil {
+					t.Fatalf("%s %v: %v\n%s\nstderr:\n%s", r.bin, r.args, err, out, tailStr(stderr, 3000))
+				}
+				return out
+			}
+			homeEnv := map[string]string{"HOME": home}
+			if code, out, errOut := runTEnv(t, homeEnv, "setup", r.agent, "--mcp-command", bin); code != 0 {
+				t.Fatalf("setup: %d %s%s", code, out, errOut)
+			}
+			if out := list(); !r.listed(out) {
+				t.Fatalf("after setup, %s %v does not list prunesched:\n%s", r.bin, r.args, out)
+			}
+			if code, out, errOut := runTEnv(t, homeEnv, "setup", r.agent, "--undo"); code != 0 {
+				t.Fatalf("undo: %d %s%s", code, out, errOut)
+			} else {
+				t.Logf("undo:\n%s", out)
+			}
+			if out := list(); r.listed(out) || strings.Contains(out, "prunesched") {
+				t.Fatalf("after undo, %s %v still lists prunesched:\n%s", r.bin, r.args, out)
+			}
+		})
+	}
 }
