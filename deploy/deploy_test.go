@@ -601,7 +601,7 @@ func TestProxyMetricsQueried(t *testing.T) {
 			t.Errorf("proxy metric %s is not on the dashboard", n)
 		}
 	}
-	for _, alert := range []string{"PruneschedProxyFailingOpen", "PruneschedProxyAddedLatencyHigh"} {
+	for _, alert := range []string{"PruneschedProxyFailingOpen", "PruneschedProxyAddedLatencyHigh", "PruneschedRecoveriesPerSessionHigh"} {
 		if !strings.Contains(string(rules), "alert: "+alert) {
 			t.Errorf("rules.yml has no alert %s", alert)
 		}

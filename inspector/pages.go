@@ -144,7 +144,7 @@ func (h *Handler) sessionPage(w http.ResponseWriter, r request) error {
 		"Base": r.base("Session "+id, "session"), "ID": id, "Sum": sum, "Stats": v.Stats,
 		"Strip": st, "Legend": legend, "Steps": template.JS(stepsJSON), "Requests": len(steps),
 		"Chart": lineChart(ss, "request", "prompt cost"), "Totals": tot,
-		"Pending": v.Pending, "Head": sch.Head, "Provider": sch.Provider,
+		"Pending": pendingRows(v), "Head": sch.Head, "Provider": sch.Provider,
 		"HindsightSkipped": !hindsight, "HindsightMax": HindsightMaxItems,
 	})
 }
@@ -197,6 +197,7 @@ func (h *Handler) itemFragment(w http.ResponseWriter, r request) error {
 		"Class": classOf(*it, d), "Pending": pend,
 	}
 	if d != nil {
+		data["ControlText"] = controlText(d.Control)
 		if info, ok := d.Reason.Info(); ok {
 			data["ReasonText"] = info.Description
 		}
@@ -313,4 +314,39 @@ func (h *Handler) fleetPage(w http.ResponseWriter, r request) error {
 		"SessionChart": barChart(sessLabels, []series{sessCost, sessSaved}, true),
 		"Days":         len(dayNames),
 	})
+}
+
+// controlText says what a control mode (events.Control) means, under the
+// badge of the item panel.
+func controlText(mode string) string {
+	switch mode {
+	case events.ControlRule:
+		return "the evidence ladder decided, automatically"
+	case events.ControlAgent:
+		return "the model asked (context_prune); judged with every protection, refused with the protection's reason"
+	case events.ControlPerson:
+		return "a person decided: a manual prune, pin or restore"
+	}
+	return ""
+}
+
+// pendingRow is one row of the session page's pending marks: the pending
+// mark and the control mode of its certificate ("" when the mark is no
+// longer an item's latest).
+type pendingRow struct {
+	scheduler.PendingMark
+	Control string
+}
+
+// pendingRows pairs each pending mark with its certificate's control mode.
+func pendingRows(v View) []pendingRow {
+	byMark := make(map[string]string, len(v.Decisions))
+	for _, d := range v.Decisions {
+		byMark[d.Mark] = d.Control
+	}
+	out := make([]pendingRow, len(v.Pending))
+	for i, p := range v.Pending {
+		out[i] = pendingRow{PendingMark: p, Control: byMark[p.Mark]}
+	}
+	return out
 }

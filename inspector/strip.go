@@ -129,6 +129,9 @@ func itemLabel(it projections.Item, d *projections.Decision, class string) strin
 			fmt.Fprintf(&sb, " %s", d.Rung)
 		}
 		fmt.Fprintf(&sb, " %s", d.Reason)
+		if d.Control != "" {
+			fmt.Fprintf(&sb, " · by %s", d.Control)
+		}
 	}
 	return sb.String()
 }

@@ -46,6 +46,9 @@ type Decision struct {
 	Cause         string    `json:"cause"`
 	PolicyVersion string    `json:"policy_version"`
 	By            string    `json:"by,omitempty"`
+	// Control is who decided: "rule", "agent" or "person" (events.Control
+	// of the mark).
+	Control string `json:"control"`
 }
 
 // ApplicationRef is the part of an application a certificate records.
@@ -92,6 +95,7 @@ func (s *Session) decision(key string, ms *markState) Decision {
 		TokensEstimated: m.TokensEstimated, Evidence: m.Evidence,
 		Recoverability: m.Recoverability, Protection: m.Protection, Residue: m.Residue,
 		Mark: ms.id, MarkedAt: ms.time, Cause: m.Cause, PolicyVersion: m.PolicyVersion, By: m.By,
+		Control: events.Control(m),
 	}
 	if a := ms.app; a != nil {
 		d.Applied = true

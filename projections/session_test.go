@@ -267,3 +267,34 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 	require_True(t, !strings.Contains(got, "copy "+handle("r2")+", context_recover"), "placeholder still claims r2 is kept:\n%s", got)
 	require_True(t, strings.Contains(got, "copy "+handle("r2")+" (since removed: L2 SUPERSEDED, see "+handle("r3")+")"), "placeholder does not say r2 was removed:\n%s", got)
 }
+
+// TestDecisionControl: a certificate names who decided it, by
+// events.Control: the evidence ladder ("rule"), the agent's request
+// ("agent", accepted or refused) or a person ("person").
+func TestDecisionControl(t *testing.T) {
+	fx := loadFixture(t)
+	s := feed(fx.events)
+	at := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	marks := []struct {
+		item string
+		m    events.Mark
+		want string
+	}{
+		{"toolu_07", events.Mark{Decision: events.Prune, Reason: events.ReasonAgentRequest, By: events.ByAgent}, events.ControlAgent},
+		{"toolu_08", events.Mark{Decision: events.Keep, Reason: events.ReasonRecentTurn, By: events.ByAgent, Protection: []events.Reason{events.ReasonRecentTurn}}, events.ControlAgent},
+		{"toolu_09", events.Mark{Decision: events.Prune, Reason: events.ReasonManualPrune, By: "alice"}, events.ControlPerson},
+		{"toolu_02", events.Mark{Decision: events.Prune, Rung: events.L0, Reason: events.ReasonDuplicateOutput, By: "eligibility"}, events.ControlRule},
+	}
+	for i, c := range marks {
+		m := c.m
+		m.Item, m.Cause, m.CauseIndex, m.PolicyVersion = c.item, "e27", 25, "pv1"
+		s.Observe(events.New(fmt.Sprintf("xc%d", i), "", "golden", at.Add(time.Duration(i)*time.Second), &m))
+	}
+	got := map[string]string{}
+	for _, d := range s.Decisions() {
+		got[d.Item] = d.Control
+	}
+	for _, c := range marks {
+		require_Equal(t, got[c.item], c.want, c.item+" control")
+	}
+}

@@ -28,7 +28,8 @@ func keptSample(t *testing.T) (string, analyzeReport) {
 
 // TestFlagsAnywhereAndDecisions: flags after the positional arguments; -v
 // fits 100 columns; after a manual prune, decisions says pending exactly
-// for what pending lists; KEEP rows never say pending.
+// for what pending lists; KEEP rows never say pending; the manual prune's
+// row says CONTROL person, the others rule.
 func TestFlagsAnywhereAndDecisions(t *testing.T) {
 	keep, _ := keptSample(t)
 	code, out, errOut := runT(t, "decisions", "sample", "-v", "--data", keep)
@@ -66,6 +67,10 @@ func TestFlagsAnywhereAndDecisions(t *testing.T) {
 		}
 		if (f[1] == "KEEP" || f[1] == "ABSTAIN") && isPending {
 			t.Errorf("%s row says pending: %s", f[1], l)
+		}
+		// CONTROL: the manual prune is a person's, the rest the rules'.
+		if want := map[bool]string{true: "person", false: "rule"}[f[0] == "t2"]; f[2] != want {
+			t.Errorf("%s: control %q, want %q: %s", f[0], f[2], want, l)
 		}
 	}
 }

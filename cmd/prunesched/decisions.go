@@ -19,7 +19,9 @@ func runDecisions(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "decisions", "[flags] SESSION", `
 List a session's decisions: the latest mark per item with its certificate
 (rung, reason code, evidence, recoverability, protection) and whether and
-when the scheduler applied it. APPLIED is the request and trigger that
+when the scheduler applied it. CONTROL is who decided: "rule" (the
+evidence ladder), "agent" (the model asked, through context_prune) or
+"person" (a manual prune, pin or restore). APPLIED is the request and trigger that
 applied the mark, "pending" when the scheduler holds it back (the same list
 'prunesched pending' prints), "-" otherwise (KEEP, ABSTAIN, DEFER, or a
 mark that changes nothing in the bundle).`)
@@ -56,9 +58,9 @@ mark that changes nothing in the bundle).`)
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "ITEM\tDECISION\tRUNG\tREASON\tAPPLIED\tTOKENS\tPROTECTION")
+	fmt.Fprintln(tw, "ITEM\tDECISION\tCONTROL\tRUNG\tREASON\tAPPLIED\tTOKENS\tPROTECTION")
 	for _, d := range res.Decisions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Item, d.Decision, orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Item, d.Decision, orDash(d.Control), orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)))
 	}
 	return tw.Flush()
 }
@@ -94,6 +96,9 @@ func writeDecisionsVerbose(w io.Writer, ds []projections.Decision, pending map[s
 			fmt.Fprintln(w)
 		}
 		head := []string{d.Item, string(d.Decision)}
+		if d.Control != "" {
+			head = append(head, "by "+d.Control)
+		}
 		if d.Rung != "" {
 			head = append(head, string(d.Rung))
 		}
