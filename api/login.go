@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/inspector"
 )
 
@@ -137,7 +138,7 @@ func signedIn(r *http.Request) bool {
 // cookieTenant authenticates an inspector request by its login cookie. A
 // request that changes something must also be JSON (a cross-site HTML form
 // can send neither that content type nor, with SameSite=Strict, the
-// cookie; the cross-origin check in Handler refuses it before this).
+// cookie; the listener's httpguard refuses it before this).
 func (s *Server) cookieTenant(r *http.Request) (context.Context, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -195,7 +196,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: id, Path: "/", MaxAge: int(s.logins.ttl / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r),
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -207,7 +208,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		s.logins.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r)})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/httpguard"
 )
 
 const (
@@ -54,7 +56,18 @@ func loginServer(t *testing.T) (*Server, *clock, http.Handler) {
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.Handle("/", echo)
-	return s, clk, s.guard(mux)
+	return s, clk, listenerGuard(t).Handler(s.guard(mux))
+}
+
+// listenerGuard is the httpguard of a listener httptest's requests name
+// (Host example.com), as service.Start puts in front of the API.
+func listenerGuard(t *testing.T) *httpguard.Guard {
+	t.Helper()
+	g, err := httpguard.New(httpguard.Config{Listen: "example.com:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 type reqOpt func(*http.Request)
@@ -243,7 +256,7 @@ func TestInspectorCSRF(t *testing.T) {
 		t.Errorf("cross-site login: %d, cookies %v", w.Code, w.Result().Cookies())
 	}
 	// Without an auth file (loopback): a cross-site form cannot post either.
-	open := bareServer(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	open := listenerGuard(t).Handler(bareServer(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })))
 	w = do(open, "POST", "/v1/sessions/s/restore", `{"item":"i"}`, withHeader("Content-Type", "text/plain"), withHeader("Origin", "https://evil.example"), withHeader("Sec-Fetch-Site", "cross-site"))
 	if w.Code != http.StatusForbidden {
 		t.Errorf("cross-site post without auth: %d, want 403", w.Code)
