@@ -79,6 +79,7 @@ type Server struct {
 	// ui is the inspector; logins its browsers' login sessions.
 	ui     *inspector.Handler
 	logins *logins
+	limits *loginLimits
 }
 
 // New returns a Server over cfg with its defaults filled; an invalid field
@@ -93,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 
 // newServer builds the Server over a cfg with its defaults filled.
 func newServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL)}
+	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL), limits: newLoginLimits()}
 	s.ui = s.inspectorHandler()
 	return s
 }

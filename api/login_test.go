@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -278,21 +279,118 @@ func TestLocalPath(t *testing.T) {
 	}
 }
 
-func TestLoginsBounded(t *testing.T) {
+// TestLoginsPerTenantCap (issue 32, item 6): one tenant's many logins
+// evict only its own oldest sessions, never another tenant's.
+func TestLoginsPerTenantCap(t *testing.T) {
 	clk := &clock{t: time.Unix(0, 0)}
 	l := newLogins(clk.now, time.Hour)
-	first, _ := l.add("a")
-	for range maxLogins {
+	other, err := l.add("globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.add("acme")
+	var last string
+	for range 10001 {
 		clk.add(time.Millisecond)
-		if _, err := l.add("a"); err != nil {
+		if last, err = l.add("acme"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(l.m) != maxLogins {
-		t.Errorf("%d logins held, want %d", len(l.m), maxLogins)
+	if got := len(l.byTenant["acme"]); got != maxLoginsPerTenant {
+		t.Errorf("acme holds %d logins, want %d", got, maxLoginsPerTenant)
+	}
+	if len(l.m) != maxLoginsPerTenant+1 {
+		t.Errorf("%d logins held, want %d", len(l.m), maxLoginsPerTenant+1)
+	}
+	if tenant, ok := l.tenant(other); !ok || tenant != "globex" {
+		t.Error("globex's login was evicted by acme's logins")
 	}
 	if _, ok := l.tenant(first); ok {
-		t.Error("the oldest login survived past the bound")
+		t.Error("acme's oldest login survived past its cap")
+	}
+	if _, ok := l.tenant(last); !ok {
+		t.Error("acme's newest login is gone")
+	}
+	// Expired logins go first, and lookups and logouts keep the index.
+	clk.add(2 * time.Hour)
+	if _, ok := l.tenant(last); ok {
+		t.Error("an expired login is still live")
+	}
+	l.remove(other)
+	if _, err := l.add("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.byTenant["globex"]) != 0 || len(l.byTenant["acme"]) > maxLoginsPerTenant {
+		t.Errorf("index after expiry and logout: globex %d, acme %d", len(l.byTenant["globex"]), len(l.byTenant["acme"]))
+	}
+}
+
+func withClient(addr string) reqOpt { return func(r *http.Request) { r.RemoteAddr = addr } }
+
+// TestLoginRateLimited (issue 32, item 6): login attempts are limited per
+// client (right or wrong token) and logins per token, on the API's clock;
+// another client and another token are unaffected; the refusal is 429
+// with Retry-After and does not echo the token.
+func TestLoginRateLimited(t *testing.T) {
+	form := withHeader("Content-Type", "application/x-www-form-urlencoded")
+	login := func(h http.Handler, token, client string) *httptest.ResponseRecorder {
+		return do(h, "POST", "/login", "token="+token, form, withClient(client))
+	}
+	t.Run("per client", func(t *testing.T) {
+		_, clk, h := loginServer(t)
+		const guess = "wrong-token-0123456789abcdef"
+		for i := range loginClientBurst {
+			if w := login(h, guess, "198.51.100.7:4000"); w.Code != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d, want 401", i+1, w.Code)
+			}
+		}
+		w := login(h, acmeToken, "198.51.100.7:4001") // a right token counts too
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3" || len(w.Result().Cookies()) != 0 {
+			t.Fatalf("attempt past the burst: %d Retry-After %q cookies %v, want 429, 3, none", w.Code, w.Header().Get("Retry-After"), w.Result().Cookies())
+		}
+		if strings.Contains(w.Body.String(), acmeToken) || !strings.Contains(w.Body.String(), "too many login attempts") {
+			t.Errorf("429 page: %s", w.Body)
+		}
+		if w := login(h, guess, "203.0.113.9:4000"); w.Code != http.StatusUnauthorized {
+			t.Errorf("another client: %d, want 401", w.Code)
+		}
+		clk.add(loginClientEvery)
+		if w := login(h, acmeToken, "198.51.100.7:4002"); w.Code != http.StatusSeeOther {
+			t.Errorf("after %v: %d, want 303", loginClientEvery, w.Code)
+		}
+		if w := login(h, acmeToken, "198.51.100.7:4003"); w.Code != http.StatusTooManyRequests {
+			t.Errorf("the refilled attempt is spent: %d, want 429", w.Code)
+		}
+	})
+	t.Run("per token", func(t *testing.T) {
+		_, clk, h := loginServer(t)
+		client := func(i int) string { return "192.0.2." + strconv.Itoa(i+1) + ":5000" }
+		for i := range loginTokenBurst {
+			if w := login(h, acmeToken, client(i)); w.Code != http.StatusSeeOther {
+				t.Fatalf("login %d: %d, want 303", i+1, w.Code)
+			}
+		}
+		if w := login(h, acmeToken, client(100)); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "6" {
+			t.Fatalf("login past the token's burst from a new client: %d Retry-After %q, want 429, 6", w.Code, w.Header().Get("Retry-After"))
+		}
+		if w := login(h, globexToken, client(100)); w.Code != http.StatusSeeOther {
+			t.Errorf("another token: %d, want 303", w.Code)
+		}
+		clk.add(loginTokenEvery)
+		if w := login(h, acmeToken, client(101)); w.Code != http.StatusSeeOther {
+			t.Errorf("after %v: %d, want 303", loginTokenEvery, w.Code)
+		}
+	})
+}
+
+func TestClientKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"198.51.100.7:4000": "198.51.100.7", "[2001:db8::1]:1": "2001:db8::/64", "[2001:db8::ffff:2]:9": "2001:db8::/64",
+		"[2001:db8:0:1::1]:1": "2001:db8:0:1::/64", "[::ffff:198.51.100.7]:1": "198.51.100.7", "@": "@",
+	} {
+		if got := clientKey(in); got != want {
+			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
