@@ -79,6 +79,7 @@ type Server struct {
 	// ui is the inspector; logins its browsers' login sessions.
 	ui     *inspector.Handler
 	logins *logins
+	limits *loginLimits
 }
 
 // New returns a Server over cfg with its defaults filled; an invalid field
@@ -93,12 +94,14 @@ func New(cfg Config) (*Server, error) {
 
 // newServer builds the Server over a cfg with its defaults filled.
 func newServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL)}
+	s := &Server{cfg: cfg, logins: newLogins(cfg.Now, cfg.LoginTTL), limits: newLoginLimits()}
 	s.ui = s.inspectorHandler()
 	return s
 }
 
-// Handler returns the routes.
+// Handler returns the routes. Serve them behind an httpguard.Guard (as
+// service.Start does): the Host and cross-origin rules and the security
+// headers are its.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -142,16 +145,11 @@ var inspectorActions = map[string]events.Type{
 	"pin": events.TypePin, "unpin": events.TypeUnpin, "prune": events.TypePruneRequest, "restore": events.TypeRestore,
 }
 
-// guard is the chain in front of every route: browsers' cross-origin
-// requests that change something are refused (a page on another site
-// cannot post to this server, logged in or not, loopback or not), then
-// authentication.
+// guard is the chain in front of every route: authentication. The
+// listener's httpguard (service.Start) stands in front of it and refuses
+// foreign hosts and browsers' cross-origin changes before this.
 func (s *Server) guard(next http.Handler) http.Handler {
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusForbidden, errors.New("cross-origin request refused: changes must come from this server's own pages or from a non-browser client"))
-	}))
-	return cop.Handler(s.authenticate(next))
+	return s.authenticate(next)
 }
 
 // countInvalid counts every 400 answer of next (an event or trace that

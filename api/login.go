@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/inspector"
 )
 
@@ -30,9 +33,11 @@ const SessionCookie = "prunesched_session"
 // DefaultLoginTTL is how long a login lasts (Config.LoginTTL).
 const DefaultLoginTTL = 12 * time.Hour
 
-// maxLogins bounds the login sessions held; past it the one closest to
-// expiry is forgotten (its browser logs in again).
-const maxLogins = 10000
+// maxLoginsPerTenant bounds the login sessions one tenant holds; past it
+// that tenant's session closest to expiry is forgotten (its browser logs
+// in again). Another tenant's sessions are never touched, and tenants are
+// bounded by the auth file, so the whole table is bounded.
+const maxLoginsPerTenant = 100
 
 // loginSession is one browser's login.
 type loginSession struct {
@@ -47,10 +52,12 @@ type logins struct {
 	now func() time.Time
 	ttl time.Duration
 	m   map[[sha256.Size]byte]loginSession
+	// byTenant holds each tenant's session digests.
+	byTenant map[string]map[[sha256.Size]byte]struct{}
 }
 
 func newLogins(now func() time.Time, ttl time.Duration) *logins {
-	return &logins{now: now, ttl: ttl, m: map[[sha256.Size]byte]loginSession{}}
+	return &logins{now: now, ttl: ttl, m: map[[sha256.Size]byte]loginSession{}, byTenant: map[string]map[[sha256.Size]byte]struct{}{}}
 }
 
 // add starts a login for tenant and returns its session id (32 random
@@ -58,30 +65,48 @@ func newLogins(now func() time.Time, ttl time.Duration) *logins {
 func (l *logins) add(tenant string) (string, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+		return "", fmt.Errorf("login session id: %w", err)
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw[:])
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.m) >= maxLogins {
+	mine := l.byTenant[tenant]
+	if mine == nil {
+		mine = map[[sha256.Size]byte]struct{}{}
+		l.byTenant[tenant] = mine
+	}
+	if len(mine) >= maxLoginsPerTenant {
 		var oldest [sha256.Size]byte
 		var first time.Time
-		for k, s := range l.m {
+		for k := range mine {
+			s := l.m[k]
 			if !s.expires.After(now) {
-				delete(l.m, k)
+				l.removeLocked(k)
 				continue
 			}
 			if first.IsZero() || s.expires.Before(first) {
 				oldest, first = k, s.expires
 			}
 		}
-		if len(l.m) >= maxLogins {
-			delete(l.m, oldest)
+		if len(mine) >= maxLoginsPerTenant {
+			l.removeLocked(oldest)
 		}
 	}
-	l.m[sha256.Sum256([]byte(id))] = loginSession{tenant: tenant, expires: now.Add(l.ttl)}
+	k := sha256.Sum256([]byte(id))
+	l.m[k] = loginSession{tenant: tenant, expires: now.Add(l.ttl)}
+	mine[k] = struct{}{}
 	return id, nil
+}
+
+// removeLocked forgets login k; the caller holds mu.
+func (l *logins) removeLocked(k [sha256.Size]byte) {
+	s, ok := l.m[k]
+	if !ok {
+		return
+	}
+	delete(l.m, k)
+	delete(l.byTenant[s.tenant], k)
 }
 
 // tenant returns the tenant of a live login (an expired one is removed).
@@ -97,7 +122,7 @@ func (l *logins) tenant(id string) (string, bool) {
 		return "", false
 	}
 	if !s.expires.After(l.now()) {
-		delete(l.m, k)
+		l.removeLocked(k)
 		return "", false
 	}
 	return s.tenant, true
@@ -107,7 +132,7 @@ func (l *logins) tenant(id string) (string, bool) {
 func (l *logins) remove(id string) {
 	k := sha256.Sum256([]byte(id))
 	l.mu.Lock()
-	delete(l.m, k)
+	l.removeLocked(k)
 	l.mu.Unlock()
 }
 
@@ -137,7 +162,7 @@ func signedIn(r *http.Request) bool {
 // cookieTenant authenticates an inspector request by its login cookie. A
 // request that changes something must also be JSON (a cross-site HTML form
 // can send neither that content type nor, with SameSite=Strict, the
-// cookie; the cross-origin check in Handler refuses it before this).
+// cookie; the listener's httpguard refuses it before this).
 func (s *Server) cookieTenant(r *http.Request) (context.Context, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -183,9 +208,21 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
-	tenant, ok := s.cfg.Auth.Tenant(strings.TrimSpace(r.PostForm.Get("token")))
+	now := s.cfg.Now()
+	if ok, retry := s.limits.client(r.RemoteAddr, now); !ok {
+		s.cfg.Logger.Info("login refused: too many attempts from this client", "client", clientKey(r.RemoteAddr))
+		s.tooManyLogins(w, next, retry)
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	tenant, ok := s.cfg.Auth.Tenant(token)
 	if !ok {
 		s.ui.Login(w, http.StatusUnauthorized, inspector.LoginPage{Next: next, Error: "unknown token"})
+		return
+	}
+	if ok, retry := s.limits.token(token, now); !ok {
+		s.cfg.Logger.Info("login refused: too many logins with one token", "tenant", tenant)
+		s.tooManyLogins(w, next, retry)
 		return
 	}
 	id, err := s.logins.add(tenant)
@@ -195,9 +232,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: id, Path: "/", MaxAge: int(s.logins.ttl / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r),
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// tooManyLogins answers a rate-limited login: 429, with Retry-After.
+func (s *Server) tooManyLogins(w http.ResponseWriter, next string, retry time.Duration) {
+	secs := int((retry + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	s.ui.Login(w, http.StatusTooManyRequests, inspector.LoginPage{Next: next, Error: fmt.Sprintf("too many login attempts: try again in %d s", max(secs, 1))})
 }
 
 // logout serves POST /logout: the login session ends and the cookie is
@@ -207,7 +251,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		s.logins.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: httpguard.Secure(r)})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/httpguard"
 )
 
 const (
@@ -54,7 +57,18 @@ func loginServer(t *testing.T) (*Server, *clock, http.Handler) {
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.Handle("/", echo)
-	return s, clk, s.guard(mux)
+	return s, clk, listenerGuard(t).Handler(s.guard(mux))
+}
+
+// listenerGuard is the httpguard of a listener httptest's requests name
+// (Host example.com), as service.Start puts in front of the API.
+func listenerGuard(t *testing.T) *httpguard.Guard {
+	t.Helper()
+	g, err := httpguard.New(httpguard.Config{Listen: "example.com:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 type reqOpt func(*http.Request)
@@ -243,7 +257,7 @@ func TestInspectorCSRF(t *testing.T) {
 		t.Errorf("cross-site login: %d, cookies %v", w.Code, w.Result().Cookies())
 	}
 	// Without an auth file (loopback): a cross-site form cannot post either.
-	open := bareServer(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	open := listenerGuard(t).Handler(bareServer(Config{}).guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })))
 	w = do(open, "POST", "/v1/sessions/s/restore", `{"item":"i"}`, withHeader("Content-Type", "text/plain"), withHeader("Origin", "https://evil.example"), withHeader("Sec-Fetch-Site", "cross-site"))
 	if w.Code != http.StatusForbidden {
 		t.Errorf("cross-site post without auth: %d, want 403", w.Code)
@@ -265,21 +279,118 @@ func TestLocalPath(t *testing.T) {
 	}
 }
 
-func TestLoginsBounded(t *testing.T) {
+// TestLoginsPerTenantCap (issue 32, item 6): one tenant's many logins
+// evict only its own oldest sessions, never another tenant's.
+func TestLoginsPerTenantCap(t *testing.T) {
 	clk := &clock{t: time.Unix(0, 0)}
 	l := newLogins(clk.now, time.Hour)
-	first, _ := l.add("a")
-	for range maxLogins {
+	other, err := l.add("globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.add("acme")
+	var last string
+	for range 10001 {
 		clk.add(time.Millisecond)
-		if _, err := l.add("a"); err != nil {
+		if last, err = l.add("acme"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(l.m) != maxLogins {
-		t.Errorf("%d logins held, want %d", len(l.m), maxLogins)
+	if got := len(l.byTenant["acme"]); got != maxLoginsPerTenant {
+		t.Errorf("acme holds %d logins, want %d", got, maxLoginsPerTenant)
+	}
+	if len(l.m) != maxLoginsPerTenant+1 {
+		t.Errorf("%d logins held, want %d", len(l.m), maxLoginsPerTenant+1)
+	}
+	if tenant, ok := l.tenant(other); !ok || tenant != "globex" {
+		t.Error("globex's login was evicted by acme's logins")
 	}
 	if _, ok := l.tenant(first); ok {
-		t.Error("the oldest login survived past the bound")
+		t.Error("acme's oldest login survived past its cap")
+	}
+	if _, ok := l.tenant(last); !ok {
+		t.Error("acme's newest login is gone")
+	}
+	// Expired logins go first, and lookups and logouts keep the index.
+	clk.add(2 * time.Hour)
+	if _, ok := l.tenant(last); ok {
+		t.Error("an expired login is still live")
+	}
+	l.remove(other)
+	if _, err := l.add("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.byTenant["globex"]) != 0 || len(l.byTenant["acme"]) > maxLoginsPerTenant {
+		t.Errorf("index after expiry and logout: globex %d, acme %d", len(l.byTenant["globex"]), len(l.byTenant["acme"]))
+	}
+}
+
+func withClient(addr string) reqOpt { return func(r *http.Request) { r.RemoteAddr = addr } }
+
+// TestLoginRateLimited (issue 32, item 6): login attempts are limited per
+// client (right or wrong token) and logins per token, on the API's clock;
+// another client and another token are unaffected; the refusal is 429
+// with Retry-After and does not echo the token.
+func TestLoginRateLimited(t *testing.T) {
+	form := withHeader("Content-Type", "application/x-www-form-urlencoded")
+	login := func(h http.Handler, token, client string) *httptest.ResponseRecorder {
+		return do(h, "POST", "/login", "token="+token, form, withClient(client))
+	}
+	t.Run("per client", func(t *testing.T) {
+		_, clk, h := loginServer(t)
+		const guess = "wrong-token-0123456789abcdef"
+		for i := range loginClientBurst {
+			if w := login(h, guess, "198.51.100.7:4000"); w.Code != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d, want 401", i+1, w.Code)
+			}
+		}
+		w := login(h, acmeToken, "198.51.100.7:4001") // a right token counts too
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3" || len(w.Result().Cookies()) != 0 {
+			t.Fatalf("attempt past the burst: %d Retry-After %q cookies %v, want 429, 3, none", w.Code, w.Header().Get("Retry-After"), w.Result().Cookies())
+		}
+		if strings.Contains(w.Body.String(), acmeToken) || !strings.Contains(w.Body.String(), "too many login attempts") {
+			t.Errorf("429 page: %s", w.Body)
+		}
+		if w := login(h, guess, "203.0.113.9:4000"); w.Code != http.StatusUnauthorized {
+			t.Errorf("another client: %d, want 401", w.Code)
+		}
+		clk.add(loginClientEvery)
+		if w := login(h, acmeToken, "198.51.100.7:4002"); w.Code != http.StatusSeeOther {
+			t.Errorf("after %v: %d, want 303", loginClientEvery, w.Code)
+		}
+		if w := login(h, acmeToken, "198.51.100.7:4003"); w.Code != http.StatusTooManyRequests {
+			t.Errorf("the refilled attempt is spent: %d, want 429", w.Code)
+		}
+	})
+	t.Run("per token", func(t *testing.T) {
+		_, clk, h := loginServer(t)
+		client := func(i int) string { return "192.0.2." + strconv.Itoa(i+1) + ":5000" }
+		for i := range loginTokenBurst {
+			if w := login(h, acmeToken, client(i)); w.Code != http.StatusSeeOther {
+				t.Fatalf("login %d: %d, want 303", i+1, w.Code)
+			}
+		}
+		if w := login(h, acmeToken, client(100)); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "6" {
+			t.Fatalf("login past the token's burst from a new client: %d Retry-After %q, want 429, 6", w.Code, w.Header().Get("Retry-After"))
+		}
+		if w := login(h, globexToken, client(100)); w.Code != http.StatusSeeOther {
+			t.Errorf("another token: %d, want 303", w.Code)
+		}
+		clk.add(loginTokenEvery)
+		if w := login(h, acmeToken, client(101)); w.Code != http.StatusSeeOther {
+			t.Errorf("after %v: %d, want 303", loginTokenEvery, w.Code)
+		}
+	})
+}
+
+func TestClientKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"198.51.100.7:4000": "198.51.100.7", "[2001:db8::1]:1": "2001:db8::/64", "[2001:db8::ffff:2]:9": "2001:db8::/64",
+		"[2001:db8:0:1::1]:1": "2001:db8:0:1::/64", "[::ffff:198.51.100.7]:1": "198.51.100.7", "@": "@",
+	} {
+		if got := clientKey(in); got != want {
+			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

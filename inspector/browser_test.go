@@ -71,7 +71,31 @@ func withBrowser(t *testing.T) context.Context {
 	tab, cancel := chromedp.NewContext(browser.ctx)
 	tctx, tcancel := context.WithTimeout(tab, 3*time.Minute)
 	t.Cleanup(func() { tcancel(); cancel() })
+	watchCSP(t, tctx)
 	return tctx
+}
+
+// watchCSP fails the test when a page of the tab breaks the server's
+// Content-Security-Policy (httpguard.CSP): a blocked script, style or
+// fetch. Every document records its violations in the tab's
+// sessionStorage (kept across the inspector's same-origin pages), read
+// when the test ends.
+func watchCSP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	const record = `document.addEventListener("securitypolicyviolation", function (e) {
+  var v = JSON.parse(sessionStorage.getItem("csp") || "[]");
+  v.push(e.violatedDirective + " " + e.blockedURI + " " + e.sourceFile + ":" + e.lineNumber);
+  sessionStorage.setItem("csp", JSON.stringify(v));
+});`
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: record}); err != nil {
+		t.Fatalf("watch CSP violations: %v", err)
+	}
+	t.Cleanup(func() {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("csp") || ""`))
+		if err == nil && got != "" {
+			t.Errorf("the pages broke the Content-Security-Policy: %s", got)
+		}
+	})
 }
 
 func TestMain(m *testing.M) {

@@ -276,7 +276,9 @@ func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event, 
 		return
 	}
 	s.seen[app.ID] = true
-	s.core.Observe(app)
+	// Judged again first when decided at the core's position (a rebuild),
+	// so Pending's reasons are this decision's (scheduler.Core.ObserveDecided).
+	s.core.ObserveDecided(app)
 	if count {
 		w.met.application(app)
 	}

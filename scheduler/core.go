@@ -41,26 +41,7 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 	if c.appsSeen[id] {
 		return nil
 	}
-	cands := c.candidates(factIndex)
-	clear(c.reasons)
-	if len(cands) == 0 {
-		return nil
-	}
-	m := c.momentAt(factIndex, at)
-	for i := range cands {
-		cd := &cands[i]
-		if m.samePrefix && cd.pos >= m.prev.lo && cd.pos < m.prev.hi {
-			cd.sent = true
-		}
-	}
-	if m.samePrefix {
-		for i := range cands {
-			if cands[i].sent {
-				cands[i].offset = m.prevOff[cands[i].pos-m.prev.lo]
-			}
-		}
-	}
-	chosen, trig := c.choose(m, cands)
+	m, chosen, trig := c.judge(at, factIndex)
 	if len(chosen) == 0 {
 		return nil
 	}
@@ -72,6 +53,48 @@ func (c *Core) Decide(at time.Time, req string, factIndex int) *events.Event {
 		delete(c.reasons, cd.mk.id)
 	}
 	return &ev
+}
+
+// judge is Decide without its record: it picks the marks to apply at fact
+// index f at time at and sets c.reasons (and the triggers' served state)
+// as of this decision.
+func (c *Core) judge(at time.Time, f int) (moment, []candidate, events.Trigger) {
+	cands := c.candidates(f)
+	clear(c.reasons)
+	if len(cands) == 0 {
+		return moment{}, nil, ""
+	}
+	m := c.momentAt(f, at)
+	for i := range cands {
+		cd := &cands[i]
+		if m.samePrefix && cd.pos >= m.prev.lo && cd.pos < m.prev.hi {
+			cd.sent = true
+			cd.offset = m.prevOff[cd.pos-m.prev.lo]
+		}
+	}
+	chosen, trig := c.choose(m, cands)
+	return m, chosen, trig
+}
+
+// ObserveDecided observes an application Decide made (in this process or
+// another, before a restart) at the core's current position: its
+// AfterIndex is Facts() and its id is Decide's for its request. Before
+// observing it, the core judges that request again at the application's
+// time, as Decide did, so the reasons Pending gives for the marks it left
+// waiting, and the triggers' state, are that decision's and not the
+// previous one's. Any other application is observed as Observe does.
+func (c *Core) ObserveDecided(ev events.Event) {
+	p, ok := ev.Data.(*events.Application)
+	if !ok || !c.owns(ev) || c.appsSeen[ev.ID] || p.AfterIndex != c.facts ||
+		ev.ID != events.DerivedID("apply", c.tenant, c.session, p.Request) {
+		c.Observe(ev)
+		return
+	}
+	c.judge(ev.Time, p.AfterIndex)
+	c.Observe(ev)
+	for _, id := range p.Marks {
+		delete(c.reasons, id)
+	}
 }
 
 // Feed feeds one event of the session in log order, the rule every

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/api"
+	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/policy"
 )
@@ -33,6 +34,11 @@ type Config struct {
 	Auth *api.Auth
 	// OpenMetrics serves /metrics without a token when Auth is set.
 	OpenMetrics bool
+	// AllowedHosts and PublicURL name the hosts the HTTP API answers for
+	// beyond its bind address (see httpguard.Config); an https PublicURL
+	// makes the inspector's login cookie Secure.
+	AllowedHosts []string
+	PublicURL    string
 	// Workers selects which workers run ("eligibility", "scheduler",
 	// "projection"); empty runs all.
 	Workers []string
@@ -95,6 +101,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("refusing to serve the HTTP API on %s without authentication: bind to loopback (127.0.0.1) or pass --auth-file (see docs/security.md)", c.HTTPListen)
 	}
 	var errs []error
+	if c.HTTPListen != "" {
+		if err := c.guardConfig("").Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("HTTP API: %w", err))
+		}
+	}
 	if c.NATSURL == "" && c.DataDir == "" {
 		errs = append(errs, errors.New("data dir: required for the embedded NATS server (or set the NATS URL)"))
 	}
@@ -107,4 +118,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("service config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// guardConfig is the httpguard of the HTTP API listening on HTTPListen,
+// bound to addr ("" before it is bound).
+func (c Config) guardConfig(addr string) httpguard.Config {
+	return httpguard.Config{Listen: c.HTTPListen, Addr: addr, AllowedHosts: c.AllowedHosts, PublicURL: c.PublicURL, Logger: c.Logger}
 }

@@ -171,7 +171,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n{\"v\":1,")
+	fmt.Fprintf(conn, "POST /v1/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n{\"v\":1,", svc.HTTPAddr)
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute)) // guard, not a measurement
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

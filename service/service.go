@@ -26,6 +26,7 @@ import (
 	"github.com/prunesched/prunesched/api"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/pipeline"
 )
@@ -101,8 +102,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPListen, err)
 		}
 		s.HTTPAddr = ln.Addr().String()
+		guard, err := httpguard.New(cfg.guardConfig(s.HTTPAddr))
+		if err != nil {
+			_ = ln.Close()
+			s.Close()
+			return nil, fmt.Errorf("HTTP API: %w", err)
+		}
 		s.httpSrv = cfg.HTTPTimeouts.Server(nil)
-		s.httpSrv.Handler = httplimit.WriteAfterWork(s.API.Handler(), s.httpSrv.WriteTimeout)
+		s.httpSrv.Handler = guard.Handler(httplimit.WriteAfterWork(s.API.Handler(), s.httpSrv.WriteTimeout))
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/proxy"
 	"github.com/prunesched/prunesched/service"
 )
@@ -85,6 +86,13 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	bodies := limits.budget()
 	cfg := service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
 		HTTPTimeouts: limits.timeouts(), Bodies: bodies}
+	cfg = common.guarded(cfg)
+	// The agents' listener answers for its own address and the allowed
+	// hosts (the public URL is the API's).
+	guardCfg := httpguard.Config{Listen: *listen, AllowedHosts: cfg.AllowedHosts, Logger: logger.With("component", "proxy")}
+	if err := guardCfg.Validate(); err != nil {
+		return usagef("%v", err)
+	}
 	if *check {
 		return reportCheck(e, "proxy", cfg)
 	}
@@ -122,7 +130,13 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	if err != nil {
 		return fmt.Errorf("listen for the proxy on %s: %w", *listen, err)
 	}
-	srv := limits.timeouts().Server(px.Handler())
+	guardCfg.Addr = ln.Addr().String()
+	guard, err := httpguard.New(guardCfg)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("proxy listener: %w", err)
+	}
+	srv := limits.timeouts().Server(guard.Handler(px.Handler()))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("prunesched proxy", "listen", "http://"+ln.Addr().String(), "upstream", *upstream, "api", svc.HTTPAddr, "policy", pol.Version())

@@ -59,6 +59,7 @@ Restarting on the same data directory keeps every session.`)
 		Auth: auth, OpenMetrics: *openMetrics,
 		HTTPTimeouts: limits.timeouts(), Bodies: limits.budget(), ProjectionBytes: *projBytes,
 	}
+	cfg = common.guarded(cfg)
 	if *check {
 		return reportCheck(e, "serve", cfg)
 	}
@@ -144,6 +145,7 @@ the README section "Operating prunesched".`)
 		Replicas: *replicas, Partitions: *partitions, OwnedPartitions: owned,
 		PinnedTTL: *pinnedTTL, AckWait: *ackWait, LagInterval: *lagInterval,
 	}
+	cfg = common.guarded(cfg)
 	if *check {
 		return reportCheck(e, "worker "+comp, cfg)
 	}
@@ -259,17 +261,29 @@ func loadAuth(path string) (*api.Auth, error) {
 type serverFlags struct {
 	authFile, policyPath, logLevel *string
 	logJSON                        *bool
+	// allowedHosts and publicURL name the hosts the HTTP listeners answer
+	// for beyond their bind address (httpguard.Config).
+	allowedHosts *[]string
+	publicURL    *string
 }
 
 // addServerFlags defines them on fs, with each command's own help for
 // --auth-file and --policy.
 func addServerFlags(fs *pflag.FlagSet, authHelp, policyHelp string) serverFlags {
 	return serverFlags{
-		authFile:   fs.String("auth-file", "", authHelp),
-		policyPath: fs.String("policy", "", policyHelp),
-		logLevel:   fs.String("log-level", "info", "log level: debug, info, warn, error"),
-		logJSON:    fs.Bool("log-json", false, "log as JSON"),
+		authFile:     fs.String("auth-file", "", authHelp),
+		policyPath:   fs.String("policy", "", policyHelp),
+		logLevel:     fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		logJSON:      fs.Bool("log-json", false, "log as JSON"),
+		allowedHosts: fs.StringArray("allowed-host", nil, "a further host name (or name:port) the HTTP listeners answer for, beside their bind address and, on loopback, localhost, 127.0.0.1 and [::1]: a request naming another host is refused (421), which stops DNS rebinding; repeatable (see docs/security.md)"),
+		publicURL:    fs.String("public-url", "", "URL browsers reach the API at, behind a reverse proxy (e.g. https://prunesched.example.com): its host is allowed, and https makes the login cookie Secure"),
 	}
+}
+
+// guarded sets the HTTP guard fields of cfg from the flags.
+func (f serverFlags) guarded(cfg service.Config) service.Config {
+	cfg.AllowedHosts, cfg.PublicURL = *f.allowedHosts, *f.publicURL
+	return cfg
 }
 
 // load builds the logger and loads the policy and the auth file the flags
