@@ -290,3 +290,65 @@ func TestAgentContextTools(t *testing.T) {
 	require_True(t, strings.HasPrefix(got["toolu_o1"], "prunesched: not found: no item #"), "another credential's recovery: %.200q", got["toolu_o1"])
 	require_True(t, !strings.Contains(got["toolu_o1"], "alpha line"), "another credential read the content")
 }
+
+// judgeFailsOnce fails the first wait for the agent's removal requests to
+// be judged, after they were stored.
+type judgeFailsOnce struct {
+	Backend
+	mu     sync.Mutex
+	failed bool
+}
+
+func (j *judgeFailsOnce) Judged(ctx context.Context, tenant, session string, lastFact uint64) error {
+	j.mu.Lock()
+	first := !j.failed
+	j.failed = true
+	j.mu.Unlock()
+	if first {
+		return fmt.Errorf("injected judge failure")
+	}
+	return j.Backend.Judged(ctx, tenant, session, lastFact)
+}
+
+// TestAgentPruneRetriedAfterFailOpen: a request whose context_prune was
+// stored but not judged fails open (the stub goes upstream once); the
+// next request carrying the same result finds the removal requests stored
+// and answers them, instead of failing open on a conflict for good.
+func TestAgentPruneRetriedAfterFailOpen(t *testing.T) {
+	t.Parallel()
+	pol := testPolicy(t)
+	f := &fakeUpstream{}
+	var jb *judgeFailsOnce
+	b := setup(t, pol, anthropicFake(f, func(map[string]any) turn { return turn{text: "ok"} }), func(c *Config) {
+		jb = &judgeFailsOnce{Backend: c.Backend}
+		c.Backend = jb
+		c.Policy = &pol
+	})
+	c := &agentClient{t: t, url: b.url, key: secretKey, session: "retry-1"}
+	out := strings.Repeat("line of output\n", 80)
+	c.messages = []map[string]any{
+		{"role": "user", "content": []map[string]any{{"type": "text", "text": "go"}}},
+		{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": map[string]any{"file_path": "/p/a"}}}},
+		{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "toolu_r1", "content": out}}},
+	}
+	c.send()
+	reqs := f.requests()
+	handle := ""
+	for _, it := range b.items(t, events.DefaultTenant, b.session("retry-1", reqs[0].header)) {
+		if it.ID == "toolu_r1" {
+			handle = fmt.Sprintf("#%d", it.Index)
+		}
+	}
+	c.messages = append(c.messages,
+		map[string]any{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": "toolu_p", "name": "mcp__prunesched__context_prune", "input": map[string]any{"handles": []any{handle}, "reason": "done"}}}},
+		map[string]any{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "toolu_p", "content": agenttools.Stub(agenttools.Prune)}}},
+	)
+	c.send() // judged fails: fails open
+	c.send() // retried
+	reqs = f.requests()
+	require_True(t, len(reqs) == 3, "upstream saw %d requests", len(reqs))
+	_, got := toolResults(t, reqs[1].body)
+	require_True(t, got["toolu_p"] == agenttools.Stub(agenttools.Prune), "the failed-open request was changed: %q", got["toolu_p"])
+	_, got = toolResults(t, reqs[2].body)
+	require_True(t, strings.HasPrefix(got["toolu_p"], "prunesched: 1 of 1 accepted."), "retried answer: %q\nlogs:\n%s", got["toolu_p"], b.logs.String())
+}

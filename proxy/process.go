@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -292,17 +294,23 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 			return err
 		}
 		if len(asks) > 0 {
-			if err := p.appendFacts(ctx, pl, tenant, evs, news[:split], asks, nil); err != nil {
+			if err := p.appendFacts(ctx, pl, tenant, evs, news[:split], nil, nil); err != nil {
 				return err
 			}
 			evs, news = nil, news[split:]
+			// The requests' ids derive from the result and the handles; a
+			// request that failed open after storing them finds them
+			// stored (with its own time): they stand as stored.
+			if err := p.appendFacts(ctx, pl, tenant, nil, nil, asks, nil); err != nil && !errors.Is(err, store.ErrIDConflict) {
+				return err
+			}
 			if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
 				return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
 			}
-			for _, ac := range calls {
-				if ac.kind == agenttools.Prune {
-					p.pruneAnswer(pl, ac)
-				}
+		}
+		for _, ac := range calls {
+			if ac.kind == agenttools.Prune {
+				p.pruneAnswer(pl, ac)
 			}
 		}
 	}
