@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -268,12 +269,27 @@ func parseUpstream(field, s string, required bool) (*url.URL, error) {
 		}
 		return nil, nil
 	}
+	u, err := ParseUpstream(s)
+	if err != nil {
+		return nil, fmt.Errorf("proxy config: %s %w", field, err)
+	}
+	return u, nil
+}
+
+// ParseUpstream checks an upstream base URL: http or https, with a host.
+// The error quotes the value (callers prefix the flag or field name), so a
+// command can check its flags before it starts anything.
+func ParseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("proxy config: %s %q: %w", field, s, err)
+		return nil, fmt.Errorf("%q: %w", s, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("proxy config: %s %q: want an http(s) URL with a host", field, s)
+		hint := ""
+		if u.Scheme == "" && !strings.Contains(s, "://") {
+			hint = " (such as https://" + strings.TrimPrefix(s, "//") + ")"
+		}
+		return nil, fmt.Errorf("%q: want an http(s) URL with a host%s", s, hint)
 	}
 	return u, nil
 }

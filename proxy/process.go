@@ -12,6 +12,7 @@ import (
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -488,6 +489,9 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		edits = append(edits, edit{start: start, end: end, repl: repl})
 		p.met.replacedBlock(part)
 		pl.replaced++
+		if bi.Placeholder != "" {
+			pl.saved += max(bi.Tokens-placeholder.Count(bi.Placeholder), 0)
+		}
 		if firstNew < 0 && pl.app != nil && bi.Applied != nil && bi.Applied.Application == pl.app.ID {
 			firstNew = i
 		}

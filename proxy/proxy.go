@@ -183,6 +183,9 @@ type plan struct {
 	rendered bool
 	app      *events.Event
 	replaced int
+	// saved is the tokens the replaced blocks' placeholders keep out of
+	// this request (payload minus placeholder).
+	saved int
 }
 
 var errBudget = errors.New("time budget exceeded")
@@ -264,6 +267,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		}
 		p.met.addedLatency(api, p.cfg.Now().Sub(at).Seconds())
 		p.met.request(api, outcome)
+		p.logRequest(api, pl, outcome)
 		modified := pl != nil && pl.body != nil
 		// The upstream request ends when the client leaves, or when its
 		// response body stalls (StreamIdleTimeout).
@@ -370,6 +374,26 @@ func (p *Proxy) streamBroke(r *http.Request, api API, session string, idle *idle
 }
 
 // failOpen logs and counts a failure that sent the original upstream.
+// logRequest is the one line per agent request: its session, what the
+// request carries pruned and what that keeps out of it, and the
+// application decided for it (a failed-open request has its own warning
+// from failOpen).
+func (p *Proxy) logRequest(api API, pl *plan, outcome string) {
+	if pl == nil {
+		if outcome == "passthrough" {
+			p.log.Debug("proxy: request passed through (not an agent turn)", "api", api)
+		}
+		return
+	}
+	args := []any{"api", api, "session", pl.session, "pruned_blocks", pl.replaced, "tokens_kept_out", pl.saved}
+	if pl.app != nil {
+		if a, ok := pl.app.Data.(*events.Application); ok {
+			args = append(args, "applied_now", len(a.Items), "trigger", a.Trigger, "cache_break_usd", a.CacheCost, "expected_saving_usd", a.ExpectedSaving)
+		}
+	}
+	p.log.Info("proxy: request", args...)
+}
+
 func (p *Proxy) failOpen(api API, stage string, err error) {
 	p.met.failedOpen(stage)
 	p.log.Warn("proxy: failing open, original request forwarded", "api", api, "stage", stage, "err", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,11 +33,16 @@ type client struct {
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
 	server, data, tenant, token string
+	// fs tells whether --server was given; env whether
+	// $PRUNESCHED_SERVER was.
+	fs  *pflag.FlagSet
+	env bool
 }
 
 func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
-	cf := &clientFlags{}
+	cf := &clientFlags{fs: fs}
 	def := e.getenv("PRUNESCHED_SERVER")
+	cf.env = def != ""
 	if def == "" {
 		def = "http://" + defaultServeListen
 	}
@@ -48,6 +54,9 @@ func addClientFlags(fs *pflag.FlagSet, e *env) *clientFlags {
 }
 
 func (cf *clientFlags) connect(ctx context.Context) (*client, error) {
+	if cf.data == "" && !cf.env && (cf.fs == nil || !cf.fs.Changed("server")) {
+		cf.server = findServer(ctx, cf.server)
+	}
 	c := &client{api: apiclient.New(cf.server, cf.tenant, cf.token), close: func() {}}
 	if cf.data != "" {
 		if _, err := os.Stat(cf.data); err != nil {
@@ -113,9 +122,34 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 // hint adds what to do to an error of an API that did not answer.
 func hint(err error) error {
 	if errors.Is(err, apiclient.ErrUnreachable) {
-		return fmt.Errorf("%w (is 'prunesched serve' running? or use --data DIR)", err)
+		return fmt.Errorf("%w (is 'prunesched serve' running? For 'prunesched proxy' use --server http://%s or export PRUNESCHED_SERVER=http://%s; offline, use --data DIR)", err, defaultProxyAPIListen, defaultProxyAPIListen)
 	}
 	return err
+}
+
+// findServer returns the API a client command reaches when no --server or
+// $PRUNESCHED_SERVER names one: serve's default (def) when it answers,
+// else the proxy's default API when that one does (a proxy user runs no
+// serve), else def (whose error says which flag to use).
+func findServer(ctx context.Context, def string) string {
+	if listening(ctx, defaultServeListen) {
+		return def
+	}
+	if listening(ctx, defaultProxyAPIListen) {
+		return "http://" + defaultProxyAPIListen
+	}
+	return def
+}
+
+// listening reports whether something accepts connections on addr.
+func listening(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 func runImport(ctx context.Context, e *env, args []string) error {

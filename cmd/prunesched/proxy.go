@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/httpguard"
 	"github.com/prunesched/prunesched/proxy"
 	"github.com/prunesched/prunesched/service"
@@ -78,6 +79,21 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	if *upstream == "" {
 		return usagef("--upstream is required (for example https://api.anthropic.com)")
 	}
+	// Flags are checked before anything starts (NATS, the data directory).
+	if _, err := proxy.ParseUpstream(*upstream); err != nil {
+		return usagef("--upstream %v", err)
+	}
+	if *openaiUp != "" {
+		if _, err := proxy.ParseUpstream(*openaiUp); err != nil {
+			return usagef("--openai-upstream %v", err)
+		}
+	}
+	if *tenant != "" && !events.ValidToken(*tenant) {
+		return usagef("--tenant %q: use letters, digits, '_' or '-'", *tenant)
+	}
+	if *budget < 0 || *headerTimeout < 0 {
+		return usagef("--budget and --upstream-header-timeout must not be negative")
+	}
 	logger, pol, auth, err := common.load(e)
 	if err != nil {
 		return err
@@ -120,8 +136,8 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
 		ResponseHeaderTimeout: *headerTimeout, StreamIdleTimeout: streamIdle, Bodies: bodies, WriteTimeout: *limits.write,
-		IdentityKey: idKey,
-		Backend:     proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+		IdentityKey: idKey, Policy: &pol,
+		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
 		return usagef("%v", err)
@@ -140,7 +156,18 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("prunesched proxy", "listen", "http://"+ln.Addr().String(), "upstream", *upstream, "api", svc.HTTPAddr, "policy", pol.Version())
-	fmt.Fprintf(e.stdout, "prunesched proxy on http://%s -> %s (API on http://%s)\n", ln.Addr(), *upstream, svc.HTTPAddr)
+	if svc.HTTPAddr != "" {
+		fmt.Fprintf(e.stdout, "prunesched proxy on http://%s -> %s (API on http://%s)\n", ln.Addr(), *upstream, svc.HTTPAddr)
+		api := "http://" + svc.HTTPAddr
+		fmt.Fprintf(e.stdout, "  inspector:       %s/\n", api)
+		if svc.HTTPAddr == defaultProxyAPIListen {
+			fmt.Fprintf(e.stdout, "  client commands: prunesched stats (they find this API when no serve runs; or export PRUNESCHED_SERVER=%s)\n", api)
+		} else {
+			fmt.Fprintf(e.stdout, "  client commands: export PRUNESCHED_SERVER=%s, then prunesched stats\n", api)
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "prunesched proxy on http://%s -> %s (no API: --api-listen is empty, so no inspector and no client commands)\n", ln.Addr(), *upstream)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-errc:

@@ -167,13 +167,11 @@ func printSetup(e *env, name string, o agentsetup.Options, undo, printOnly bool,
 		return nil
 	}
 	w := e.stdout
-	wrote := false
 	for _, res := range results {
 		switch res.Action {
 		case "unchanged":
 			fmt.Fprintf(w, "%s: %s is set up already; nothing changed\n", name, res.File)
 		case "written":
-			wrote = true
 			fmt.Fprintf(w, "%s: wrote %s\n", name, res.File)
 			for _, c := range res.Changes {
 				fmt.Fprintf(w, "  %s: %s -> %s\n", c.Key, orUnset(c.Old), c.New)
@@ -193,12 +191,12 @@ func printSetup(e *env, name string, o agentsetup.Options, undo, printOnly bool,
 		}
 	}
 	if !undo {
-		if wrote {
-			fmt.Fprintf(w, "Run the proxy: prunesched proxy %s\n", agentsetup.Upstream(name))
-		}
 		if o.MCP != nil {
 			fmt.Fprintf(w, "MCP server %q: %s\n", agentsetup.MCPServer, strings.Join(o.MCP, " "))
 		}
+		fmt.Fprintln(w, "Next:")
+		fmt.Fprintf(w, "  prunesched proxy %s   # leave it running; the agent's requests go through it\n", agentsetup.Upstream(name))
+		fmt.Fprintln(w, "  prunesched stats                          # what pruning saved; the inspector is at http://"+defaultProxyAPIListen+"/")
 	}
 	return nil
 }

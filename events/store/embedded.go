@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // DefaultMaxPayload is the largest message the embedded server accepts
@@ -145,6 +146,20 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger)
 		lock.release()
 		return nil, err
 	}
+	// The server holds bcrypt hashes, never the passwords: nats-server
+	// warns about plaintext passwords otherwise. The secrets are random
+	// (32 bytes), so the lowest cost is enough and keeps each connection's
+	// check cheap.
+	adminHash, err := bcrypt.GenerateFromPassword([]byte(adminPass), bcrypt.MinCost)
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("hash the admin secret: %w", err)
+	}
+	serviceHash, err := bcrypt.GenerateFromPassword([]byte(servicePass), bcrypt.MinCost)
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("hash the service secret: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,
@@ -157,9 +172,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger)
 		MaxPayload:   cfg.MaxPayload,
 		NoSigs:       true, // the host process owns signal handling
 		Users: []*server.User{
-			{Username: AdminUser, Password: adminPass,
+			{Username: AdminUser, Password: string(adminHash),
 				AllowedConnectionTypes: map[string]struct{}{connTypeInProcess: {}}},
-			{Username: ServiceUser, Password: servicePass, Permissions: ServicePermissions()},
+			{Username: ServiceUser, Password: string(serviceHash), Permissions: ServicePermissions()},
 		},
 	}
 	srv, err := server.NewServer(opts)
