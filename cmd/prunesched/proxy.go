@@ -63,6 +63,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	limits := addLimitFlags(fs)
+	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -94,6 +95,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
+	applyMemoryLimit(e, logger, *memLimit)
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
