@@ -70,7 +70,7 @@ func anthropicRequest(n int) []byte {
 
 // proxyOutput runs the proxy-output scenario: one request through the
 // proxy, then sampling until the proxy's API lists a session (its
-// background append ended) and Settle after.
+// background append ended; at most Duration) and Settle after.
 func (d *driver) proxyOutput(ctx context.Context, cfg Config, proxyURL string) error {
 	if err := waitListening(ctx, proxyURL); err != nil {
 		return err
@@ -81,6 +81,11 @@ func (d *driver) proxyOutput(ctx context.Context, cfg Config, proxyURL string) e
 		return nil
 	}
 	d.renders.Add(1) // the request answered
+	wait := cfg.Duration
+	if wait <= 0 {
+		wait = time.Minute
+	}
+	deadline := time.Now().Add(wait)
 	for ctx.Err() == nil {
 		n, err := d.sessions(ctx)
 		if err != nil {
@@ -89,6 +94,10 @@ func (d *driver) proxyOutput(ctx context.Context, cfg Config, proxyURL string) e
 		}
 		if n > 0 {
 			d.events.Add(1)
+			break
+		}
+		if time.Now().After(deadline) {
+			d.fail(fmt.Errorf("the proxy's background append was not in its API within %s (it fails past the proxy's --record-timeout)", wait))
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -45,7 +45,7 @@ func run() error {
 	sessionEvents := fs.Int("session-events", 100, "events per session")
 	writers := fs.Int("writers", 4, "events scenario: concurrent appenders")
 	clients := fs.Int("clients", 16, "clients scenario: concurrent clients")
-	duration := fs.Duration("duration", 60*time.Second, "clients scenario: how long")
+	duration := fs.Duration("duration", 60*time.Second, "clients scenario: how long; proxy-output: the longest wait for the proxy's background append")
 	interval := fs.Duration("interval", time.Second, "sampling interval")
 	serveArgs := fs.String("serve-args", "", "extra arguments for serve, space-separated")
 	label := fs.String("label", "", "series label in the chart (default: the scenario)")

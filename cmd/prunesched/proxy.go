@@ -61,6 +61,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	common := addServerFlags(fs, "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
+	recordTimeout := fs.Duration("record-timeout", proxy.DefaultRecordTimeout, "bound of the facts' append when it goes on in the background past --budget, and of recording a response (tokenizing a large tool output takes about 1 s per 2-4 MB per core)")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	limits := addLimitFlags(fs)
 	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
@@ -102,7 +103,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	}
 	defer svc.Close()
 	px, err := proxy.New(proxy.Config{
-		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
+		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget, RecordTimeout: *recordTimeout,
 		ResponseHeaderTimeout: *headerTimeout, Bodies: bodies, WriteTimeout: *limits.write,
 		IdentityKey: idKey,
 		Backend:     proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
