@@ -168,3 +168,26 @@ func TestProxySlowBodyCutOff(t *testing.T) {
 	_, err = conn.Read(make([]byte, 1))
 	require_True(t, err != nil, "the connection stayed open")
 }
+
+// TestLargeToolResultNotCopied: the parse keeps a large tool result's raw
+// value in place in the body (a copy would hold a large output a third
+// time, beside the body and its decoded text) and copies a small one (so
+// a remembered block does not keep its body alive).
+func TestLargeToolResultNotCopied(t *testing.T) {
+	for _, n := range []int{100, largeRaw} {
+		body := []byte(`{"model":"m","max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + strings.Repeat("x", n) + `"}]}]}`)
+		conv, err := parseChecked(APIAnthropic, body, nil)
+		require_NoError(t, err)
+		var raw []byte
+		for _, b := range conv.blocks {
+			if b.kind == bToolResult {
+				raw = b.raw
+			}
+		}
+		require_True(t, len(raw) == n+2, "tool result raw of %d bytes, want %d", len(raw), n+2)
+		inBody := &raw[0] == &body[bytes.Index(body, []byte(`"xxx`))]
+		require_True(t, inBody == (n >= largeRaw), "%d-byte output: raw in the body %v", n, inBody)
+	}
+}
