@@ -9,7 +9,9 @@ import (
 	"io"
 )
 
-// MaxLineBytes bounds one JSONL line (a tool output inline can be large).
+// MaxLineBytes bounds one JSONL line, and one element of a JSON array of
+// events (a tool output inline can be large); past it the input is refused
+// with a *LineTooLongError (HTTP 413) before it is decoded.
 const MaxLineBytes = 64 << 20
 
 // LineError locates a decoding error in a JSONL input.
@@ -83,6 +85,8 @@ type LineTooLongError struct {
 	What string
 }
 
+// Error names the length (when known), the limit and the unit; a
+// LineError or the array decoder adds the line or element.
 func (e *LineTooLongError) Error() string {
 	if e.Bytes > 0 {
 		return fmt.Sprintf("%d bytes over the %d MiB %s limit", e.Bytes, MaxLineBytes>>20, e.What)
