@@ -24,24 +24,25 @@ type AppendResult struct {
 }
 
 // decodeBody reads events from a JSONL body, or a JSON array of events.
+// Lines and array elements are decoded where they lie in the body, and
+// either over events.MaxLineBytes is refused (413, decodeStatus) before it
+// is decoded.
 func decodeBody(body []byte) ([]events.Event, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var raws []json.RawMessage
-		if err := json.Unmarshal(trimmed, &raws); err != nil {
-			return nil, fmt.Errorf("body: %w", err)
-		}
-		out := make([]events.Event, 0, len(raws))
-		for i, raw := range raws {
-			e, err := events.DecodeInput(raw)
-			if err != nil {
-				return nil, fmt.Errorf("event[%d]: %w", i, err)
-			}
-			out = append(out, e)
-		}
-		return out, nil
+		return events.DecodeJSONArray(trimmed)
 	}
-	return events.DecodeJSONL(bytes.NewReader(body), "request body")
+	return events.DecodeJSONLBytes(body, "request body")
+}
+
+// decodeStatus is the status of a body that did not decode: 413 for a
+// line or array element over the line limit, else 400.
+func decodeStatus(err error) int {
+	var tl *events.LineTooLongError
+	if errors.As(err, &tl) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 // readBody reads the request body under the server's in-flight body
@@ -94,7 +95,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 	defer body.Release()
 	evs, err := decodeBody(body.Bytes)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, decodeStatus(err), err)
 		return
 	}
 	for _, e := range evs {
@@ -148,7 +149,7 @@ func (s *Server) importTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	sessions, err := importers.ImportReader(bytes.NewReader(body.Bytes), name, format)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		writeError(w, decodeStatus(err), err)
 		return
 	}
 	var out []ImportedSession

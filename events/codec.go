@@ -9,7 +9,9 @@ import (
 	"io"
 )
 
-// MaxLineBytes bounds one JSONL line (a tool output inline can be large).
+// MaxLineBytes bounds one JSONL line, and one element of a JSON array of
+// events (a tool output inline can be large); past it the input is refused
+// with a *LineTooLongError (HTTP 413) before it is decoded.
 const MaxLineBytes = 64 << 20
 
 // LineError locates a decoding error in a JSONL input.
@@ -73,37 +75,161 @@ func Encode(e Event) ([]byte, error) {
 	return EncodeValidated(e)
 }
 
+// LineTooLongError reports a JSONL line, or an element of a JSON array of
+// events, over MaxLineBytes. Servers answer it with 413.
+type LineTooLongError struct {
+	// Bytes is the line's length; 0 when only known to be over the limit
+	// (read from a stream).
+	Bytes int64
+	// What names the unit: "line" or "element".
+	What string
+}
+
+// Error names the length (when known), the limit and the unit; a
+// LineError or the array decoder adds the line or element.
+func (e *LineTooLongError) Error() string {
+	if e.Bytes > 0 {
+		return fmt.Sprintf("%d bytes over the %d MiB %s limit", e.Bytes, MaxLineBytes>>20, e.What)
+	}
+	return fmt.Sprintf("over the %d MiB %s limit", MaxLineBytes>>20, e.What)
+}
+
 // DecodeJSONL reads the native session format: one event per line, blank
 // lines and lines starting with '#' ignored. The first bad line stops
-// decoding with a *LineError naming the file, line and field. Event ids must
+// decoding with a *LineError naming the file, line and field; a line over
+// MaxLineBytes is a *LineError wrapping a *LineTooLongError. Event ids must
 // be unique within a session.
 func DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), MaxLineBytes)
-	var out []Event
-	seen := map[string]int{}
-	line := 0
+	d := lineDecoder{file: file, seen: map[string]int{}}
 	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 || b[0] == '#' {
-			continue
+		if err := d.line(sc.Bytes()); err != nil {
+			return nil, err
 		}
-		e, err := DecodeInput(b)
-		if err != nil {
-			return nil, &LineError{File: file, Line: line, Err: err}
-		}
-		key := e.TenantOrDefault() + "/" + e.Session + "/" + e.ID
-		if prev, dup := seen[key]; dup {
-			return nil, &LineError{File: file, Line: line, Err: fieldErr("id", "duplicate id %q (first on line %d)", e.ID, prev)}
-		}
-		seen[key] = line
-		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &LineError{File: file, Line: line + 1, Err: err}
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = &LineTooLongError{What: "line"}
+		}
+		return nil, &LineError{File: file, Line: d.n + 1, Err: err}
+	}
+	return d.out, nil
+}
+
+// DecodeJSONLBytes is DecodeJSONL for input held in memory: lines are
+// decoded where they lie, never copied, and a line over MaxLineBytes is
+// refused with its length before it is decoded.
+func DecodeJSONLBytes(b []byte, file string) ([]Event, error) {
+	d := lineDecoder{file: file, seen: map[string]int{}}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) > MaxLineBytes {
+			return nil, &LineError{File: file, Line: d.n + 1, Err: &LineTooLongError{Bytes: int64(len(line)), What: "line"}}
+		}
+		if err := d.line(line); err != nil {
+			return nil, err
+		}
+	}
+	return d.out, nil
+}
+
+// lineDecoder decodes JSONL one line at a time.
+type lineDecoder struct {
+	file string
+	n    int // lines read
+	seen map[string]int
+	out  []Event
+}
+
+// line decodes the next line.
+func (d *lineDecoder) line(raw []byte) error {
+	d.n++
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || b[0] == '#' {
+		return nil
+	}
+	e, err := DecodeInput(b)
+	if err != nil {
+		return &LineError{File: d.file, Line: d.n, Err: err}
+	}
+	key := e.TenantOrDefault() + "/" + e.Session + "/" + e.ID
+	if prev, dup := d.seen[key]; dup {
+		return &LineError{File: d.file, Line: d.n, Err: fieldErr("id", "duplicate id %q (first on line %d)", e.ID, prev)}
+	}
+	d.seen[key] = d.n
+	d.out = append(d.out, e)
+	return nil
+}
+
+// DecodeJSONArray reads events from a JSON array of event objects held in
+// memory. The array's structure is checked first ("body: ..." errors, as
+// for any JSON that does not parse), and an element over MaxLineBytes (the
+// JSONL line limit) is refused with a *LineTooLongError, before any element
+// is decoded; elements are decoded where they lie, never copied. Errors
+// name the element: "event[3]: ...".
+func DecodeJSONArray(b []byte) ([]Event, error) {
+	spans, err := arraySpans(b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(spans))
+	for n, sp := range spans {
+		e, err := DecodeInput(b[sp[0]:sp[1]])
+		if err != nil {
+			return nil, fmt.Errorf("event[%d]: %w", n, err)
+		}
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// arraySpans returns the spans of the elements of the JSON array b.
+func arraySpans(b []byte) ([][2]int, error) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, fmt.Errorf("body: invalid JSON at byte %d: want an array of events", i)
+	}
+	var spans [][2]int
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return spans, trailing(b, i+1)
+	}
+	for n := 0; ; n++ {
+		end := skipValue(b, i)
+		if end < 0 {
+			return nil, fmt.Errorf("body: invalid JSON at byte %d: event[%d] does not end", i, n)
+		}
+		if end-i > MaxLineBytes {
+			return nil, fmt.Errorf("event[%d]: %w", n, &LineTooLongError{Bytes: int64(end - i), What: "element"})
+		}
+		spans = append(spans, [2]int{i, end})
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return nil, fmt.Errorf("body: invalid JSON at byte %d: the array does not end", i)
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return spans, trailing(b, i+1)
+		default:
+			return nil, fmt.Errorf("body: invalid JSON at byte %d: want ',' or ']' after event[%d]", i, n)
+		}
+	}
+}
+
+// trailing refuses anything but white space after the array ending at i.
+func trailing(b []byte, i int) error {
+	if j := skipWS(b, i); j < len(b) {
+		return fmt.Errorf("body: invalid JSON at byte %d: data after the array", j)
+	}
+	return nil
 }
 
 // EncodeJSONL writes events one per line.

@@ -13,10 +13,37 @@ func HashBytes(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// HashString returns the content address of s (HashBytes of its bytes)
+// without copying s whole: a tool output of many megabytes is hashed
+// through a small buffer.
+func HashString(s string) string {
+	if len(s) <= hashBuf {
+		return HashBytes([]byte(s))
+	}
+	h := sha256.New()
+	buf := make([]byte, hashBuf)
+	for len(s) > 0 {
+		n := copy(buf, s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// hashBuf is the buffer HashString hashes a long text through.
+const hashBuf = 64 << 10
+
 // BlobPutter stores a payload under its content address. Putting a hash that
 // is already stored must be a cheap no-op.
 type BlobPutter interface {
 	PutBlob(ctx context.Context, hash string, data []byte) error
+}
+
+// StringBlobPutter is a BlobPutter that stores a payload held as a string
+// without copying it whole (a tool output of many megabytes is streamed to
+// the store). Prepare uses it when the BlobPutter has it.
+type StringBlobPutter interface {
+	PutBlobString(ctx context.Context, hash string, data string) error
 }
 
 // TokenCounter counts tokens in text.
@@ -62,17 +89,28 @@ func Prepare(ctx context.Context, e Event, blobs BlobPutter, tc TokenCounter) (E
 	case *ToolResult:
 		if p.Output != nil {
 			cp := *p
-			data := []byte(*p.Output)
-			h := HashBytes(data)
-			if err := blobs.PutBlob(ctx, h, data); err != nil {
+			out := *p.Output
+			h, err := putOutput(ctx, blobs, out)
+			if err != nil {
 				return e, fmt.Errorf("store output of %s: %w", p.Item, err)
 			}
-			cp.OutputRef = &ContentRef{Hash: h, Bytes: len(data), Tokens: countContent(tc, h, *p.Output)}
+			cp.OutputRef = &ContentRef{Hash: h, Bytes: len(out), Tokens: countContent(tc, h, out)}
 			cp.Output = nil
 			e.Data = &cp
 		}
 	}
 	return e, nil
+}
+
+// putOutput stores a tool output under its content address and returns
+// the address. A StringBlobPutter gets the string itself, so the output is
+// never copied whole; another BlobPutter gets a copy as bytes.
+func putOutput(ctx context.Context, blobs BlobPutter, out string) (string, error) {
+	h := HashString(out)
+	if sp, ok := blobs.(StringBlobPutter); ok {
+		return h, sp.PutBlobString(ctx, h, out)
+	}
+	return h, blobs.PutBlob(ctx, h, []byte(out))
 }
 
 // PrepareTextBytes is the size of the text Prepare tokenizes in e: a

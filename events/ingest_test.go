@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,5 +79,48 @@ func TestPrepareTextBytes(t *testing.T) {
 				t.Fatalf("PrepareTextBytes = %d, Prepare tokenized %d bytes", got, c.n)
 			}
 		})
+	}
+}
+
+// stringBlobs is a StringBlobPutter that fails if asked to put bytes.
+type stringBlobs struct {
+	t    *testing.T
+	puts map[string]string
+}
+
+func (b *stringBlobs) PutBlob(context.Context, string, []byte) error {
+	b.t.Fatal("PutBlob called: the output was copied to bytes")
+	return nil
+}
+
+func (b *stringBlobs) PutBlobString(_ context.Context, h string, s string) error {
+	b.puts[h] = s
+	return nil
+}
+
+// TestPrepareStreamsOutputAsString: a store that takes strings gets the
+// output as it is (never a copy as bytes), under the same content address
+// as HashBytes gives.
+func TestPrepareStreamsOutputAsString(t *testing.T) {
+	out := strings.Repeat("line of output\n", 10000)
+	ev := New("e1", "", "s", t0Ingest, &ToolResult{Item: "c1", CallID: "c1", Output: &out})
+	bl := &stringBlobs{t: t, puts: map[string]string{}}
+	p, err := Prepare(context.Background(), ev, bl, countLen{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := p.Data.(*ToolResult).OutputRef
+	if ref.Hash != HashBytes([]byte(out)) || bl.puts[ref.Hash] != out || ref.Bytes != len(out) {
+		t.Fatalf("stored %+v, puts %d", ref, len(bl.puts))
+	}
+}
+
+// TestHashString: HashString is HashBytes of the string's bytes, short and
+// longer than its buffer.
+func TestHashString(t *testing.T) {
+	for _, s := range []string{"", "x", strings.Repeat("ab\xff", hashBuf/3+7), strings.Repeat("z", 3*hashBuf)} {
+		if got, want := HashString(s), HashBytes([]byte(s)); got != want {
+			t.Fatalf("%d bytes: HashString %s, HashBytes %s", len(s), got, want)
+		}
 	}
 }

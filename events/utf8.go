@@ -195,6 +195,14 @@ func DecodeInput(b []byte) (Event, error) {
 		}
 		return Event{}, fieldErr(te.Path, "%s%s", textMsg(te), hint)
 	}
+	if len(b) >= liftBytes {
+		// A large input is a large tool output: decode it holding one copy.
+		if rest, raw, ok := liftOutput(b); ok {
+			if e, ok := decodeLifted(rest, raw); ok {
+				return e, nil
+			}
+		}
+	}
 	return Decode(b)
 }
 

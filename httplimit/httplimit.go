@@ -198,6 +198,30 @@ func (b *Body) Release() {
 	}
 }
 
+// Over is a body over the limit given to ReadBodyOrStream: the caller may
+// forward it as a stream instead of refusing it. Prefix holds the bytes
+// already read (at most the limit, reserved in the budget until Release)
+// and Rest reads the remainder; Prefix then Rest is the whole body.
+type Over struct {
+	Prefix []byte
+	Rest   io.Reader
+	// Limit is the limit the body is over; What names it (as TooLargeError).
+	Limit   int64
+	What    string
+	release func()
+}
+
+// Release returns the prefix's reservation to its budget.
+func (o *Over) Release() {
+	if o.release != nil {
+		o.release()
+		o.release = nil
+	}
+}
+
+// Reader returns the whole body: the prefix, then the rest.
+func (o *Over) Reader() io.Reader { return io.MultiReader(bytes.NewReader(o.Prefix), o.Rest) }
+
 // growChunk is how much an unknown-length body reserves at a time.
 const growChunk = 1 << 20
 
@@ -208,18 +232,38 @@ const growChunk = 1 << 20
 // request, not the time the handler takes to answer it (an expired read
 // deadline would otherwise cancel the request's context mid-answer).
 func ReadBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64) (*Body, error) {
+	body, _, err := readBody(w, r, b, limit, false)
+	return body, err
+}
+
+// ReadBodyOrStream is ReadBody for a server that forwards what it cannot
+// hold (the proxy): a body over the limit (the per-request maximum or the
+// whole budget) is not an error but an *Over, and nothing beyond the limit
+// is buffered: a body whose Content-Length is over it is not read at all,
+// one of unknown length is read up to the limit (under the budget) and the
+// rest is left to stream. Exactly one of the results is non-nil.
+func ReadBodyOrStream(w http.ResponseWriter, r *http.Request, b *Budget, limit int64) (*Body, *Over, error) {
+	return readBody(w, r, b, limit, true)
+}
+
+// readBody is ReadBody; with stream, a body over the limit is an *Over.
+func readBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64, stream bool) (*Body, *Over, error) {
 	if b != nil && limit > b.max {
 		limit = b.max
 	}
 	n := r.ContentLength
 	if n > limit {
-		return nil, tooLarge(b, limit)
+		if stream {
+			te := tooLarge(b, limit).(*TooLargeError)
+			return nil, &Over{Rest: r.Body, Limit: te.Limit, What: te.What}, nil
+		}
+		return nil, nil, tooLarge(b, limit)
 	}
 	var reserved int64
 	giveBack := func() { b.release(reserved); reserved = 0 }
 	if b != nil && n >= 0 {
 		if err := b.acquire(r.Context(), n, true); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		reserved = n
 	}
@@ -227,7 +271,12 @@ func ReadBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64) (*
 	if n >= 0 {
 		buf.Grow(int(n) + 1)
 	}
-	src := http.MaxBytesReader(w, r.Body, limit)
+	var src io.Reader
+	if stream {
+		src = io.LimitReader(r.Body, limit)
+	} else {
+		src = http.MaxBytesReader(w, r.Body, limit)
+	}
 	chunk := make([]byte, 32<<10)
 	for {
 		k, err := src.Read(chunk)
@@ -237,7 +286,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64) (*
 				grow = min(grow, limit-reserved)
 				if grow <= 0 || b.acquire(r.Context(), grow, false) != nil {
 					giveBack()
-					return nil, ErrBusy
+					return nil, nil, ErrBusy
 				}
 				reserved += grow
 			}
@@ -251,15 +300,31 @@ func ReadBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64) (*
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				return nil, tooLarge(b, limit)
+				return nil, nil, tooLarge(b, limit)
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				return nil, ErrSlowBody
+				return nil, nil, ErrSlowBody
 			}
-			return nil, fmt.Errorf("read body: %w", err)
+			return nil, nil, fmt.Errorf("read body: %w", err)
+		}
+	}
+	if stream && int64(buf.Len()) == limit {
+		// At the limit: one more byte says whether the body goes on.
+		var one [1]byte
+		k, err := io.ReadFull(r.Body, one[:])
+		if k == 1 {
+			te := tooLarge(b, limit).(*TooLargeError)
+			return nil, &Over{Prefix: buf.Bytes(), Rest: io.MultiReader(bytes.NewReader(one[:]), r.Body), Limit: te.Limit, What: te.What, release: giveBack}, nil
+		}
+		if err != nil && err != io.EOF {
+			giveBack()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, nil, ErrSlowBody
+			}
+			return nil, nil, fmt.Errorf("read body: %w", err)
 		}
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	return &Body{Bytes: buf.Bytes(), release: giveBack}, nil
+	return &Body{Bytes: buf.Bytes(), release: giveBack}, nil, nil
 }
 
 func tooLarge(b *Budget, limit int64) error {

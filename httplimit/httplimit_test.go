@@ -151,3 +151,58 @@ func TestWriteAfterWork(t *testing.T) {
 		t.Fatalf("got %q, %v", b, err)
 	}
 }
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += k
+	return k, err
+}
+
+// TestReadBodyOrStream: a body within the limit is read whole; one over it
+// is an Over that holds at most the limit (an unknown length: read up to
+// the limit and one byte more; a known length: not read at all) and reads
+// back the whole body; its reservation is held until Release.
+func TestReadBodyOrStream(t *testing.T) {
+	const limit = 100
+	body := strings.Repeat("0123456789", 50)
+	for _, known := range []bool{false, true} {
+		b := NewBudget(1000)
+		src := &countingReader{r: strings.NewReader(body)}
+		r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(src))
+		r.ContentLength = -1
+		if known {
+			r.ContentLength = int64(len(body))
+		}
+		got, over, err := ReadBodyOrStream(httptest.NewRecorder(), r, b, limit)
+		if err != nil || got != nil || over == nil {
+			t.Fatalf("known %v: body %v, over %v, err %v", known, got, over, err)
+		}
+		wantRead, wantHeld := limit+1, int64(limit)
+		if known {
+			wantRead, wantHeld = 0, 0
+		}
+		if src.n > wantRead || b.Used() > wantHeld || len(over.Prefix) > limit {
+			t.Fatalf("known %v: read %d bytes, budget holds %d, prefix %d; want at most %d, %d, %d", known, src.n, b.Used(), len(over.Prefix), wantRead, wantHeld, limit)
+		}
+		whole, _ := io.ReadAll(over.Reader())
+		if string(whole) != body || over.Limit != limit || over.What != "maximum request body" {
+			t.Fatalf("known %v: read back %d bytes, limit %d %q", known, len(whole), over.Limit, over.What)
+		}
+		over.Release()
+		if b.Used() != 0 {
+			t.Fatalf("known %v: budget holds %d after Release", known, b.Used())
+		}
+	}
+	b := NewBudget(1000)
+	got, over, err := ReadBodyOrStream(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body[:limit])), b, limit)
+	if err != nil || over != nil || string(got.Bytes) != body[:limit] {
+		t.Fatalf("a body at the limit: %v %v %v", got, over, err)
+	}
+	got.Release()
+}

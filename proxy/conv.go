@@ -244,6 +244,25 @@ func (o *occurrences) prefixCount(k occKey) int {
 	return o.pre[k]
 }
 
+// largeRaw is the size from which a block keeps its raw value in place in
+// the request body instead of a copy (ownRaw).
+const largeRaw = 1 << 20
+
+// ownRaw returns the raw value a block keeps. A small value is copied, so
+// a block that outlives its request (in the parse cache, or as the
+// session's last logged blocks) does not keep the request's body alive. A
+// value of largeRaw bytes or more is kept in place: a copy would add its
+// size to what the request holds (a 200 MB tool output was held three
+// times: body, copy, decoded text), while the body it keeps alive instead
+// is that value plus the conversation before it, and the body is never
+// changed once read.
+func ownRaw(val []byte) []byte {
+	if len(val) >= largeRaw {
+		return val
+	}
+	return bytes.Clone(val)
+}
+
 // payloadText is the text or output of a block about to be appended,
 // decoded from raw.
 func (b *block) payloadText() string {

@@ -3,13 +3,19 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/httplimit"
 )
 
 // serveWith serves the bench's proxy on a second server with the given
@@ -51,17 +57,95 @@ func TestStreamExemptFromWriteTimeout(t *testing.T) {
 	require_True(t, len(direct) > 0 && bytes.Equal(norm(direct), norm(via)), "stream cut or changed:\n%s\n---\n%s", direct, via)
 }
 
-// TestProxyBodyTooLarge: a body over the maximum gets 413 naming the
-// limit (it got 400 "could not read the request body").
-func TestProxyBodyTooLarge(t *testing.T) {
+// TestProxyBodyOverLimitStreamed: a body over the proxy's body limit (the
+// maximum, or the whole in-flight budget) fails open: it goes upstream
+// byte for byte, streamed (a known length is not read before it goes; an
+// unknown one is held only up to the limit), the client gets the
+// upstream's answer, nothing is recorded, and the budget is whole again
+// afterwards. It was 413.
+func TestProxyBodyOverLimitStreamed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testPolicy(t), anthropicFake(&fakeUpstream{}, readScript("/p")), func(c *Config) { c.MaxBodyBytes = 1000 })
-	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","messages":[],"pad":"`+strings.Repeat("x", 2000)+`"}`))
+	up := &fakeUpstream{}
+	budget := httplimit.NewBudget(4000)
+	b := setup(t, testPolicy(t), anthropicFake(up, readScript("/p")), func(c *Config) { c.MaxBodyBytes = 1000; c.Bodies = budget })
+	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}],"pad":"` + strings.Repeat("x", 5000) + `"}`
+	for i, r := range []io.Reader{strings.NewReader(body), io.MultiReader(strings.NewReader(body))} {
+		resp, err := http.Post(b.url+"/v1/messages", "application/json", r)
+		require_NoError(t, err)
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require_True(t, resp.StatusCode == http.StatusOK, "body %d over the limit: %d %s", i, resp.StatusCode, out)
+		reqs := up.requests()
+		require_True(t, len(reqs) == i+1 && string(reqs[i].body) == body, "body %d did not reach the upstream unchanged", i)
+	}
+	refs, err := b.svc.Store.Sessions(context.Background())
 	require_NoError(t, err)
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	require_True(t, resp.StatusCode == http.StatusRequestEntityTooLarge && strings.Contains(string(out), "1000 bytes"),
-		"oversized body: %d %s", resp.StatusCode, out)
+	require_True(t, len(refs) == 0, "a body over the limit was recorded: %v", refs)
+	require_True(t, budget.Used() == 0, "budget still holds %d bytes", budget.Used())
+	require_True(t, strings.Contains(b.logs.String(), "forwarded unchanged as a stream"), "fail-open not logged")
+}
+
+// blockingBackend holds Append until gate is closed, and says when an
+// Append has started.
+type blockingBackend struct {
+	Backend
+	entered chan struct{}
+	once    sync.Once
+	gate    chan struct{}
+}
+
+func (bb *blockingBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	bb.once.Do(func() { close(bb.entered) })
+	<-bb.gate
+	return bb.Backend.Append(ctx, evs)
+}
+
+// TestProxyBackgroundWorkHoldsBudget: a request that fails open on its
+// time budget goes upstream at once, but its body's bytes stay in the
+// in-flight budget while the work on it goes on in the background (the
+// append), and are given back when it ends: the background cannot hold
+// bodies the budget no longer counts. Nothing is timed: the test waits
+// for the append to start, and for the budget to empty once it is let go.
+func TestProxyBackgroundWorkHoldsBudget(t *testing.T) {
+	t.Parallel()
+	budget := httplimit.NewBudget(1 << 20)
+	bb := &blockingBackend{entered: make(chan struct{}), gate: make(chan struct{})}
+	b := setup(t, testPolicy(t), anthropicFake(&fakeUpstream{}, readScript("/p")), func(c *Config) {
+		bb.Backend = c.Backend
+		c.Backend, c.Bodies, c.Budget = bb, budget, time.Millisecond
+	})
+	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
+	require_NoError(t, err)
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require_True(t, resp.StatusCode == http.StatusOK, "status %d", resp.StatusCode)
+	select {
+	case <-bb.entered:
+	case <-time.After(time.Minute): // guard against a hung run, not a measurement
+		t.Fatal("the append never started")
+	}
+	require_True(t, budget.Used() == int64(len(body)), "budget holds %d bytes while the append runs, want %d", budget.Used(), len(body))
+	close(bb.gate)
+	deadline := time.Now().Add(time.Minute)
+	for budget.Used() != 0 {
+		require_True(t, time.Now().Before(deadline), "budget still holds %d bytes after the append", budget.Used())
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDecodeBodyBounded: a gzip body that decodes to more than the body
+// limit is refused (the proxy then fails open) instead of inflating
+// without bound.
+func TestDecodeBodyBounded(t *testing.T) {
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, _ = zw.Write(bytes.Repeat([]byte("x"), 1<<20))
+	require_NoError(t, zw.Close())
+	_, _, err := decodeBody(zb.Bytes(), "gzip", 1000)
+	require_True(t, err != nil && strings.Contains(err.Error(), "over the 1000-byte body limit"), "1 MiB of gzip under a 1000-byte limit: %v", err)
+	out, enc, err := decodeBody(zb.Bytes(), "gzip", 2<<20)
+	require_True(t, err == nil && enc && len(out) == 1<<20, "within the limit: %d bytes, %v", len(out), err)
 }
 
 // TestProxySlowBodyCutOff: a client that stalls mid-body is answered 408
@@ -83,4 +167,27 @@ func TestProxySlowBodyCutOff(t *testing.T) {
 	require_True(t, resp.StatusCode == http.StatusRequestTimeout && strings.Contains(string(out), "read timeout"), "slow body: %d %s", resp.StatusCode, out)
 	_, err = conn.Read(make([]byte, 1))
 	require_True(t, err != nil, "the connection stayed open")
+}
+
+// TestLargeToolResultNotCopied: the parse keeps a large tool result's raw
+// value in place in the body (a copy would hold a large output a third
+// time, beside the body and its decoded text) and copies a small one (so
+// a remembered block does not keep its body alive).
+func TestLargeToolResultNotCopied(t *testing.T) {
+	for _, n := range []int{100, largeRaw} {
+		body := []byte(`{"model":"m","max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + strings.Repeat("x", n) + `"}]}]}`)
+		conv, err := parseChecked(APIAnthropic, body, nil)
+		require_NoError(t, err)
+		var raw []byte
+		for _, b := range conv.blocks {
+			if b.kind == bToolResult {
+				raw = b.raw
+			}
+		}
+		require_True(t, len(raw) == n+2, "tool result raw of %d bytes, want %d", len(raw), n+2)
+		inBody := &raw[0] == &body[bytes.Index(body, []byte(`"xxx`))]
+		require_True(t, inBody == (n >= largeRaw), "%d-byte output: raw in the body %v", n, inBody)
+	}
 }

@@ -208,8 +208,12 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		// timeout is replaced by one per write (copyResponse).
 		httplimit.StreamWrite(w, 0)
 		readStart := time.Now()
-		rb, err := httplimit.ReadBody(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
+		rb, over, err := httplimit.ReadBodyOrStream(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
 		p.met.stage(api, StageRead, readStart)
+		if over != nil {
+			p.forwardOver(w, r, api, over)
+			return
+		}
 		if err != nil {
 			// The client's body could not be read whole: there is nothing
 			// to forward. Answer as the upstream would.
@@ -229,11 +233,15 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			}
 			return
 		}
+		// The body's bytes stay in the in-flight budget until the request
+		// has gone upstream and the work on it (which may go on in the
+		// background past the time budget) has ended.
+		hold := newHold(rb.Release)
 		released := false
 		release := func() {
 			if !released {
 				released = true
-				rb.Release()
+				hold.done()
 			}
 		}
 		defer release()
@@ -241,12 +249,12 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		out := raw
 		var pl *plan
 		outcome := "passthrough"
-		body, encoded, err := decodeBody(raw, r.Header.Get("Content-Encoding"))
+		body, encoded, err := decodeBody(raw, r.Header.Get("Content-Encoding"), p.bodyLimit())
 		if err != nil {
 			p.failOpen(api, StageDecode, err)
 			outcome = "fail_open"
 		} else {
-			pl, err = p.budgeted(r.Context(), api, r.Header, body, at)
+			pl, err = p.budgeted(r.Context(), api, r.Header, body, at, hold)
 			switch {
 			case err != nil:
 				var se *stageError
@@ -402,7 +410,7 @@ func (p *Proxy) failOpen(api API, stage string, err error) {
 // budgeted runs process with the time budget. On timeout the work
 // continues in the background (facts keep being appended so the log stays
 // complete) but it no longer decides: the request goes out unchanged.
-func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byte, at time.Time) (*plan, error) {
+func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byte, at time.Time, hold *hold) (*plan, error) {
 	type result struct {
 		pl  *plan
 		err error
@@ -415,7 +423,9 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 	// for it, or cancels it.
 	tracked := p.bg.add()
 	stopOnClose := context.AfterFunc(p.bg.ctx, cancel)
+	hold.add()
 	go func() {
+		defer hold.done()
 		if tracked {
 			defer p.bg.wg.Done()
 		}
@@ -449,9 +459,12 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 	}
 }
 
-// decodeBody undoes a gzip or deflate content encoding. It reports whether
-// the body was encoded; other encodings are an error (fail open).
-func decodeBody(raw []byte, enc string) ([]byte, bool, error) {
+// decodeBody undoes a gzip content encoding. It reports whether the body
+// was encoded; other encodings are an error (fail open), and so is a body
+// that decodes to more than limit bytes (limit <= 0: no limit): the
+// decoded copy is held beside the encoded one, so it is held to the limit
+// of a body.
+func decodeBody(raw []byte, enc string, limit int64) ([]byte, bool, error) {
 	switch strings.ToLower(strings.TrimSpace(enc)) {
 	case "", "identity":
 		return raw, false, nil
@@ -460,13 +473,65 @@ func decodeBody(raw []byte, enc string) ([]byte, bool, error) {
 		if err != nil {
 			return nil, true, fmt.Errorf("gzip body: %w", err)
 		}
-		b, err := io.ReadAll(zr)
+		var src io.Reader = zr
+		if limit > 0 {
+			src = io.LimitReader(zr, limit+1)
+		}
+		b, err := io.ReadAll(src)
 		if err != nil {
 			return nil, true, fmt.Errorf("gzip body: %w", err)
+		}
+		if limit > 0 && int64(len(b)) > limit {
+			return nil, true, fmt.Errorf("gzip body: decodes to over the %d-byte body limit (%s)", limit, httplimit.FormatBytes(limit))
 		}
 		return b, true, nil
 	}
 	return nil, true, fmt.Errorf("content-encoding %q not supported", enc)
+}
+
+// bodyLimit is the most a request body may be for the proxy to read it:
+// the per-request maximum, or the whole in-flight budget when smaller.
+func (p *Proxy) bodyLimit() int64 {
+	limit := p.cfg.MaxBodyBytes
+	if m := p.cfg.Bodies.Max(); m > 0 && (limit <= 0 || m < limit) {
+		limit = m
+	}
+	return limit
+}
+
+// forwardOver fails open for a body over the body limit: it goes upstream
+// unchanged as a stream (the part already read, then the rest as it
+// arrives), never buffered beyond the limit, and nothing is recorded.
+func (p *Proxy) forwardOver(w http.ResponseWriter, r *http.Request, api API, over *httplimit.Over) {
+	defer over.Release()
+	p.failOpen(api, StageRead, fmt.Errorf("request body over the %s of %d bytes (%s): forwarded unchanged as a stream, not recorded", over.What, over.Limit, httplimit.FormatBytes(over.Limit)))
+	p.met.request(api, "fail_open")
+	p.relay(w, r, api, api, over.Reader(), over.Release)
+}
+
+// hold counts the holders of a request body's bytes and gives them back to
+// the in-flight budget when the last one is done: the request (once sent
+// upstream) and the prunesched work on it (which may outlive the request).
+type hold struct {
+	n       atomic.Int32
+	release func()
+}
+
+// newHold returns a hold with one holder (the request).
+func newHold(release func()) *hold {
+	h := &hold{release: release}
+	h.n.Store(1)
+	return h
+}
+
+// add adds a holder.
+func (h *hold) add() { h.n.Add(1) }
+
+// done drops a holder; the last one releases the bytes.
+func (h *hold) done() {
+	if h.n.Add(-1) == 0 {
+		h.release()
+	}
 }
 
 // hopHeaders are not forwarded in either direction.
@@ -536,28 +601,36 @@ func upstreamHeaders(in http.Header) http.Header {
 // passthrough forwards any other request (count_tokens, models, ...) as is.
 func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	httplimit.StreamWrite(w, 0)
+	p.relay(w, r, "", APIAnthropic, r.Body, func() {})
+}
+
+// relay sends r upstream (the upstream of api) with body as it is,
+// streamed, and streams the answer back; errors are answered in errAPI's
+// shape. sent runs once the request has gone upstream.
+func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, api, errAPI API, body io.Reader, sent func()) {
 	idle := p.watchIdle(r.Context())
 	defer idle.done()
-	req, err := http.NewRequestWithContext(idle.ctx, r.Method, upstreamURL(p.baseFor("", r.URL.Path), r), r.Body)
+	req, err := http.NewRequestWithContext(idle.ctx, r.Method, upstreamURL(p.baseFor(api, r.URL.Path), r), body)
 	if err != nil {
-		writeAPIError(w, APIAnthropic, http.StatusBadGateway, "api_error", "prunesched proxy: bad upstream request")
+		writeAPIError(w, errAPI, http.StatusBadGateway, "api_error", "prunesched proxy: bad upstream request")
 		return
 	}
 	req.Header = upstreamHeaders(r.Header)
 	req.ContentLength = r.ContentLength
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
-		p.upstreamFailed(w, r, APIAnthropic, err)
+		p.upstreamFailed(w, r, errAPI, err)
 		return
 	}
 	defer resp.Body.Close()
+	sent()
 	if resp.StatusCode/100 == 5 {
 		p.met.upstreamError(UpstreamKind5xx)
 	}
 	// The body has been sent: the read timeout no longer applies.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	err = copyResponse(w, resp, nil, nil, p.cfg.WriteTimeout, idle)
-	p.streamBroke(r, "", "", idle, err)
+	p.streamBroke(r, api, "", idle, err)
 	abortIfBroken(err)
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/policy"
 )
@@ -189,4 +190,38 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 func hashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TestOverLongLineIs413: a JSONL line over the 64 MiB line limit is
+// answered 413 naming the line, its length and the limit (it was 400
+// "bufio.Scanner: token too long"), and so is an array element over it;
+// nothing of either batch is stored, and what was stored before is
+// unchanged.
+func TestOverLongLineIs413(t *testing.T) {
+	svc := startCfg(t, Config{})
+	base := "http://" + svc.HTTPAddr
+	line := func(id, text string) string {
+		return `{"v":1,"id":"` + id + `","type":"message","session":"long","time":"2026-11-30T10:00:00Z","data":{"item":"` + id + `","role":"user","text":"` + text + `"}}`
+	}
+	if code, body := httpDo(t, "POST", base+"/v1/events", []byte(line("m0", "before"))); code != http.StatusOK {
+		t.Fatalf("first append: %d %s", code, body)
+	}
+	long := line("m2", strings.Repeat("x", events.MaxLineBytes))
+	code, body := httpDo(t, "POST", base+"/v1/events", []byte(line("m1", "a")+"\n\n"+long+"\n"))
+	want := fmt.Sprintf("request body:3: %d bytes over the 64 MiB line limit", len(long))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), want) {
+		t.Fatalf("over-long line: %d %.300s; want 413 %q", code, body, want)
+	}
+	code, body = httpDo(t, "POST", base+"/v1/events", []byte("["+line("m1", "a")+","+long+"]"))
+	want = fmt.Sprintf("event[1]: %d bytes over the 64 MiB element limit", len(long))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), want) {
+		t.Fatalf("over-long array element: %d %.300s; want 413 %q", code, body, want)
+	}
+	evs, err := svc.Store.ReadSession(context.Background(), "", "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].ID != "m0" || evs[0].Data.(*events.Message).Text != "before" {
+		t.Fatalf("stored after the refused batches: %d events", len(evs))
+	}
 }

@@ -9,7 +9,16 @@
 //     agents produces them);
 //   - clients: C concurrent clients for a duration, each appending small
 //     batches to its own sessions and rendering (POST .../render) after
-//     each batch.
+//     each batch;
+//   - output: one POST /v1/events of a tool result whose output is one
+//     character repeated OutputBytes times (the tokenizer's worst case), as
+//     a JSONL line or a JSON array (Format);
+//   - proxy-output: `prunesched proxy` in front of a fake model server
+//     (this process, on loopback), sent one Anthropic request whose last
+//     message is such a tool result; the proxy fails open on its time
+//     budget and appends in the background, and the run samples until the
+//     session shows up in the proxy's API (the append ended) and Settle
+//     after.
 //
 // It owns measurement only (Linux: it reads /proc). Samples come back as
 // a series and can be written as CSV and as an SVG chart.
@@ -54,7 +63,14 @@ type Config struct {
 	Duration time.Duration
 	// Interval is the sampling interval.
 	Interval time.Duration
-	// ServeArgs are extra arguments for `prunesched serve`.
+	// OutputBytes is the output size of the output scenarios; Format is
+	// "jsonl" (default) or "array" for the output scenario.
+	OutputBytes int
+	Format      string
+	// Settle is how long the output scenarios sample after their request
+	// is done (default 5s).
+	Settle time.Duration
+	// ServeArgs are extra arguments for `prunesched serve` (or proxy).
 	ServeArgs []string
 	// Progress receives a line per sample; nil is silent.
 	Progress io.Writer
@@ -102,7 +118,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	args := append([]string{"serve", "--data", cfg.DataDir, "--listen", addr, "--log-level", "warn"}, cfg.ServeArgs...)
+	args := []string{"serve", "--data", cfg.DataDir, "--listen", addr, "--log-level", "warn"}
+	var proxyURL string
+	if cfg.Scenario == "proxy-output" {
+		up := startFakeModel()
+		defer up.Close()
+		pxAddr, err := freeAddr()
+		if err != nil {
+			return Result{}, err
+		}
+		args = []string{"proxy", "--upstream", up.URL, "--data", cfg.DataDir, "--listen", pxAddr, "--api-listen", addr, "--log-level", "warn"}
+		proxyURL = "http://" + pxAddr
+	}
+	args = append(args, cfg.ServeArgs...)
 	cmd := exec.CommandContext(ctx, cfg.Bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -161,8 +189,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		err = d.appendAll(ctx, cfg)
 	case "clients":
 		err = d.runClients(ctx, cfg)
+	case "output":
+		err = d.postOutput(ctx, cfg)
+	case "proxy-output":
+		err = d.proxyOutput(ctx, cfg, proxyURL)
 	default:
-		err = fmt.Errorf("scenario %q: want events or clients", cfg.Scenario)
+		err = fmt.Errorf("scenario %q: want events, clients, output or proxy-output", cfg.Scenario)
 	}
 	stopSampling()
 	sampling.Wait()

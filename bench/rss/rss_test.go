@@ -2,6 +2,7 @@ package rss
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"io"
 	"os"
@@ -77,5 +78,37 @@ func TestWriteSVGAndCSV(t *testing.T) {
 	}
 	if r.PeakRSS() != 310<<20 {
 		t.Fatalf("peak %d", r.PeakRSS())
+	}
+}
+
+// TestOutputBodiesAreValid: the output scenarios send what they claim: a
+// call and its result of n bytes (JSONL and array), and an Anthropic agent
+// turn whose tool result has n bytes.
+func TestOutputBodiesAreValid(t *testing.T) {
+	const n = 1000
+	for _, format := range []string{"jsonl", "array"} {
+		body := outputEvents(n, format)
+		var evs []events.Event
+		var err error
+		if format == "array" {
+			evs, err = events.DecodeJSONArray(body)
+		} else {
+			evs, err = events.DecodeJSONLBytes(body, "body")
+		}
+		if err != nil || len(evs) != 2 {
+			t.Fatalf("%s: %d events, %v", format, len(evs), err)
+		}
+		if tr, ok := evs[1].Data.(*events.ToolResult); !ok || len(*tr.Output) != n {
+			t.Fatalf("%s: second event is not a %d-byte output", format, n)
+		}
+	}
+	var req struct {
+		Tools    []any `json:"tools"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(anthropicRequest(n), &req); err != nil || len(req.Tools) != 1 || len(req.Messages) != 3 || len(req.Messages[2].Content) < n {
+		t.Fatalf("anthropic request: %v", err)
 	}
 }

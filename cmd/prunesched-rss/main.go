@@ -6,6 +6,10 @@
 //	go build -o /tmp/prunesched ./cmd/prunesched
 //	go run ./cmd/prunesched-rss --bin /tmp/prunesched --scenario events --events 1000000 --csv rss-events.csv --svg docs/rss-events.svg
 //	go run ./cmd/prunesched-rss --bin /tmp/prunesched --scenario clients --clients 16 --duration 60s --svg docs/rss-clients.svg
+//	go run ./cmd/prunesched-rss --bin /tmp/prunesched --scenario output --output-mb 60
+//	go run ./cmd/prunesched-rss --bin /tmp/prunesched --scenario proxy-output --output-mb 200
+//
+// It measures `prunesched proxy` for the proxy-output scenario.
 package main
 
 import (
@@ -32,13 +36,16 @@ func run() error {
 	fs := flag.NewFlagSet("prunesched-rss", flag.ContinueOnError)
 	fs.SetOutput(os.Stdout)
 	bin := fs.String("bin", "", "prunesched binary (required)")
-	scenario := fs.String("scenario", "events", "events (N small events appended) or clients (concurrent appends and renders)")
+	scenario := fs.String("scenario", "events", "events (N small events appended), clients (concurrent appends and renders), output (one POST of one large tool output) or proxy-output (one large tool output through prunesched proxy)")
+	outputMB := fs.Int("output-mb", 60, "output scenarios: the output's size in MB (10^6 bytes)")
+	format := fs.String("format", "jsonl", "output scenario: the body as jsonl or array")
+	settle := fs.Duration("settle", 5*time.Second, "output scenarios: sampling after the request is done")
 	nEvents := fs.Int("events", 200000, "events scenario: events to append")
 	batch := fs.Int("batch", 200, "events per POST (clients scenario: per append before each render)")
 	sessionEvents := fs.Int("session-events", 100, "events per session")
 	writers := fs.Int("writers", 4, "events scenario: concurrent appenders")
 	clients := fs.Int("clients", 16, "clients scenario: concurrent clients")
-	duration := fs.Duration("duration", 60*time.Second, "clients scenario: how long")
+	duration := fs.Duration("duration", 60*time.Second, "clients scenario: how long; proxy-output: the longest wait for the proxy's background append")
 	interval := fs.Duration("interval", time.Second, "sampling interval")
 	serveArgs := fs.String("serve-args", "", "extra arguments for serve, space-separated")
 	label := fs.String("label", "", "series label in the chart (default: the scenario)")
@@ -69,6 +76,7 @@ func run() error {
 	res, err := rss.Run(ctx, rss.Config{
 		Bin: *bin, DataDir: dir, Scenario: *scenario, Events: *nEvents, Batch: *batch, SessionEvents: *sessionEvents,
 		Writers: *writers, Clients: *clients, Duration: *duration, Interval: *interval,
+		OutputBytes: *outputMB * 1000 * 1000, Format: *format, Settle: *settle,
 		ServeArgs: strings.Fields(*serveArgs), Progress: os.Stdout,
 	})
 	if err != nil {
@@ -156,10 +164,13 @@ var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
 // chart plots RSS against events appended (events scenario) or seconds.
 func chart(scenario string, runs []labelled) rss.Chart {
 	c := rss.Chart{YLabel: "RSS (MB)", Limit: 1000, LimitLabel: "1 GB target"}
-	if scenario == "events" {
+	switch scenario {
+	case "events":
 		c.Title, c.XLabel = "prunesched serve RSS while appending small events over HTTP", "events appended"
-	} else {
+	case "clients":
 		c.Title, c.XLabel = "prunesched serve RSS under concurrent appends and renders", "seconds"
+	default:
+		c.Title, c.XLabel = "prunesched RSS through one large tool output ("+scenario+")", "seconds"
 	}
 	for i, r := range runs {
 		s := rss.Series{Label: r.label, Color: colors[i%len(colors)]}

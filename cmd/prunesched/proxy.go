@@ -63,9 +63,11 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	common := addServerFlags(fs, "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
 	budget := fs.Duration("budget", proxy.DefaultBudget, "time prunesched may add to a request before the original is sent unchanged")
+	recordTimeout := fs.Duration("record-timeout", proxy.DefaultRecordTimeout, "bound of the facts' append when it goes on in the background past --budget, and of recording a response (tokenizing a large tool output takes about 1 s per 2-4 MB per core)")
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	idleTimeout := fs.Duration("stream-idle-timeout", proxy.DefaultStreamIdleTimeout, "how long an upstream answer may send nothing once its headers arrived; past it the upstream request is cancelled, the stall is logged with the session and the agent's stream is aborted (not ended cleanly); 0 disables")
 	limits := addLimitFlags(fs)
+	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -122,6 +124,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
+	applyMemoryLimit(e, logger, *memLimit)
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -134,7 +137,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 		streamIdle = -1
 	}
 	px, err := proxy.New(proxy.Config{
-		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget,
+		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget, RecordTimeout: *recordTimeout,
 		ResponseHeaderTimeout: *headerTimeout, StreamIdleTimeout: streamIdle, Bodies: bodies, WriteTimeout: *limits.write,
 		IdentityKey: idKey, Policy: &pol,
 		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,

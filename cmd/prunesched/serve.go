@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +34,7 @@ Restarting on the same data directory keeps every session.`)
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
 	limits := addLimitFlags(fs)
-	memLimit := fs.Int64("memory-limit", defaultMemoryLimit, "soft memory limit (bytes) of the Go runtime: past it the garbage collector runs more often (0: none; $GOMEMLIMIT, when set, wins)")
+	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -63,9 +62,7 @@ Restarting on the same data directory keeps every session.`)
 	if *check {
 		return reportCheck(e, "serve", cfg)
 	}
-	if *memLimit > 0 && e.getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(*memLimit)
-	}
+	applyMemoryLimit(e, logger, *memLimit)
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -169,7 +166,8 @@ the README section "Operating prunesched".`)
 	return nil
 }
 
-// defaultMemoryLimit is serve's default soft memory limit: 768 MiB. The
+// defaultMemoryLimit is the default soft memory limit of serve and proxy:
+// 768 MiB. The
 // sessions held in memory are bounded (projection, worker tables) well
 // below it; the limit keeps garbage from doubling the heap on top.
 const defaultMemoryLimit = 768 << 20
@@ -186,7 +184,7 @@ func addLimitFlags(fs *pflag.FlagSet) limitFlags {
 		read:     fs.Duration("read-timeout", httplimit.DefaultReadTimeout, "HTTP: a request (headers and body) must arrive within this; a slower body gets 408 and the connection is closed (0: none)"),
 		write:    fs.Duration("write-timeout", httplimit.DefaultWriteTimeout, "HTTP: a response must be written within this; streamed responses get it per write instead (0: none)"),
 		idle:     fs.Duration("idle-timeout", httplimit.DefaultIdleTimeout, "HTTP: an idle kept-alive connection is closed after this (0: none)"),
-		inflight: fs.Int64("max-inflight-body", httplimit.DefaultInflightBodyBytes, "HTTP: bytes of request bodies read at once, all requests together; a body of known length waits for room, one of unknown length gets 503 when there is none, one larger than this gets 413"),
+		inflight: sizeFlag(fs, "max-inflight-body", httplimit.DefaultInflightBodyBytes, "HTTP: bytes of request bodies read at once, all requests together (a size: 256MiB); a body of known length waits for room, one of unknown length gets 503 when there is none, one larger than this gets 413 (the proxy forwards it unchanged as a stream, unrecorded)"),
 	}
 }
 

@@ -387,13 +387,13 @@ func (s *Store) putOutputs(ctx context.Context, evs []events.Event) error {
 	errs := make([]error, len(idx))
 	var wg sync.WaitGroup
 	for j, i := range idx {
-		data := []byte(*evs[i].Data.(*events.ToolResult).Output)
+		data := *evs[i].Data.(*events.ToolResult).Output
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[j] = s.PutBlob(ctx, events.HashBytes(data), data)
+			errs[j] = s.PutBlobString(ctx, events.HashString(data), data)
 		}()
 	}
 	wg.Wait()

@@ -49,7 +49,11 @@ func (c *blobCache) get(hash string) ([]byte, bool) {
 // put caches a copy of data under hash, evicting the least recently used
 // blobs beyond the limit. A blob larger than a quarter of the limit is not
 // cached.
-func (c *blobCache) put(hash string, data []byte) {
+func (c *blobCache) put(hash string, data []byte) { cachePut(c, hash, data) }
+
+// cachePut is put for data held as bytes or as a string: the data is
+// copied only when it is cached.
+func cachePut[T string | []byte](c *blobCache, hash string, data T) {
 	if c == nil || int64(len(data)) > c.limit/4 {
 		return
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
@@ -42,4 +43,27 @@ func TestAppendPutsOutputsConcurrently(t *testing.T) {
 	require_NoError(t, s.JS().DeleteObjectStore(ctx, s.cfg.BlobBucket))
 	data := []byte(outputs["c1"])
 	require_NoError(t, s.PutBlob(ctx, events.HashBytes(data), data))
+}
+
+// TestPutBlobString: a blob put as a string is stored under its content
+// address and read back byte for byte (one larger than the blob cache
+// takes, so the read comes from the object store); a wrong address stores
+// nothing.
+func TestPutBlobString(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := suiteConfig()
+	cfg.BlobCacheBytes = 1 << 20
+	s := openStore(t, connectEmbedded(t), cfg)
+	data := strings.Repeat("0123456789abcdef\n", 40000) + "\xff" // 680 KB, not UTF-8
+	h := events.HashString(data)
+	require_NoError(t, s.PutBlobString(ctx, h, data))
+	require_True(t, !s.cache.has(h), "a blob over a quarter of the cache was cached")
+	got, err := s.GetBlob(ctx, h)
+	require_NoError(t, err)
+	require_True(t, string(got) == data, "blob read back differs")
+	wrong := events.HashString("other")
+	err = s.PutBlobString(ctx, wrong, data)
+	require_Error(t, err)
+	_, err = s.GetBlob(ctx, wrong)
+	require_Error(t, err, ErrNotFound)
 }

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -278,23 +281,44 @@ func (s *Store) PutBlob(ctx context.Context, hash string, data []byte) error {
 	if got := events.HashBytes(data); got != hash {
 		return fmt.Errorf("put blob %s: data hashes to %s", hash, got)
 	}
+	return s.putBlob(ctx, hash, len(data), func() io.Reader { return bytes.NewReader(data) }, func() { cachePut(s.cache, hash, data) })
+}
+
+// PutBlobString is PutBlob for data held as a string: the data is streamed
+// to the object store in its chunks and never copied whole (only a blob
+// small enough for the blob cache is copied into it), so storing a tool
+// output of many megabytes costs a chunk of memory, not another copy. It
+// implements events.StringBlobPutter.
+func (s *Store) PutBlobString(ctx context.Context, hash string, data string) error {
+	if !events.ValidHash(hash) {
+		return fmt.Errorf("put blob %q: invalid content address", hash)
+	}
+	if got := events.HashString(data); got != hash {
+		return fmt.Errorf("put blob %s: data hashes to %s", hash, got)
+	}
+	return s.putBlob(ctx, hash, len(data), func() io.Reader { return strings.NewReader(data) }, func() { cachePut(s.cache, hash, data) })
+}
+
+// putBlob stores the n bytes that open reads under hash unless they are
+// stored already, and caches them (cache) once known stored.
+func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.Reader, cache func()) error {
 	if s.cache.has(hash) {
 		return nil // stored: the cache holds only stored blobs
 	}
 	defer s.lockHash(hash)()
 	_, err := s.blobs.GetInfo(ctx, hash)
 	if err == nil {
-		s.cache.put(hash, data)
+		cache()
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("put blob %s: look up: %w", hash, err)
 	}
-	if _, err := s.blobs.PutBytes(ctx, hash, data); err != nil {
-		return fmt.Errorf("put blob %s (%d bytes): %w", hash, len(data), err)
+	if _, err := s.blobs.Put(ctx, jetstream.ObjectMeta{Name: hash}, open()); err != nil {
+		return fmt.Errorf("put blob %s (%d bytes): %w", hash, n, err)
 	}
 	// Rendering usually follows soon: keep the new output at hand.
-	s.cache.put(hash, data)
+	cache()
 	return nil
 }
 

@@ -48,8 +48,18 @@ func (c *Counter) Name() string { return Name }
 // A long text is counted in parts, in parallel (one goroutine per CPU):
 // the tokenizer does about 1.5 MB/s, so a 60 KB tool output costs tens of
 // milliseconds, which the proxy would add to the request that carries it.
-// The parts are cut where the tokenizer's own pre-split always cuts (see
-// splitExact), so the sum is exactly the count of the whole.
+// Up to ChunkBytes the parts are cut where the tokenizer's own pre-split
+// always cuts (see splitExact), so the sum is exactly the count of the
+// whole.
+//
+// A text over ChunkBytes is counted in chunks of at most ChunkBytes (see
+// splitBounded), because the tokenizer's memory grows with the text it is
+// given (about 40 bytes per byte: a rune copy, the merge heap), so a 60 MB
+// output counted whole took gigabytes. A chunk ends where the pre-split
+// always cuts when the text has such a place, otherwise at a line feed, a
+// space or a character boundary; a cut inside a pre-split piece may change
+// the count by a token or two. The count is a deterministic function of
+// the content alone (not of the number of CPUs).
 func (c *Counter) Count(s string) int {
 	c.once.Do(func() {
 		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
@@ -58,12 +68,17 @@ func (c *Counter) Count(s string) int {
 		return 0
 	}
 	procs := runtime.GOMAXPROCS(0)
-	if procs < 2 || len(s) < 2*partBytes {
+	var parts []string
+	switch {
+	case len(s) > ChunkBytes:
+		parts = splitBounded(s, ChunkBytes)
+	case procs < 2 || len(s) < 2*partBytes:
 		return c.countOne(s)
-	}
-	parts := splitExact(s, max(partBytes, len(s)/(4*procs)))
-	if len(parts) == 1 {
-		return c.countOne(s)
+	default:
+		parts = splitExact(s, max(partBytes, len(s)/(4*procs)))
+		if len(parts) == 1 {
+			return c.countOne(s)
+		}
 	}
 	counts := make([]int, len(parts))
 	var (
@@ -170,6 +185,70 @@ func splitExact(s string, minLen int) []string {
 		s = s[cut:]
 	}
 	return append(parts, s)
+}
+
+// ChunkBytes is the largest text counted in one piece: longer texts are
+// counted in chunks of at most this size (Count), which bounds the
+// tokenizer's memory to about 40 × ChunkBytes per CPU.
+const ChunkBytes = 256 << 10
+
+// splitBounded cuts s into chunks of at most limit bytes. Each chunk ends
+// at the last place in it where the pre-split always cuts (a line feed
+// followed by a letter, as splitExact), so that the counts still add up
+// exactly; a chunk without one ends at its last line feed, else before its
+// last space, within its second half, else at the last character boundary
+// (invalid UTF-8 may be cut anywhere). The cuts depend on s and limit only.
+func splitBounded(s string, limit int) []string {
+	var parts []string
+	for len(s) > limit {
+		cut := lastExactCut(s, limit)
+		if cut <= 0 {
+			cut = softCut(s, limit)
+		}
+		parts = append(parts, s[:cut])
+		s = s[cut:]
+	}
+	return append(parts, s)
+}
+
+// lastExactCut is the largest p in (0, limit] (p < len(s)) right after a
+// line feed that is followed by a letter, or -1.
+func lastExactCut(s string, limit int) int {
+	end := limit
+	for end > 0 {
+		i := strings.LastIndexByte(s[:end], '\n')
+		if i < 0 {
+			return -1
+		}
+		if p := i + 1; p < len(s) {
+			if r, _ := utf8.DecodeRuneInString(s[p:]); unicode.IsLetter(r) {
+				return p
+			}
+		}
+		end = i
+	}
+	return -1
+}
+
+// softCut is where a chunk of s of at most limit bytes without an exact
+// cut ends: after its last line feed or before its last space in the
+// second half, else at the last character boundary at or before limit.
+func softCut(s string, limit int) int {
+	half := limit / 2
+	if i := strings.LastIndexByte(s[half:limit], '\n'); i >= 0 {
+		return half + i + 1
+	}
+	if i := strings.LastIndexByte(s[half:limit], ' '); i > 0 {
+		return half + i
+	}
+	p := limit
+	for k := 0; k < utf8.UTFMax-1 && p > half && !utf8.RuneStart(s[p]); k++ {
+		p--
+	}
+	if !utf8.RuneStart(s[p]) {
+		return limit // not UTF-8 here: any cut will do
+	}
+	return p
 }
 
 // Check loads the vocabulary and reports an error if it cannot.

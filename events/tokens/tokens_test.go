@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -178,5 +179,82 @@ func TestCountContentRemembers(t *testing.T) {
 	c.mu.Unlock()
 	if n != knownEntries {
 		t.Fatalf("remembered %d counts, want the bound %d", n, knownEntries)
+	}
+}
+
+// TestSplitBounded: chunks are never over the limit, join back to the
+// text, end at an exact cut when the text has one and otherwise at a line
+// feed, a space or a character boundary.
+func TestSplitBounded(t *testing.T) {
+	tests := []struct {
+		s     string
+		limit int
+		want  []string
+	}{
+		{"ab\ncd\nef", 8, []string{"ab\ncd\nef"}},
+		{"ab\ncd\nefgh", 8, []string{"ab\ncd\n", "efgh"}},
+		{"abcdefgh\n1234", 10, []string{"abcdefgh\n", "1234"}}, // no exact cut: the last line feed
+		{"abcdefg hijk", 10, []string{"abcdefg", " hijk"}},     // before the last space
+		{"xxxxxxxxxxxxxxxxxxxxxx", 10, []string{"xxxxxxxxxx", "xxxxxxxxxx", "xx"}},
+		{"ééééééé", 5, []string{"éé", "éé", "éé", "é"}}, // a character boundary
+		{"\xff\xff\xff\xff\xff\xff", 4, []string{"\xff\xff\xff\xff", "\xff\xff"}},
+	}
+	for _, tt := range tests {
+		got := splitBounded(tt.s, tt.limit)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("splitBounded(%q, %d) = %q, want %q", tt.s, tt.limit, got, tt.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 50; i++ {
+		s := mixed(r, 1+r.IntN(4000))
+		limit := 8 + r.IntN(300)
+		parts := splitBounded(s, limit)
+		if strings.Join(parts, "") != s {
+			t.Fatalf("parts of %q do not join back", s)
+		}
+		for _, p := range parts {
+			if len(p) > limit || len(p) == 0 {
+				t.Fatalf("part of %d bytes, limit %d", len(p), limit)
+			}
+		}
+	}
+}
+
+// TestCountLargeDeterministic: a text over ChunkBytes is counted in
+// chunks; the count depends on the content only (not on the number of
+// CPUs), is exact when every chunk ends at an exact cut, and a text
+// without any cut (one repeated character, the adversarial case) is still
+// counted.
+func TestCountLargeDeterministic(t *testing.T) {
+	c := New()
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	lines := mixed(rand.New(rand.NewPCG(7, 8)), ChunkBytes) + "\nLast"
+	lines = strings.Repeat(lines+"\nnext", 2)
+	run := strings.Repeat("x", 2*ChunkBytes+17)
+	for _, s := range []string{lines, run} {
+		counts := map[int]bool{}
+		for _, procs := range []int{1, 2, 4} {
+			prev := runtime.GOMAXPROCS(procs)
+			counts[c.Count(s)] = true
+			runtime.GOMAXPROCS(prev)
+		}
+		if len(counts) != 1 {
+			t.Fatalf("%d bytes: counts differ with the number of CPUs: %v", len(s), counts)
+		}
+		for n := range counts {
+			if n <= 0 {
+				t.Fatalf("%d bytes: count %d", len(s), n)
+			}
+		}
+	}
+	sum := 0
+	for _, p := range splitBounded(lines, ChunkBytes) {
+		sum += whole(t, c, p)
+	}
+	if got, exact := c.Count(lines), whole(t, c, lines); got != sum || got != exact {
+		t.Fatalf("Count %d, sum of chunks %d, whole %d: every chunk ends at an exact cut", got, sum, exact)
 	}
 }

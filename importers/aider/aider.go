@@ -27,6 +27,7 @@ package aider
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -128,6 +129,9 @@ func split(r io.Reader, name string) ([]*block, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = &events.LineTooLongError{What: "line"}
+		}
 		return nil, fmt.Errorf("%s:%d: %w", name, n+1, err)
 	}
 	for _, b := range out {

@@ -42,6 +42,9 @@ func Each(r io.Reader, name string, fn func(line int, value []byte) error) error
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = &events.LineTooLongError{What: "line"}
+		}
 		return fmt.Errorf("%s:%d: %w", name, n+1, err)
 	}
 	return nil

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	good := map[string]int64{
+		"0": 0, "1234": 1234, "512MiB": 512 << 20, "768 MiB": 768 << 20, "1GiB": 1 << 30, "1.5GiB": 3 << 29,
+		"800MB": 800e6, "64KiB": 64 << 10, "10B": 10, "2TB": 2e12,
+	}
+	for in, want := range good {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "-5MiB", "12XB", "1e9", "0x10", "NaN", "Inf", "1.5", "10 mib"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+// TestMemoryLimitFlag: serve and proxy take --memory-limit as a size; a
+// bad one is a usage error naming the flag.
+func TestMemoryLimitFlag(t *testing.T) {
+	for _, cmd := range [][]string{{"serve"}, {"proxy", "--upstream", "http://127.0.0.1:1"}} {
+		args := append(append([]string{}, cmd...), "--data", t.TempDir(), "--memory-limit", "512MiB", "--check")
+		if code, out, errOut := runT(t, args...); code != 0 || !strings.Contains(out, "configuration ok") {
+			t.Errorf("%s --memory-limit 512MiB --check: exit %d %s %s", cmd[0], code, out, errOut)
+		}
+		args = append(append([]string{}, cmd...), "--memory-limit", "12XB", "--check")
+		if code, _, errOut := runT(t, args...); code != 2 || !strings.Contains(errOut, "--memory-limit") || !strings.Contains(errOut, "512MiB") {
+			t.Errorf("%s --memory-limit 12XB: exit %d, stderr %q; want 2 naming the flag and the form", cmd[0], code, errOut)
+		}
+	}
+}
