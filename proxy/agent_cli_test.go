@@ -93,22 +93,12 @@ func setupAgent(t *testing.T, bin, agent, home, proxyURL string) {
 	t.Logf("setup %s:\n%s", agent, out)
 }
 
-// runInHome runs a CLI in dir with the home setup wrote, bounded by
-// cliTimeout.
+// runInHome runs a CLI in dir with the home setup wrote (execCLI),
+// failing the test when it fails.
 func runInHome(t *testing.T, dir, home string, env []string, bin string, args ...string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(agentclis.HomeEnv(home), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("timed out after %s: %w", cliTimeout, ctx.Err())
-	}
-	require_True(t, err == nil, "%s: %v\nstdout:\n%s\nstderr (tail):\n%s", filepath.Base(bin), err, tail(string(out), 4000), tail(stderr.String(), 4000))
+	out, stderr, err := execCLI(dir, home, env, bin, args...)
+	require_True(t, err == nil, "%s: %v\nstdout:\n%s\nstderr (tail):\n%s", filepath.Base(bin), err, tail(string(out), 4000), tail(stderr, 4000))
 	return out
 }
 
