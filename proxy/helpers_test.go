@@ -175,8 +175,8 @@ type fakeUpstream struct {
 	reqs []recorded
 	// usage is reported on every answer (Anthropic names).
 	usage map[string]any
-	// oaUsage, when set, is the usage responsesFake reports instead of
-	// its default (Responses names).
+	// oaUsage, when set, is the usage responsesFake and chatFake report
+	// instead of their defaults (in the names of the API served).
 	oaUsage map[string]any
 }
 
@@ -427,8 +427,11 @@ func chatFake(f *fakeUpstream, script func(req map[string]any) turn) http.Handle
 			send(chunk(map[string]any{"content": tn.text}, nil))
 			send(chunk(map[string]any{}, "stop"))
 		}
-		send(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": req["model"], "choices": []any{},
-			"usage": map[string]any{"prompt_tokens": 300, "completion_tokens": 7, "total_tokens": 307, "prompt_tokens_details": map[string]any{"cached_tokens": 128}}})
+		usage := map[string]any{"prompt_tokens": 300, "completion_tokens": 7, "total_tokens": 307, "prompt_tokens_details": map[string]any{"cached_tokens": 128}}
+		if f.oaUsage != nil {
+			usage = f.oaUsage
+		}
+		send(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": req["model"], "choices": []any{}, "usage": usage})
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		fl.Flush()
 	})
