@@ -33,15 +33,18 @@ import (
 // reads one more file and ends. The MCP server answers every context tool
 // with its stub; the proxy must replace each stub with the real answer.
 //
-// The cache-safe point is made by the proxy's clock (Config.Now), not by
-// scheduler mode next_request: the CLIs' requests carry no timing the test
-// must control, because the model itself jumps the clock, when it reads
-// the recovered bytes, past the prompt cache's lifetime. Until then the
-// fake provider reports a warm cache at every answer (and the requests are
-// a second apart on the clock), so the cache-aware scheduler must keep the
-// accepted removal queued (the log is too small to pay for the cache
-// break); the first request after the jump is the cache-safe point
-// (cache_expired) where it must apply.
+// The cache-safe point is made with the proxy's clock (Config.Now), not
+// with scheduler mode next_request, which would apply the accepted removal
+// at the very next request and so test nothing of "never before". A clock
+// jump is possible with real CLIs because the scripted model makes it: it
+// runs inside the request, and jumps the clock past the prompt cache's
+// lifetime when it receives the recovered bytes, whatever the CLI's own
+// timing. Until then the fake provider reports a warm cache at every
+// answer and the requests are a second apart on the clock, so the
+// cache-aware scheduler must keep the accepted removal queued (the log is
+// too small to pay for the cache break) through the acceptance and the
+// recovery; the first request after the jump is the cache-safe point
+// (cache_expired), where it must apply and stay applied.
 
 // cliBuild is the prunesched binary the CLI tests register as the MCP
 // server: built once while tests use it, removed when the last one ends.
