@@ -669,6 +669,10 @@ plugins = false
 	for k, n := range r.names {
 		require_True(t, n.ns == "mcp__prunesched" && n.name == string(k), "Codex offers %s as %s", k, n)
 	}
+	// The log names the call by its qualified name, as Codex does.
+	sessions := c.sessionsOf(t, events.DefaultTenant, r.prefix+"rec")
+	it := itemByID(c.items(t, events.DefaultTenant, sessions[0]), r.prefix+"rec")
+	require_True(t, it != nil && it.Tool == "mcp__prunesched__context_recover", "the recovery's tool: %+v", it)
 }
 
 // TestOpenCodeContextTools: OpenCode on its built-in anthropic provider,

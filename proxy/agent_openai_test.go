@@ -204,3 +204,40 @@ func TestAgentContextToolsOpenAI(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentContextToolsNamespace: Codex calls an MCP server's tool by its
+// bare name in the server's namespace (mcp__SERVER). Only prunesched's
+// namespace holds the context tools: another server's context_list keeps
+// its own result.
+func TestAgentContextToolsNamespace(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	b := setup(t, testPolicy(t), responsesFake(f, func(map[string]any) turn { return turn{text: "ok"} }), nil)
+	msg := func(role, text string) map[string]any {
+		return map[string]any{"type": "message", "role": role, "content": []any{map[string]any{"type": "input_text", "text": text}}}
+	}
+	input := []any{msg("developer", "You are a test agent."), msg("user", "list the context twice")}
+	for _, c := range []struct{ id, ns string }{{"call_other", "mcp__other"}, {"call_ours", "mcp__prunesched"}} {
+		input = append(input,
+			map[string]any{"type": "function_call", "call_id": c.id, "name": "context_list", "namespace": c.ns, "arguments": "{}"},
+			map[string]any{"type": "function_call_output", "call_id": c.id, "output": []any{map[string]any{"type": "input_text", "text": c.ns + " says: " + agenttools.Stub(agenttools.List)}}})
+	}
+	body, err := json.Marshal(map[string]any{"model": "gpt-test", "stream": true, "input": input,
+		"tools": []any{map[string]any{"type": "function", "name": "read", "parameters": map[string]any{"type": "object"}}}})
+	require_NoError(t, err)
+	hr, err := http.NewRequest("POST", b.url+"/v1/responses", bytes.NewReader(body))
+	require_NoError(t, err)
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", "Bearer "+secretKey)
+	resp, err := http.DefaultClient.Do(hr)
+	require_NoError(t, err)
+	resp.Body.Close()
+	require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	reqs := f.requests()
+	require_True(t, len(reqs) == 1, "%d requests upstream", len(reqs))
+	var req map[string]any
+	require_NoError(t, json.Unmarshal(reqs[0].body, &req))
+	got := responsesView(req).results
+	require_True(t, got["call_other"] == "mcp__other says: "+agenttools.Stub(agenttools.List), "another server's context_list was answered by prunesched: %.200q", got["call_other"])
+	require_True(t, strings.HasPrefix(got["call_ours"], "prunesched: the "), "prunesched's context_list was not answered: %.200q", got["call_ours"])
+}
