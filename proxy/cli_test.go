@@ -32,22 +32,28 @@ func cliBinary(t *testing.T, sub, bin string) string {
 // runCLI runs a CLI with a throwaway HOME, bounded by cliTimeout.
 func runCLI(t *testing.T, dir string, env []string, bin string, args ...string) ([]byte, error) {
 	t.Helper()
+	out, stderr, err := execCLI(dir, t.TempDir(), env, bin, args...)
+	if err != nil {
+		t.Logf("%s stderr:\n%s", filepath.Base(bin), tail(stderr, 4000))
+	}
+	return out, err
+}
+
+// execCLI runs a CLI in dir with HOME home and env added, bounded by
+// cliTimeout, and returns its stdout and stderr.
+func execCLI(dir, home string, env []string, bin string, args ...string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(agentclis.HomeEnv(t.TempDir()), env...)
-	cmd.Stdin = nil
+	cmd.Env = append(agentclis.HomeEnv(home), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("timed out after %s: %w", cliTimeout, ctx.Err())
 	}
-	if err != nil {
-		t.Logf("%s stderr:\n%s", filepath.Base(bin), tail(stderr.String(), 4000))
-	}
-	return out, err
+	return out, stderr.String(), err
 }
 
 func tail(s string, n int) string {

@@ -175,6 +175,9 @@ type fakeUpstream struct {
 	reqs []recorded
 	// usage is reported on every answer (Anthropic names).
 	usage map[string]any
+	// oaUsage, when set, is the usage responsesFake and chatFake report
+	// instead of their defaults (in the names of the API served).
+	oaUsage map[string]any
 }
 
 func (f *fakeUpstream) record(r *http.Request) []byte {
@@ -197,6 +200,9 @@ type turn struct {
 	tool  string
 	input map[string]any
 	id    string
+	// namespace is a Responses function call's namespace (Codex puts MCP
+	// tools in one: mcp__SERVER).
+	namespace string
 }
 
 // anthropicFake serves /v1/messages (SSE like the real API, or JSON) and
@@ -357,12 +363,18 @@ func responsesFake(f *fakeUpstream, script func(req map[string]any) turn) http.H
 		if tn.tool != "" {
 			args, _ := json.Marshal(tn.input)
 			item = map[string]any{"type": "function_call", "id": "fc_" + tn.id, "status": "completed", "call_id": tn.id, "name": tn.tool, "arguments": string(args)}
+			if tn.namespace != "" {
+				item["namespace"] = tn.namespace
+			}
 		} else {
 			item = map[string]any{"type": "message", "id": "msg_" + id, "status": "completed", "role": "assistant",
 				"content": []any{map[string]any{"type": "output_text", "text": tn.text, "annotations": []any{}}}}
 		}
 		usage := map[string]any{"input_tokens": 200, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens": 9,
 			"output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 209}
+		if f.oaUsage != nil {
+			usage = f.oaUsage
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		seq := 0
@@ -415,8 +427,11 @@ func chatFake(f *fakeUpstream, script func(req map[string]any) turn) http.Handle
 			send(chunk(map[string]any{"content": tn.text}, nil))
 			send(chunk(map[string]any{}, "stop"))
 		}
-		send(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": req["model"], "choices": []any{},
-			"usage": map[string]any{"prompt_tokens": 300, "completion_tokens": 7, "total_tokens": 307, "prompt_tokens_details": map[string]any{"cached_tokens": 128}}})
+		usage := map[string]any{"prompt_tokens": 300, "completion_tokens": 7, "total_tokens": 307, "prompt_tokens_details": map[string]any{"cached_tokens": 128}}
+		if f.oaUsage != nil {
+			usage = f.oaUsage
+		}
+		send(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": req["model"], "choices": []any{}, "usage": usage})
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		fl.Flush()
 	})

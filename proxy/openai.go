@@ -245,6 +245,15 @@ func parseOpenAIResponsesScan(a *arrScan) (*conversation, error) {
 				break
 			}
 			b := &block{kind: bToolUse, role: events.RoleAssistant, rel: true, callID: id, tool: str(get(im, "name")), valStart: -1, valEnd: -1, objEnd: -1}
+			// Codex offers an MCP server's tools in a namespace
+			// (mcp__SERVER) and calls them by their bare name in it: the
+			// tool is the qualified name Codex itself uses
+			// (mcp__SERVER__TOOL), so a context tool is known by its
+			// server (agenttools.Match) and another server's tool of the
+			// same bare name is not taken for it.
+			if ns := str(get(im, "namespace")); ns != "" {
+				b.tool = ns + "__" + b.tool
+			}
 			b.item, _ = callItemIDs(id)
 			if typ == "function_call" {
 				b.inputIsString = true
