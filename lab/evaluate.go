@@ -278,7 +278,7 @@ func recoverable(b projections.Bundle, p fixtures.Probe) bool {
 			continue
 		}
 		for _, id := range p.Items {
-			if bi.ID == id && strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") {
+			if bi.ID == id && placeholder.NamesRecovery(bi.Placeholder, bi.Index) {
 				return true
 			}
 		}
@@ -327,7 +327,7 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		}
 		pres.refs++
 		_, inLog := texts[bi.ID]
-		if ownPlaceholder && inLog && (strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") || spanRefsOK(bundle, bi)) {
+		if ownPlaceholder && inLog && (placeholder.NamesRecovery(bi.Placeholder, bi.Index) || spanRefsOK(bundle, bi)) {
 			pres.refsOK++
 		}
 	}
