@@ -17,9 +17,12 @@ func runLab(ctx context.Context, e *env, args []string) error {
 Run the Context Lab: generate seeded ground-truth fixture sessions, run the
 spec's six conditions (A raw, B exact duplicates, C + errored inputs,
 D + superseded: the shipped default, E aggressive heuristic, F oracle),
-D+L3 (the opt-in L3 rung) and the peers (DCP, Anthropic clear_tool_uses,
-observation masking), and report four metric groups: reduction, preservation, behaviour (evidence
-presence, not model success) and economics. Writes results.json,
+D+L3 (the opt-in L3 rung), D-span, G (D + a scripted agent that asks to
+remove its closed subtasks' outputs) and the peers (DCP, Anthropic
+clear_tool_uses, observation masking), and report four metric groups:
+reduction, preservation, behaviour (evidence presence, not model success;
+with and without one context_recover per removed item a probe needs,
+priced) and economics. Writes results.json,
 results.csv, saved-vs-false-prunes.svg and cost.svg into --out. The same
 seed gives byte-identical results.json.`)
 	seed := fs.Uint64("seed", 0, "fixture seed")
