@@ -132,7 +132,7 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 	pruned := map[string]bool{}
 	var finalPrimary *projections.Session
 	for _, st := range strategiesOf(c) {
-		b, final, err := behaviour(ctx, fx, s, facts, marks, appsBy[st], tc, !c.foreignPlaceholder)
+		b, final, err := behaviour(ctx, fx, s, facts, marks, appsBy[st], tc, !c.foreignPlaceholder, nil)
 		if err != nil {
 			return nil, fmt.Errorf("condition %s session %s strategy %s: %w", c.name, s.ID, st, err)
 		}
@@ -275,8 +275,10 @@ func latestPrunes(marks []events.Event) []string {
 // probe's evidence verbatim. Evidence that is absent but whose holder is
 // rendered as a placeholder (which names how to recover it) counts as
 // recoverable, unless ownPlaceholder is false (a peer whose own placeholder
-// names no original). It returns the outcomes and the final projection.
-func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool) (behCounts, *projections.Session, error) {
+// names no original). visit, when set, is called at each probe with the
+// bundle rendered for its request and the outcome. It returns the
+// outcomes and the final projection.
+func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool, visit func(p fixtures.Probe, b projections.Bundle, present, recoverable bool) error) (behCounts, *projections.Session, error) {
 	b := behCounts{byKind: map[string][3]int{}}
 	probesAt := map[int][]fixtures.Probe{}
 	for _, p := range s.Probes {
@@ -297,10 +299,19 @@ func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 					k := b.byKind[p.Kind]
 					b.probes++
 					k[0]++
-					if strings.Contains(string(text), p.Evidence) {
+					present, item := strings.Contains(string(text), p.Evidence), ""
+					if !present && ownPlaceholder {
+						item = recoverable(bundle, p, recovered)
+					}
+					if visit != nil {
+						if err := visit(p, bundle, present, item != ""); err != nil {
+							return b, nil, err
+						}
+					}
+					if present {
 						b.passed++
 						k[1]++
-					} else if item := recoverable(bundle, p, recovered); ownPlaceholder && item != "" {
+					} else if item != "" {
 						b.recoverable++
 						k[2]++
 						if !recovered[item] {
