@@ -72,7 +72,10 @@ func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareRe
 		res.Recommendation, err = compare.Recommend(ctx, in, blobs, tc, compare.Limits{Risk: opt.Risk, RecoveryBudget: opt.RecoveryBudget}, step("recommend"))
 		return res, err
 	}
-	rows := lab.Rows(opt.MaskWindow)
+	rows, err := lab.Rows(opt.MaskWindow)
+	if err != nil {
+		return res, err
+	}
 	if opt.PolicyName != "" {
 		rows = append(rows, lab.PolicyRow(opt.PolicyName, "candidate", "the policy given with --policy", scheduler.StrategyScheduled, cfg.Policy))
 	}

@@ -96,12 +96,8 @@ type RowInfo struct {
 const Note = "later_used is a proxy for a false prune (a removed item's distinctive term used again by the agent), not ground truth"
 
 // RecoveryAnswerTokens is the output tokens assumed for one recovery call
-// (the model's answer asking context_recover for one handle: a tool_use
-// block with the tool's name, an id and the handle, with a few words
-// around it). A fixed number, so that the figure is the same on every
-// machine and every session: a context_recover call is about 40 tokens,
-// and 60 leaves room for the words a model adds before a tool call.
-const RecoveryAnswerTokens = 60
+// (scheduler.RecoveryAnswerTokens, shared with the lab).
+const RecoveryAnswerTokens = scheduler.RecoveryAnswerTokens
 
 // recoveryNote is how the report says recoveries are priced.
 func recoveryNote() string {

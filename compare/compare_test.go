@@ -47,7 +47,10 @@ func TestCompareRealTraces(t *testing.T) {
 	in, blobs := realInputs(t)
 	ctx := context.Background()
 	tc := tokens.New()
-	rows := lab.Rows(5)
+	rows, err := lab.Rows(5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := Run(ctx, rows, in, blobs, tc, nil)
 	if err != nil {
 		t.Fatal(err)

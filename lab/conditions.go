@@ -1,6 +1,9 @@
 package lab
 
 import (
+	"embed"
+	"fmt"
+
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/lab/peers"
@@ -18,6 +21,7 @@ const (
 	CondNoSpan  = "D-span"
 	CondE       = "E"
 	CondF       = "F"
+	CondG       = "G"
 	PeerDCP     = "DCP"
 	PeerClear   = "clear_tool_uses"
 	PeerMasking = "masking"
@@ -41,6 +45,10 @@ type condition struct {
 	pol *policy.Policy
 	// marks produces a non-production row's marks.
 	marks func(s *fixtures.Session) []events.Event
+	// script, when set, is the scripted agent that rewrites the session's
+	// facts before the row runs (condition G adds its removal requests);
+	// probes and labels follow the new fact indices.
+	script func(s *fixtures.Session) (*fixtures.Session, error)
 	// foreignPlaceholder is true for peers: their documented placeholders
 	// ("[Output removed to save context ...]", "[cleared]") do not name the
 	// original, so evidence behind them does not count as recoverable even
@@ -65,8 +73,58 @@ func prod(rungs []string, errored, spans bool) *policy.Policy {
 	return &p
 }
 
+// policyFiles holds the opt-in policies the lab runs from policy files
+// (lab/policies/*.yaml, the format `prunesched serve --policy` reads).
+//
+//go:embed policies
+var policyFiles embed.FS
+
+// policyFileRow is a row whose marks are the production cores' under the
+// policy file lab/policies/file (defaults filled in as for any policy
+// file), with scheduled timing and kind opt-in.
+func policyFileRow(name, file, desc string) (condition, error) {
+	b, err := policyFiles.ReadFile("policies/" + file)
+	if err != nil {
+		return condition{}, fmt.Errorf("lab row %s: %w", name, err)
+	}
+	p, err := policy.Parse(b)
+	if err != nil {
+		return condition{}, fmt.Errorf("lab row %s: policy file %s: %w", name, file, err)
+	}
+	return condition{name: name, kind: "opt-in", primary: StrategyScheduled, pol: &p, desc: desc}, nil
+}
+
+// optInPolicyFiles are the rows run from policy files, in report order,
+// after D-span. Adding one is one line:
+//
+//	{"D+recoverable", "recoverable.yaml", "D + the opt-in recoverable policy (...)"},
+func optInPolicyFiles() [][3]string {
+	return [][3]string{
+		// name, file under lab/policies, legend
+	}
+}
+
 // conditions lists the rows in report order.
-func conditions() []condition {
+func conditions() ([]condition, error) {
+	out := fixedConditions()
+	var files []condition
+	for _, f := range optInPolicyFiles() {
+		c, err := policyFileRow(f[0], f[1], f[2])
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, c)
+	}
+	for i, c := range out {
+		if c.name == CondNoSpan {
+			return append(out[:i+1:i+1], append(files, out[i+1:]...)...), nil
+		}
+	}
+	return append(out, files...), nil
+}
+
+// fixedConditions are the rows defined here, in report order.
+func fixedConditions() []condition {
 	return []condition{
 		{name: CondA, kind: "condition", primary: StrategyNone, desc: "raw history: no pruning"},
 		{name: CondB, kind: "condition", primary: StrategyScheduled, pol: prod([]string{"L0", "L1"}, false, false),
@@ -79,6 +137,8 @@ func conditions() []condition {
 			desc: "D + completed-work residue, L3 (production; opt-in: off by default since this lab found its false prunes)"},
 		{name: CondNoSpan, kind: "opt-out", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2"}, true, false),
 			desc: "D without span references (eligibility.span_refs: false)"},
+		{name: CondG, kind: "agent", primary: StrategyScheduled, pol: prod([]string{"L0", "L1", "L2"}, true, true), script: withAgentRequests,
+			desc: "D + agent-requested removals: the agent asks to remove every output of a subtask it closed (judged with every protection, applied by the scheduler)"},
 		{name: CondE, kind: "condition", primary: StrategyImmediate, desc: "aggressive heuristic pruning (deletes, never summarises)",
 			marks: func(s *fixtures.Session) []events.Event { return peers.Aggressive(s.Events, peers.DefaultAggressive()) }},
 		{name: CondF, kind: "condition", primary: StrategyImmediate, desc: "oracle: exactly the items the fixture labels safe",

@@ -1,14 +1,16 @@
 // Package lab is the Context Lab: the spec's six-condition pruning
 // experiment (A raw, B exact duplicates, C plus errored inputs, D plus
 // superseded observations, E aggressive heuristic pruning, F the oracle),
-// plus D with the opt-in L3 rung and the peers re-implemented from their
-// documented behaviour (DCP, Anthropic clear_tool_uses, observation
-// masking), run on ground-truth fixtures (lab/fixtures) and reported in four
+// plus D with the opt-in L3 rung, D without span references, G (D with a
+// scripted agent's removal requests, judged and applied as in
+// production), rows read from the opt-in policy files under lab/policies,
+// and the peers re-implemented from their documented behaviour (DCP,
+// Anthropic clear_tool_uses, observation masking), run on ground-truth fixtures (lab/fixtures) and reported in four
 // metric groups that are never collapsed into one number: reduction,
-// preservation, behaviour (evidence presence, not model success) and
-// economics.
+// preservation, behaviour (evidence presence, not model success; with and
+// without one recovery of each removed item a probe needs) and economics.
 //
-// B, C, D and D+L3 run the production cores (package cores): the
+// B, C, D, D+L3, D-span and G run the production cores (package cores): the
 // eligibility core fed every fact, the scheduler core fed facts and marks
 // and deciding at each model request exactly as the pipeline's scheduler
 // worker does. Peers, E and F produce marks in the same event

@@ -28,6 +28,18 @@ type sessionRun struct {
 	ledgers  map[string]map[string]scheduler.Ledger // provider -> strategy -> ledger
 	prodSame bool                                   // production run's applications equal the replay's
 	lu       luCounts                               // the later-use signal against the labels
+	// recovery is what the recoveries of the row's own timing add, per
+	// provider (scheduler.PriceRecoveries).
+	recovery map[string]scheduler.RecoveryCost
+	agent    agentCounts // the agent's removal requests and their verdicts
+}
+
+// agentCounts are the agent's removal requests (events.PruneRequest by
+// events.ByAgent) and eligibility's verdicts on them: the mark each
+// request caused on its item.
+type agentCounts struct {
+	asked, accepted int
+	refused         map[string]int // by reason (the protection)
 }
 
 // luCounts scores the later-use signal (lateruse) against the fixture
@@ -51,15 +63,23 @@ type redCounts struct {
 
 type presCounts struct {
 	prunes, safe, falsePr, unproven, traps int
-	safeWorth, safePruned                  int
-	critical, criticalIntact               int
-	refs, refsOK                           int
-	falseItems                             []string
+	// falseUnrecoverable are the false prunes one recovery cannot undo:
+	// the row's placeholder names no original (a peer's), or the log does
+	// not hold it.
+	falseUnrecoverable       int
+	safeWorth, safePruned    int
+	critical, criticalIntact int
+	refs, refsOK             int
+	falseItems               []string
 }
 
 type behCounts struct {
 	probes, passed, recoverable int
 	byKind                      map[string][3]int // probes, passed, recoverable
+	// recs are the recoveries that answer the recoverable probes: one per
+	// removed item, at the first probe that needs it (it then stays in
+	// context to the end of the session).
+	recs []scheduler.Recovery
 }
 
 // strategiesOf are the strategies a condition is run under.
@@ -72,6 +92,13 @@ func strategiesOf(c condition) []string {
 
 // evaluate runs one condition on one session.
 func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixtures.Session, tc projections.TokenCounter) (*sessionRun, error) {
+	if c.script != nil {
+		g, err := c.script(s)
+		if err != nil {
+			return nil, fmt.Errorf("condition %s session %s: %w", c.name, s.ID, err)
+		}
+		s = g
+	}
 	facts := s.Events
 	base := policy.Default()
 	if c.pol != nil {
@@ -103,8 +130,9 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 		appsBy[StrategyScheduled] = prodApps
 	}
 	pruned := map[string]bool{}
+	var finalPrimary *projections.Session
 	for _, st := range strategiesOf(c) {
-		b, final, err := behaviour(ctx, fx, s, facts, marks, appsBy[st], tc, !c.foreignPlaceholder)
+		b, final, err := behaviour(ctx, fx, s, facts, marks, appsBy[st], tc, !c.foreignPlaceholder, nil)
 		if err != nil {
 			return nil, fmt.Errorf("condition %s session %s strategy %s: %w", c.name, s.ID, st, err)
 		}
@@ -115,6 +143,7 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 			}
 		}
 		if st == c.primary {
+			finalPrimary = final
 			if err := reduction(ctx, fx, s, final, tc, !c.foreignPlaceholder, &r.red, &r.pres); err != nil {
 				return nil, fmt.Errorf("condition %s session %s: %w", c.name, s.ID, err)
 			}
@@ -124,6 +153,21 @@ func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixture
 		pruned[it] = true
 	}
 	r.red.marked = preservation(s, pruned, &r.pres)
+	r.agent = agentVerdicts(facts, marks)
+	r.pres.falseUnrecoverable = unrecoverable(s, pruned, finalPrimary, !c.foreignPlaceholder)
+	if recs := r.beh[c.primary].recs; len(recs) > 0 {
+		r.recovery = map[string]scheduler.RecoveryCost{}
+		for _, prov := range providers {
+			p := base
+			p.Scheduler.DefaultProvider = prov
+			l := r.ledgers[prov][c.primary]
+			rc, err := scheduler.PriceRecoveries(p, events.MergeLog(facts, marks, l.ApplicationEvents), l.Head, recs, scheduler.RecoveryAnswerTokens)
+			if err != nil {
+				return nil, fmt.Errorf("condition %s session %s: %w", c.name, s.ID, err)
+			}
+			r.recovery[prov] = rc
+		}
+	}
 	if c.primary != StrategyNone {
 		rs, err := lateruse.Evaluate(ctx, facts, marks, appsBy[c.primary], fx.Blobs)
 		if err != nil {
@@ -231,14 +275,17 @@ func latestPrunes(marks []events.Event) []string {
 // probe's evidence verbatim. Evidence that is absent but whose holder is
 // rendered as a placeholder (which names how to recover it) counts as
 // recoverable, unless ownPlaceholder is false (a peer whose own placeholder
-// names no original). It returns the outcomes and the final projection.
-func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool) (behCounts, *projections.Session, error) {
+// names no original). visit, when set, is called at each probe with the
+// bundle rendered for its request and the outcome. It returns the
+// outcomes and the final projection.
+func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool, visit func(p fixtures.Probe, b projections.Bundle, present, recoverable bool) error) (behCounts, *projections.Session, error) {
 	b := behCounts{byKind: map[string][3]int{}}
 	probesAt := map[int][]fixtures.Probe{}
 	for _, p := range s.Probes {
 		probesAt[p.Fact] = append(probesAt[p.Fact], p)
 	}
 	sess := projections.NewSession(facts[0].Tenant, facts[0].Session)
+	recovered := map[string]bool{}
 	fi := 0
 	for _, ev := range events.MergeLog(facts, marks, apps) {
 		if ev.IsFact() {
@@ -252,13 +299,25 @@ func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 					k := b.byKind[p.Kind]
 					b.probes++
 					k[0]++
-					switch {
-					case strings.Contains(string(text), p.Evidence):
+					present, item := strings.Contains(string(text), p.Evidence), ""
+					if !present && ownPlaceholder {
+						item = recoverable(bundle, p, recovered)
+					}
+					if visit != nil {
+						if err := visit(p, bundle, present, item != ""); err != nil {
+							return b, nil, err
+						}
+					}
+					if present {
 						b.passed++
 						k[1]++
-					case ownPlaceholder && recoverable(bundle, p):
+					} else if item != "" {
 						b.recoverable++
 						k[2]++
+						if !recovered[item] {
+							recovered[item] = true
+							b.recs = append(b.recs, scheduler.Recovery{Item: item, Fact: fi + 1})
+						}
 					}
 					b.byKind[p.Kind] = k
 				}
@@ -270,20 +329,94 @@ func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 	return b, sess, nil
 }
 
-// recoverable reports whether an item that held the probe's evidence is
-// rendered as our placeholder, which names the item and how to recover it.
-func recoverable(b projections.Bundle, p fixtures.Probe) bool {
-	for _, bi := range b.Items {
-		if !bi.Pruned {
-			continue
-		}
-		for _, id := range p.Items {
-			if bi.ID == id && strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") {
-				return true
+// recoverable returns an item that held the probe's evidence and is
+// rendered as our placeholder, which names the item and how to recover it
+// ("" when none): one already recovered (in recovered) when there is one,
+// else the first of the probe's holders. One recovery of it answers the
+// probe: the answer to the probe's request fetches it (context_recover),
+// and it comes back byte for byte.
+func recoverable(b projections.Bundle, p fixtures.Probe, recovered map[string]bool) string {
+	first := ""
+	for _, id := range p.Items {
+		for _, bi := range b.Items {
+			if bi.ID != id || !bi.Pruned || !placeholder.NamesRecovery(bi.Placeholder, bi.Index) {
+				continue
+			}
+			if recovered[id] {
+				return id
+			}
+			if first == "" {
+				first = id
 			}
 		}
 	}
-	return false
+	return first
+}
+
+// agentVerdicts counts the agent's removal requests among facts and the
+// verdict eligibility gave each: the mark on the requested item caused by
+// the request (PRUNE: accepted; otherwise refused, by its reason).
+func agentVerdicts(facts, marks []events.Event) agentCounts {
+	asked := map[string]string{} // request event id -> item
+	var a agentCounts
+	for _, ev := range facts {
+		if p, ok := ev.Data.(*events.PruneRequest); ok && p.By == events.ByAgent {
+			asked[ev.ID] = p.Item
+			a.asked++
+		}
+	}
+	if a.asked == 0 {
+		return a
+	}
+	a.refused = map[string]int{}
+	for _, ev := range marks {
+		m := ev.Data.(*events.Mark)
+		if item, ok := asked[m.Cause]; !ok || markTarget(m) != item {
+			continue
+		}
+		delete(asked, m.Cause)
+		if m.Decision == events.Prune {
+			a.accepted++
+		} else {
+			a.refused[string(m.Reason)]++
+		}
+	}
+	if len(asked) > 0 {
+		a.refused["NO_VERDICT"] += len(asked)
+	}
+	return a
+}
+
+// unrecoverable counts the false prunes (items decided PRUNE that the
+// labels call needed or trap) that one recovery cannot undo: every one
+// when the row's own placeholder names no original (ownPlaceholder false),
+// else those the final bundle renders as a placeholder that does not name
+// their handle. A false prune never applied is still in context.
+func unrecoverable(s *fixtures.Session, pruned map[string]bool, final *projections.Session, ownPlaceholder bool) int {
+	labels := copyRoles(s.Labels, pruned)
+	isFalse := func(id string) bool {
+		c := labels[id].Class
+		return pruned[id] && (c == fixtures.Needed || c == fixtures.Trap)
+	}
+	if !ownPlaceholder {
+		n := 0
+		for id := range pruned {
+			if isFalse(id) {
+				n++
+			}
+		}
+		return n
+	}
+	if final == nil {
+		return 0
+	}
+	n := 0
+	for _, bi := range final.Bundle().Items {
+		if bi.Pruned && isFalse(bi.ID) && !placeholder.NamesRecovery(bi.Placeholder, bi.Index) {
+			n++
+		}
+	}
+	return n
 }
 
 // reduction measures the final bundle: what was removed (stored counts),
@@ -327,7 +460,7 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		}
 		pres.refs++
 		_, inLog := texts[bi.ID]
-		if ownPlaceholder && inLog && (strings.Contains(bi.Placeholder, ", recover "+placeholder.Handle(bi.Index)+"]") || spanRefsOK(bundle, bi)) {
+		if ownPlaceholder && inLog && (placeholder.NamesRecovery(bi.Placeholder, bi.Index) || spanRefsOK(bundle, bi)) {
 			pres.refsOK++
 		}
 	}

@@ -37,7 +37,7 @@ func TestRows(t *testing.T) {
 	for _, c := range r.Conditions {
 		names = append(names, c.Name)
 	}
-	want := "A B C D D+L3 D-span E F DCP clear_tool_uses masking"
+	want := "A B C D D+L3 D-span G E F DCP clear_tool_uses masking"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("rows %q, want %q", got, want)
 	}
@@ -99,7 +99,7 @@ func TestProductionRunMatchesReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range conditions() {
+	for _, c := range mustConditions(t) {
 		if c.pol == nil {
 			continue
 		}
@@ -144,17 +144,28 @@ func TestWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, want := range []string{"REDUCTION", "PRESERVATION", "BEHAVIOUR", "ECONOMICS", "FALSIFICATION", "evidence presence, not model success"} {
+	for _, want := range []string{"ROWS", "REDUCTION", "PRESERVATION", "BEHAVIOUR", "answered with recovery", "false after recovery", "AGENT REQUESTS", "ECONOMICS", "FALSIFICATION", "evidence presence, not model success"} {
 		if !strings.Contains(tab.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	if n := strings.Count(csvb.String(), "\n"); n != 12 {
-		t.Errorf("csv has %d lines, want header + 11 rows", n)
+	if n := strings.Count(csvb.String(), "\n"); n != len(r.Conditions)+1 {
+		t.Errorf("csv has %d lines, want header + %d rows", n, len(r.Conditions))
 	}
 	for _, s := range []string{s1.String(), s2.String()} {
 		if !strings.HasPrefix(s, "<svg") || !strings.HasSuffix(s, "</svg>\n") {
 			t.Errorf("not an svg document: %.60q", s)
 		}
 	}
+}
+
+// mustConditions returns the lab's rows, failing the test when a policy
+// file does not parse.
+func mustConditions(t *testing.T) []condition {
+	t.Helper()
+	conds, err := conditions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conds
 }

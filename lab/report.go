@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // WriteTable prints the results as readable tables, one per metric group,
@@ -19,8 +21,17 @@ func WriteTable(w io.Writer, r *Results) error {
 	fmt.Fprintf(w, "Ground truth: %s; safe items worth removing by rung %s (%d tokens)\n", mapStr(fx.ItemsByClass), mapStr(fx.SafeByRung), fx.SafeTokens)
 	fmt.Fprintf(w, "Note: %s.\n", r.Note)
 
+	fmt.Fprintf(w, "\nROWS\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	for _, c := range r.Conditions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Kind, c.Description)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(w, "\nREDUCTION (final bundle under the row's own timing; stored tokens; occupancy = prompt tokens summed over every request, vs A)\n")
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\ttiming\tremoved\tplaceholder\tnet\tnet % raw\toccupancy -%\titems\tmarked tok\tmodel tok\t")
 	for _, c := range r.Conditions {
 		x := c.Reduction
@@ -30,12 +41,12 @@ func WriteTable(w io.Writer, r *Results) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nPRESERVATION (against the hidden labels; a false prune removes a needed or trap item; unproven = labelled keep)\n")
+	fmt.Fprintf(w, "\nPRESERVATION (against the hidden labels; a false prune removes a needed or trap item; unproven = labelled keep; false after recovery = false prunes one context_recover cannot undo)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\tprunes\tsafe\tfalse\tfalse rate\ttraps\tunproven\tprecision\trecall\tcritical intact\trecover refs ok\t")
+	fmt.Fprintln(tw, "row\tprunes\tsafe\tfalse\tfalse after recovery\tfalse rate\ttraps\tunproven\tprecision\trecall\tcritical intact\trecover refs ok\t")
 	for _, c := range r.Conditions {
 		p := c.Preservation
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%.3f\t%d/%d\t%d/%d\t\n", c.Name, p.Prunes, p.SafePrunes, p.FalsePrunes, p.FalsePruneRate, p.TrapsPruned, p.UnprovenPrunes, p.Precision, p.Recall, p.CriticalIntact, p.CriticalItems, p.RecoverableOK, p.RecoverableRefs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%.3f\t%d/%d\t%d/%d\t\n", c.Name, p.Prunes, p.SafePrunes, p.FalsePrunes, p.FalsePrunesUnrecoverable, p.FalsePruneRate, p.TrapsPruned, p.UnprovenPrunes, p.Precision, p.Recall, p.CriticalIntact, p.CriticalItems, p.RecoverableOK, p.RecoverableRefs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -43,12 +54,18 @@ func WriteTable(w io.Writer, r *Results) error {
 
 	fmt.Fprintf(w, "\nBEHAVIOUR (probe evidence present verbatim in the bundle rendered at the probe's request: evidence presence, not model success)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\tpass rate\tpassed\trecoverable via placeholder\tlost\tpass (immediate)\tpass (scheduled)\t")
+	fmt.Fprintln(tw, "row\tpass rate\tpassed\trecoverable via placeholder\tlost\tpass (immediate)\tpass (scheduled)\tanswered with recovery\trate\trecoveries\textra requests\trecovery tokens\trecovery $\tcost with recoveries\t")
 	for _, c := range r.Conditions {
 		b := c.Behaviour
-		fmt.Fprintf(tw, "%s\t%.3f\t%d/%d\t%d\t%d\t%s\t%s\t\n", c.Name, b.ProbePassRate, b.Passed, b.Probes, b.RecoveredViaPlaceholder, b.Lost, rate(b.ByStrategy, StrategyImmediate), rate(b.ByStrategy, StrategyScheduled))
+		fmt.Fprintf(tw, "%s\t%.3f\t%d/%d\t%d\t%d\t%s\t%s\t%d/%d\t%.3f\t%d\t%d\t%d\t%.2f\t$%.2f (%+.1f%%)\t\n", c.Name, b.ProbePassRate, b.Passed, b.Probes, b.RecoveredViaPlaceholder, b.Lost, rate(b.ByStrategy, StrategyImmediate), rate(b.ByStrategy, StrategyScheduled),
+			b.AnsweredWithRecovery, b.Probes, b.AnswerRateWithRecovery, b.Recoveries, b.RecoveryRequests, b.RecoveryTokens, b.RecoveryCost, c.Economics.CostWithRecoveries, c.Economics.CostWithRecoveriesChange)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "(a probe whose evidence was removed is answered after one recovery when the row's placeholder names the item: context_recover #N appends it byte for byte; each item is fetched once, at the first probe that needs it, and stays; priced by the scheduler's cache model, Anthropic prices, row's own timing, %d output tokens per recovery call)\n", scheduler.RecoveryAnswerTokens)
+
+	if err := writeAgentRequests(w, r); err != nil {
 		return err
 	}
 
@@ -111,6 +128,32 @@ func WriteTable(w io.Writer, r *Results) error {
 	return nil
 }
 
+// writeAgentRequests prints the agent's removal requests and their
+// verdicts, for the rows where the agent asked (condition G).
+func writeAgentRequests(w io.Writer, r *Results) error {
+	var rows []ConditionResult
+	for _, c := range r.Conditions {
+		if c.AgentRequests != nil {
+			rows = append(rows, c)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nAGENT REQUESTS (the agent's removal requests, judged by eligibility with every protection; refused by the protection in force)\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "row\tasked\taccepted\trefused\trefused by\t")
+	for _, c := range rows {
+		a := c.AgentRequests
+		refused := 0
+		for _, n := range a.Refused {
+			refused += n
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", c.Name, a.Asked, a.Accepted, refused, mapStr(a.Refused))
+	}
+	return tw.Flush()
+}
+
 func rate(m map[string]float64, k string) string {
 	v, ok := m[k]
 	if !ok {
@@ -138,7 +181,9 @@ func WriteCSV(w io.Writer, r *Results) error {
 	cw := csv.NewWriter(w)
 	head := []string{"name", "kind", "timing", "tokens_removed", "placeholder_tokens", "net_tokens_removed", "net_percent_of_raw", "occupancy_reduction_percent",
 		"items_removed", "model_tokens", "prunes", "safe_prunes", "false_prunes", "false_prune_rate", "traps_pruned", "unproven_prunes", "precision", "recall",
-		"critical_items", "critical_intact", "probes", "probe_pass_rate", "recovered_via_placeholder", "lost", "cost", "cost_change_percent"}
+		"critical_items", "critical_intact", "probes", "probe_pass_rate", "recovered_via_placeholder", "lost", "cost", "cost_change_percent",
+		"false_prunes_unrecoverable", "answered_with_recovery", "answer_rate_with_recovery", "recoveries", "recovery_requests", "recovery_tokens", "recovery_cost",
+		"cost_with_recoveries", "cost_with_recoveries_change_percent", "agent_requests", "agent_requests_accepted"}
 	for _, p := range providers {
 		for _, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
 			head = append(head, p+"_"+st+"_cost", p+"_"+st+"_mutation_radius")
@@ -153,7 +198,14 @@ func WriteCSV(w io.Writer, r *Results) error {
 		x, p, b := c.Reduction, c.Preservation, c.Behaviour
 		row := []string{c.Name, c.Kind, c.Timing, i(x.TokensRemoved), i(x.PlaceholderTokens), i(x.NetTokensRemoved), f(x.NetPercentOfRaw), f(x.OccupancyReduction),
 			i(x.ItemsRemoved), i(x.ModelTokens), i(p.Prunes), i(p.SafePrunes), i(p.FalsePrunes), f(p.FalsePruneRate), i(p.TrapsPruned), i(p.UnprovenPrunes), f(p.Precision), f(p.Recall),
-			i(p.CriticalItems), i(p.CriticalIntact), i(b.Probes), f(b.ProbePassRate), i(b.RecoveredViaPlaceholder), i(b.Lost), f(c.Economics.Cost), f(c.Economics.CostChange)}
+			i(p.CriticalItems), i(p.CriticalIntact), i(b.Probes), f(b.ProbePassRate), i(b.RecoveredViaPlaceholder), i(b.Lost), f(c.Economics.Cost), f(c.Economics.CostChange),
+			i(p.FalsePrunesUnrecoverable), i(b.AnsweredWithRecovery), f(b.AnswerRateWithRecovery), i(b.Recoveries), i(b.RecoveryRequests), i(b.RecoveryTokens), f(b.RecoveryCost),
+			f(c.Economics.CostWithRecoveries), f(c.Economics.CostWithRecoveriesChange)}
+		if a := c.AgentRequests; a != nil {
+			row = append(row, i(a.Asked), i(a.Accepted))
+		} else {
+			row = append(row, "0", "0")
+		}
 		for _, pr := range providers {
 			for _, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
 				e, ok := c.runOK(pr, st)

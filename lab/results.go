@@ -1,6 +1,10 @@
 package lab
 
-import "math"
+import (
+	"math"
+
+	"github.com/prunesched/prunesched/scheduler"
+)
 
 // Results is the whole experiment, as written to results.json.
 type Results struct {
@@ -47,6 +51,9 @@ type ConditionResult struct {
 	Preservation Preservation `json:"preservation"`
 	Behaviour    Behaviour    `json:"behaviour"`
 	Economics    Economics    `json:"economics"`
+	// AgentRequests are the agent's removal requests and their verdicts
+	// (condition G); absent when the agent asked nothing.
+	AgentRequests *AgentRequests `json:"agent_requests,omitempty"`
 	// LaterUse validates the later-use signal (a proxy for a false prune on
 	// real sessions, package lateruse) against this row's labels.
 	LaterUse LaterUse `json:"later_use"`
@@ -68,6 +75,18 @@ type LaterUse struct {
 	Undetermined   int     `json:"undetermined"`
 	Precision      float64 `json:"precision"`
 	Recall         float64 `json:"recall"`
+}
+
+// AgentRequests are the removal requests the agent made
+// (events.PruneRequest by events.ByAgent: the context_prune tool) and what
+// eligibility answered, judging each with every protection: Accepted are
+// PRUNE AGENT_REQUEST (applied by the scheduler at a cache-safe point),
+// Refused a KEEP or other verdict, counted by its reason (the protection
+// in force, e.g. RECENT_TURN).
+type AgentRequests struct {
+	Asked    int            `json:"asked"`
+	Accepted int            `json:"accepted"`
+	Refused  map[string]int `json:"refused"`
 }
 
 // Count is items and their stored tokens.
@@ -126,6 +145,12 @@ type Preservation struct {
 	// an original that the log holds.
 	RecoverableRefs int `json:"recoverable_refs"`
 	RecoverableOK   int `json:"recoverable_ok"`
+	// FalsePrunesUnrecoverable are the false prunes one recovery cannot
+	// undo (context_recover #N gets every other one back byte for byte):
+	// all of a peer's, whose own placeholder names no original, and those
+	// rendered as a placeholder that does not name their handle. The false
+	// prunes with recovery; FalsePrunes are those without.
+	FalsePrunesUnrecoverable int `json:"false_prunes_unrecoverable"`
 	// FalsePruneExamples lists up to 12 false prunes (session, item,
 	// fixture category).
 	FalsePruneExamples []string `json:"false_prune_examples,omitempty"`
@@ -142,6 +167,25 @@ type Behaviour struct {
 	RecoveredViaPlaceholder int                  `json:"recovered_via_placeholder"`
 	Lost                    int                  `json:"lost"`
 	ByKind                  map[string]KindCount `json:"by_kind"`
+	// AnsweredWithRecovery counts the probes answered when the model may
+	// recover a removed item once (context_recover): the passed ones and
+	// those recovered via a placeholder; AnswerRateWithRecovery is their
+	// share. Recoveries is the items fetched back (one per item: a
+	// recovered item stays in context to the end of the session), at the
+	// first probe that needs each; RecoveryRequests the extra model
+	// requests that fetched them.
+	AnsweredWithRecovery   int     `json:"answered_with_recovery"`
+	AnswerRateWithRecovery float64 `json:"answer_rate_with_recovery"`
+	Recoveries             int     `json:"recoveries"`
+	RecoveryRequests       int     `json:"recovery_requests"`
+	// RecoveryTokens and RecoveryCost are what the recoveries add under
+	// the row's own timing and Anthropic prices, priced by the scheduler's
+	// cache model as analyze --compare prices them
+	// (scheduler.PriceRecoveries, scheduler.RecoveryAnswerTokens output
+	// tokens per recovery call): the extra requests' prompts and the item
+	// carried by every later request; the cost includes the calls' output.
+	RecoveryTokens int     `json:"recovery_tokens"`
+	RecoveryCost   float64 `json:"recovery_cost"`
 	// ByStrategy gives the pass rate under each strategy the row ran.
 	ByStrategy map[string]float64 `json:"by_strategy"`
 }
@@ -158,9 +202,17 @@ type KindCount struct {
 type Economics struct {
 	// Cost is the prompt cost (USD) under Anthropic prices and the row's own
 	// timing; CostChange its change against A in percent.
-	Cost       float64   `json:"cost"`
-	CostChange float64   `json:"cost_change_percent"`
-	Runs       []EconRun `json:"runs"`
+	Cost       float64 `json:"cost"`
+	CostChange float64 `json:"cost_change_percent"`
+	// CostWithRecoveries is Cost plus the recoveries' cost
+	// (Behaviour.RecoveryCost); CostWithRecoveriesChange its change
+	// against A in percent.
+	CostWithRecoveries       float64   `json:"cost_with_recoveries"`
+	CostWithRecoveriesChange float64   `json:"cost_with_recoveries_change_percent"`
+	Runs                     []EconRun `json:"runs"`
+	// Recovery is what the recoveries add under the row's own timing, per
+	// provider; absent when nothing is recovered.
+	Recovery map[string]scheduler.RecoveryCost `json:"recovery,omitempty"`
 }
 
 // EconRun is one provider and strategy.

@@ -38,14 +38,21 @@ func PolicyRow(name, kind, desc, timing string, p policy.Policy) Row {
 
 // Rows returns the rows analyze --compare runs, in report order, with
 // masking keeping the maskWindow most recent observations (0: the lab's
-// default, peers.DefaultMaskWindow).
-func Rows(maskWindow int) []Row {
+// default, peers.DefaultMaskWindow). A, F and G are not among them: G's
+// scripted agent adds requests to the session, and a real session carries
+// its agent's own requests. It fails on a lab policy file that does not
+// parse.
+func Rows(maskWindow int) ([]Row, error) {
 	if maskWindow <= 0 {
 		maskWindow = peers.DefaultMaskWindow
 	}
+	conds, err := conditions()
+	if err != nil {
+		return nil, err
+	}
 	var out []Row
-	for _, c := range conditions() {
-		if c.name == CondA || c.name == CondF {
+	for _, c := range conds {
+		if c.name == CondA || c.name == CondF || c.script != nil {
 			continue
 		}
 		r := Row{Name: c.name, Kind: c.kind, Description: c.desc, Timing: c.primary, Policy: policy.Default()}
@@ -66,7 +73,7 @@ func Rows(maskWindow int) []Row {
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
 }
 
 // EligibilityMarks runs the production eligibility core over one session's

@@ -11,6 +11,7 @@ import (
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/lab/peers"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // Config configures a lab run. The zero value runs the default experiment
@@ -43,7 +44,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	conds := conditions()
+	conds, err := conditions()
+	if err != nil {
+		return nil, err
+	}
 	runs := make([][]*sessionRun, len(fx.Sessions)) // session -> condition
 	workers := cfg.Workers
 	if workers <= 0 {
@@ -145,7 +149,19 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 	var pres presCounts
 	var lu luCounts
 	beh := map[string]behCounts{}
+	var recovery map[string]scheduler.RecoveryCost
+	var agent *AgentRequests
 	for _, r := range per {
+		if r.agent.asked > 0 {
+			if agent == nil {
+				agent = &AgentRequests{Refused: map[string]int{}}
+			}
+			agent.Asked += r.agent.asked
+			agent.Accepted += r.agent.accepted
+			for k, v := range r.agent.refused {
+				agent.Refused[k] += v
+			}
+		}
 		lu.removed += r.lu.removed
 		lu.laterUsed += r.lu.laterUsed
 		lu.tp += r.lu.tp
@@ -165,6 +181,7 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 		pres.falsePr += p.falsePr
 		pres.unproven += p.unproven
 		pres.traps += p.traps
+		pres.falseUnrecoverable += p.falseUnrecoverable
 		pres.safeWorth += p.safeWorth
 		pres.safePruned += p.safePruned
 		pres.critical += p.critical
@@ -172,6 +189,12 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 		pres.refs += p.refs
 		pres.refsOK += p.refsOK
 		pres.falseItems = append(pres.falseItems, p.falseItems...)
+		for prov, rc := range r.recovery {
+			if recovery == nil {
+				recovery = map[string]scheduler.RecoveryCost{}
+			}
+			recovery[prov] = addRecovery(recovery[prov], rc)
+		}
 		for st, b := range r.beh {
 			a := beh[st]
 			if a.byKind == nil {
@@ -191,7 +214,7 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 	red.NetTokensRemoved = red.TokensRemoved - red.PlaceholderTokens
 	cr.Preservation = Preservation{
 		Prunes: pres.prunes, SafePrunes: pres.safe, FalsePrunes: pres.falsePr, TrapsPruned: pres.traps,
-		UnprovenPrunes: pres.unproven, FalsePruneRate: ratio(pres.falsePr, pres.prunes),
+		UnprovenPrunes: pres.unproven, FalsePruneRate: ratio(pres.falsePr, pres.prunes), FalsePrunesUnrecoverable: pres.falseUnrecoverable,
 		Precision: 1, Recall: ratio(pres.safePruned, pres.safeWorth),
 		CriticalItems: pres.critical, CriticalIntact: pres.criticalIntact,
 		RecoverableRefs: pres.refs, RecoverableOK: pres.refsOK,
@@ -216,6 +239,17 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 		Probes: b.probes, Passed: b.passed, ProbePassRate: ratio(b.passed, b.probes),
 		RecoveredViaPlaceholder: b.recoverable, Lost: b.probes - b.passed - b.recoverable,
 		ByKind: map[string]KindCount{}, ByStrategy: map[string]float64{},
+		AnsweredWithRecovery: b.passed + b.recoverable, AnswerRateWithRecovery: ratio(b.passed+b.recoverable, b.probes),
+	}
+	for prov, rc := range recovery {
+		rc.PromptCost, rc.OutputCost, rc.Cost = round(rc.PromptCost), round(rc.OutputCost), round(rc.Cost)
+		recovery[prov] = rc
+	}
+	cr.Economics.Recovery = recovery
+	cr.AgentRequests = agent
+	if rc, ok := recovery["anthropic"]; ok {
+		cr.Behaviour.Recoveries, cr.Behaviour.RecoveryRequests = rc.Recoveries, rc.Requests
+		cr.Behaviour.RecoveryTokens, cr.Behaviour.RecoveryCost = rc.Tokens, rc.Cost
 	}
 	for k, v := range b.byKind {
 		cr.Behaviour.ByKind[k] = KindCount{Probes: v[0], Passed: v[1], Recoverable: v[2]}
@@ -260,10 +294,23 @@ func aggregate(c condition, per []*sessionRun) ConditionResult {
 			cr.Economics.Runs = append(cr.Economics.Runs, e)
 			if prov == "anthropic" && st == c.primary {
 				cr.Economics.Cost = e.Cost
+				cr.Economics.CostWithRecoveries = round(e.Cost + cr.Behaviour.RecoveryCost)
 			}
 		}
 	}
 	return cr
+}
+
+// addRecovery sums two sessions' recovery costs.
+func addRecovery(a, b scheduler.RecoveryCost) scheduler.RecoveryCost {
+	a.Recoveries += b.Recoveries
+	a.Requests += b.Requests
+	a.Tokens += b.Tokens
+	a.Output += b.Output
+	a.PromptCost += b.PromptCost
+	a.OutputCost += b.OutputCost
+	a.Cost += b.Cost
+	return a
 }
 
 func addCounts(dst map[string]Count, src map[string]count) {
@@ -304,6 +351,7 @@ func finishEconomics(res *Results) {
 			e.CostChange = pctChange(e.Cost, base[e.Provider].Cost)
 			if e.Provider == "anthropic" && e.Strategy == c.Timing {
 				c.Economics.CostChange = e.CostChange
+				c.Economics.CostWithRecoveriesChange = pctChange(c.Economics.CostWithRecoveries, base[e.Provider].Cost)
 				c.Reduction.OccupancyReduction = 0 - pctChange(float64(e.Prompt), float64(base[e.Provider].Prompt))
 				if c.Reduction.OccupancyReduction == 0 {
 					c.Reduction.OccupancyReduction = 0 // no "-0"

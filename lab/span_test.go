@@ -20,7 +20,7 @@ func TestSpanProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cond condition
-	for _, c := range conditions() {
+	for _, c := range mustConditions(t) {
 		if c.name == CondD {
 			cond = c
 		}

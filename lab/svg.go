@@ -11,7 +11,7 @@ import (
 
 // Chart colours, by row kind and by strategy.
 var (
-	kindColour     = map[string]string{"condition": "#1f77b4", "opt-in": "#2ca02c", "opt-out": "#9467bd", "peer": "#d62728"}
+	kindColour     = map[string]string{"condition": "#1f77b4", "opt-in": "#2ca02c", "opt-out": "#9467bd", "agent": "#ff7f0e", "peer": "#d62728"}
 	strategyColour = map[string]string{StrategyNone: "#7f7f7f", StrategyImmediate: "#ff7f0e", StrategyScheduled: "#1f77b4"}
 )
 
@@ -250,13 +250,15 @@ func WriteSavedVsFalseSVG(w io.Writer, r *Results) error {
 	s.placeLabels(pts, box{x0 + 2, y0, x0 + pw, y0 + ph - 2})
 	lx := x0 + pw + 30
 	s.text(lx, y0+10, "start", 12, "bold", "Kinds")
-	for k, kind := range []string{"condition", "opt-in", "opt-out", "peer"} {
+	kinds := []string{"condition", "opt-in", "opt-out", "agent", "peer"}
+	for k, kind := range kinds {
 		y := y0 + 30 + float64(k)*20
 		s.circle(lx+5, y-4, 5, kindColour[kind])
 		s.text(lx+16, y, "start", 11, "normal", kind)
 	}
-	s.ring(lx+5, y0+30+4*20-4, 9, defaultStroke)
-	s.text(lx+20, y0+30+4*20, "start", 11, "normal", "shipped default")
+	ky := y0 + 30 + float64(len(kinds))*20
+	s.ring(lx+5, ky-4, 9, defaultStroke)
+	s.text(lx+20, ky, "start", 11, "normal", "shipped default")
 	y := s.rowLegend(40, y0+ph+70, width-80, "Rows (marker: kind)", r.Conditions, func(c ConditionResult, x, y float64) {
 		s.circle(x, y, 5, kindColour[c.Kind])
 	})
@@ -277,7 +279,7 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 	width := int(x0) + 40 + n*int(colW)
 	const panelH, evidH = 220.0, 150.0
 	evidTop := 60 + float64(len(providers))*(panelH+90) + 20
-	legendTop := evidTop + evidH + 128
+	legendTop := evidTop + evidH + 148
 	height := int(legendTop) + 18 + 16*n + 20
 	s := newSVG(width, height, "Prompt cost per row and strategy (USD, production cache model), with the evidence each row kept")
 	pw := float64(n) * colW
@@ -321,6 +323,10 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 				if e.Strategy == c.Timing {
 					s.rect(x, fy(e.Cost), bw-2, h, strategyColour[e.Strategy])
 					s.outline(x, fy(e.Cost), bw-2, h, "#000", 1.5)
+					if rc := c.Economics.Recovery[prov]; rc.Cost > 0 {
+						y := fy(e.Cost + rc.Cost)
+						s.rect(x-3, y-1.5, bw+4, 3, recoveryColour)
+					}
 				} else {
 					s.fadedRect(x, fy(e.Cost), bw-2, h, strategyColour[e.Strategy], 0.35)
 				}
@@ -338,19 +344,20 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 	top := evidTop
 	highlight(top, evidH)
 	_, fy := s.axes(x0, top, pw, evidH, 1, 100, "", "evidence kept (%)", false)
-	s.text(x0+pw/2, top-16, "middle", 13, "bold", "evidence kept under the row's own timing: probes passed and critical items intact")
+	s.text(x0+pw/2, top-16, "middle", 13, "bold", "evidence kept under the row's own timing: probes passed, answered with one recovery, critical items intact")
 	for i, c := range r.Conditions {
 		gx := colX(i) + 12
 		probes := 100 * c.Behaviour.ProbePassRate
+		answered := 100 * c.Behaviour.AnswerRateWithRecovery
 		critical := 100.0
 		if c.Preservation.CriticalItems > 0 {
 			critical = 100 * float64(c.Preservation.CriticalIntact) / float64(c.Preservation.CriticalItems)
 		}
-		for k, v := range []float64{probes, critical} {
-			x := gx + float64(k)*33
+		for k, v := range []float64{probes, answered, critical} {
+			x := gx + float64(k)*22
 			colour := evidenceColour[k]
-			s.rect(x, fy(v), 31, fy(0)-fy(v), colour)
-			s.text(x+15.5, fy(v)-3, "middle", 9, "normal", fmt.Sprintf("%.0f", v))
+			s.rect(x, fy(v), 20, fy(0)-fy(v), colour)
+			s.text(x+10, fy(v)-3, "middle", 9, "normal", fmt.Sprintf("%.0f", v))
 		}
 		s.text(gx+33, top+evidH+18, "middle", 11, "bold", c.Name)
 	}
@@ -366,8 +373,11 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 	s.outline(lx+360, ly-10, 12, 12, "#000", 1.5)
 	s.text(lx+378, ly, "start", 11, "normal", "solid, outlined: the row's own timing; faded: the other strategy, for comparison")
 	ly += 20
-	for k, name := range []string{"probes passed (evidence a probe needs is still in context)", "critical items (needed and trap) never pruned"} {
-		x := lx + float64(k)*420
+	s.rect(lx, ly-6, 14, 3, recoveryColour)
+	s.text(lx+18, ly, "start", 11, "normal", "bar over the row's own timing: its cost with recoveries (each removed item a probe needs fetched back once with context_recover, priced by the cache model)")
+	ly += 20
+	for k, name := range []string{"probes passed (evidence still in context)", "probes answered with one recovery", "critical items (needed and trap) never pruned"} {
+		x := lx + float64(k)*300
 		s.rect(x, ly-10, 12, 12, evidenceColour[k])
 		s.text(x+18, ly, "start", 11, "normal", name)
 	}
@@ -379,5 +389,9 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 	return s.write(w)
 }
 
-// evidenceColour: probes passed, critical items intact.
-var evidenceColour = []string{"#2ca02c", "#98df8a"}
+// evidenceColour: probes passed, answered with one recovery, critical
+// items intact.
+var evidenceColour = []string{"#2ca02c", "#17becf", "#98df8a"}
+
+// recoveryColour marks a row's cost with recoveries.
+const recoveryColour = "#e377c2"

@@ -93,6 +93,13 @@ func ParseHandle(s string) (int, bool) {
 	return n, true
 }
 
+// NamesRecovery reports whether the rendered placeholder text names the
+// recovery of the item at index: it ends with the recovery tool and that
+// item's handle (", context_recover #N]"), as Render writes it.
+func NamesRecovery(text string, index int) bool {
+	return strings.HasSuffix(text, ", "+string(agenttools.Recover)+" "+Handle(index)+"]")
+}
+
 // WriteRule writes why an item left as placeholders and the text view
 // show it: "L0 DUPLICATE_OUTPUT", or the reason alone when the rule has no
 // rung (errored inputs, manual prunes).

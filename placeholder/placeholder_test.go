@@ -120,3 +120,27 @@ func TestCountIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesRecovery: a placeholder names the recovery of its own item and
+// of no other; the old ", recover #N]" form and a span line do not count.
+func TestNamesRecovery(t *testing.T) {
+	own := Render(Spec{Part: PartOutput, Tool: "Read", Source: "a.go", Rung: events.L0, Reason: events.ReasonDuplicateOutput, Tokens: 900, Item: Handle(7)})
+	for _, c := range []struct {
+		name  string
+		text  string
+		index int
+		want  bool
+	}{
+		{"own handle", own, 7, true},
+		{"another item", own, 17, false},
+		{"prefix of a longer handle", own, 0, false},
+		{"old form", "[prunesched: output of Read a.go, L0 DUPLICATE_OUTPUT, 900 tokens, recover #7]", 7, false},
+		{"no handle", Render(Spec{Part: PartOutput, Tool: "Read", Tokens: 900}), 7, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := NamesRecovery(c.text, c.index); got != c.want {
+				t.Fatalf("NamesRecovery(%q, %d) = %v, want %v", c.text, c.index, got, c.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,15 @@ import (
 // carries. Items first needed by the same answer are fetched by one
 // answer with one call each (parallel tool calls) and one extra request.
 
+// RecoveryAnswerTokens is the output tokens assumed for one recovery call
+// (the model's answer asking context_recover for one handle: a tool_use
+// block with the tool's name, an id and the handle, with a few words
+// around it). A fixed number, so that the figure is the same on every
+// machine and every session: a context_recover call is about 40 tokens,
+// and 60 leaves room for the words a model adds before a tool call.
+// analyze --compare and the lab price recoveries with it.
+const RecoveryAnswerTokens = 60
+
 // Recovery is one removed item the model fetches back.
 type Recovery struct {
 	// Item is the removed item's id.

@@ -109,8 +109,9 @@ func TestGoldenAnalyze(t *testing.T) {
 }
 
 // TestGoldenLab: the lab's results.json (seed 0, 12 sessions) is unchanged.
+// The files go to a temporary directory, not the package's lab-out.
 func TestGoldenLab(t *testing.T) {
-	code, out, errOut := runT(t, "lab", "--json", "--quiet")
+	code, out, errOut := runT(t, "lab", "--json", "--quiet", "--out", t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
