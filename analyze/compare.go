@@ -72,7 +72,7 @@ func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareRe
 		res.Recommendation, err = compare.Recommend(ctx, in, blobs, tc, compare.Limits{Risk: opt.Risk, RecoveryBudget: opt.RecoveryBudget}, step("recommend"))
 		return res, err
 	}
-	rows := lab.Rows(opt.MaskWindow)
+	rows := compare.Rows(opt.MaskWindow)
 	if opt.PolicyName != "" {
 		rows = append(rows, lab.PolicyRow(opt.PolicyName, "candidate", "the policy given with --policy", scheduler.StrategyScheduled, cfg.Policy))
 	}
