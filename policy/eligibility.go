@@ -109,12 +109,15 @@ type Recoverable struct {
 	MinTokens int `yaml:"min_tokens,omitempty" json:"min_tokens,omitempty"`
 }
 
-// Defaults of the recoverable policy's fields (tuned on the shared Claude
-// Code traces with analyze --compare: see docs/cli.md).
+// Defaults of the recoverable policy's fields, tuned on the 8 shared
+// Claude Code traces with analyze --compare (docs/cli.md): the lowest cost
+// with recoveries of a grid over horizon 5-40, quiet 3-20 and min_tokens
+// 300-3000. The horizon equals the quiet stretch, which is counted from
+// the output's entry when the agent never used its terms.
 const (
-	DefaultRecoverableHorizonRequests = 20
+	DefaultRecoverableHorizonRequests = 10
 	DefaultRecoverableQuietRequests   = 10
-	DefaultRecoverableMinTokens       = 500
+	DefaultRecoverableMinTokens       = 600
 )
 
 // RecoverableOn returns the effective recoverable policy and whether it
