@@ -72,7 +72,7 @@ func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareRe
 		res.Recommendation, err = compare.Recommend(ctx, in, blobs, tc, compare.Limits{Risk: opt.Risk, RecoveryBudget: opt.RecoveryBudget}, step("recommend"))
 		return res, err
 	}
-	rows, err := lab.Rows(opt.MaskWindow)
+	rows, err := compare.Rows(opt.MaskWindow)
 	if err != nil {
 		return res, err
 	}

@@ -121,6 +121,33 @@ func TestCompareRealTraces(t *testing.T) {
 	}
 }
 
+// TestRows: R, the opt-in recoverable policy, runs right after the
+// production rows, with the recoverable policy on.
+func TestRows(t *testing.T) {
+	rows, err := Rows(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labRows, err := lab.Rows(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	got := strings.Join(names, ",")
+	if !strings.Contains(got, lab.CondNoSpan+","+RowRecoverable+","+lab.CondE) || len(rows) != len(labRows)+1 {
+		t.Fatalf("rows %s", got)
+	}
+	for _, r := range rows {
+		_, on := r.Policy.Eligibility.RecoverableOn()
+		if on != (r.Name == RowRecoverable) {
+			t.Errorf("%s: recoverable %v", r.Name, on)
+		}
+	}
+}
+
 // TestRecommend: the recommendation is a policy file --policy accepts, and
 // it is the cheapest candidate within the bound.
 func TestRecommend(t *testing.T) {

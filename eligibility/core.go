@@ -35,6 +35,7 @@ const (
 	sL3
 	sErr
 	sL4
+	sCold // L4 COLD_RECOVERABLE (the opt-in recoverable policy)
 	sSpan // L1 span: a partial prune, only when nothing removes the whole item
 	nSlots
 )
@@ -269,6 +270,16 @@ type Core struct {
 	l4wake      map[int][]*item
 	refs        map[string][]*item // L4: reference key -> unreferenced outputs
 
+	// The recoverable policy (cold_recoverable.go): rec is its effective
+	// configuration when recOn; cold the outputs watched, termLast the
+	// model request of the agent's latest use of each watched term (-1:
+	// none yet), coldWake the outputs to check per model request count.
+	rec      policy.Recoverable
+	recOn    bool
+	cold     map[*item]*coldItem
+	termLast map[uint64]int32
+	coldWake map[int][]*item
+
 	// canon caches canonicalJSON by the raw argument bytes (the parsed
 	// value is never modified, so calls with the same bytes share it).
 	canon map[string]*canonArgs
@@ -335,9 +346,12 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.el = &c.pol.Eligibility
 	c.byID.seed = maphash.MakeSeed()
 	c.cls = newClassifier(c.el)
+	if c.rec, c.recOn = c.el.RecoverableOn(); c.recOn {
+		c.cold, c.termLast, c.coldWake = map[*item]*coldItem{}, map[uint64]int32{}, map[int][]*item{}
+	}
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),
-		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true,
+		sL3: c.el.RungEnabled("L3"), sErr: c.el.ErroredEnabled(), sL4: true, sCold: c.recOn,
 		sSpan: c.el.SpanRefsEnabled() && c.el.RungEnabled("L1"),
 	}
 	c.resetIndexes()

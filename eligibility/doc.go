@@ -6,7 +6,8 @@
 // residue, estimated tokens net of the placeholder, policy version).
 //
 // It owns the evidence ladder (identical_l0.go, source_l1.go, superseded_l2.go,
-// residue_l3.go, predicted_l4.go; keep_copy.go says which of two copies
+// residue_l3.go, predicted_l4.go; cold_recoverable.go is the opt-in
+// recoverable policy, L4 COLD_RECOVERABLE; keep_copy.go says which of two copies
 // stays; span_l1.go is the L1 span, a partial prune that renders an
 // output's repeated runs as references to an earlier output, whose lines it
 // reads through SetContent when outputs are stored by content address),

@@ -23,6 +23,9 @@ func (c *Core) onMessage(ev events.Event, p *events.Message) {
 		it.msgProt = pSystemPrompt
 	}
 	c.reference(p.Text)
+	if p.Role == events.RoleAssistant {
+		c.coldUse(p.Text)
+	}
 }
 
 func (c *Core) onModelRequest() {
@@ -39,6 +42,10 @@ func (c *Core) onModelRequest() {
 		for _, it := range its {
 			c.l4Due(it)
 		}
+	}
+	if its, ok := c.coldWake[c.requests]; ok {
+		delete(c.coldWake, c.requests)
+		c.coldDue(its)
 	}
 }
 

@@ -34,9 +34,11 @@ import (
 //   - UNIQUE_EVIDENCE: a pruned item must have a survivor in context or a
 //     recoverable source. For L0/L1/L2 the survivor chain (survivor, its
 //     survivor, ...) must end at an item in context that is not pruned; for
-//     L4 the source must still be at the version read. L3 rests on its own
-//     evidence (the consequence recorded elsewhere) and errored inputs on
-//     their residue;
+//     L4 PREDICTED_IRRELEVANT the source must still be at the version read;
+//     L4 COLD_RECOVERABLE (recoverable from the log) must not be what
+//     pruned copies or span references rely on, nor record a closed
+//     subtask's consequence. L3 rests on its own evidence (the consequence
+//     recorded elsewhere) and errored inputs on their residue;
 //   - RECENT_TURN: the last eligibility.protect_recent_turns turns (default
 //     2), where a turn is one model request: an item is protected while fewer
 //     than N model requests were dispatched after it entered the log. Only
@@ -83,7 +85,17 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 			// they were: the earlier read itself, not a copy of it.
 			m |= pNoSurvivor
 		}
-		if cand.rung == events.L4 && cand.source == "" {
+		if cand.reason == events.ReasonColdRecoverable {
+			// Recoverable from the log, not from a source (see
+			// cold_recoverable.go); no survivor, so unique evidence is
+			// what others rely on.
+			if it.survRefs > 0 {
+				m |= pReliedOn
+			}
+			if len(it.conseqOf()) > 0 {
+				m |= pConsequence
+			}
+		} else if cand.rung == events.L4 && cand.source == "" {
 			m |= pNoSource
 		}
 		if n := c.el.RecentTurns(); wantRecent && c.requests-int(it.req) < n && !copyInFront(it, cand) {

@@ -123,6 +123,7 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 		c.l1Span(out, p)
 	}
 	c.l4Register(out)
+	c.coldRegister(out, p)
 }
 
 func containsStr(xs []string, s string) bool {

@@ -1,3 +1,14 @@
+// Package lateruse computes the later-use signal: a proxy, not ground
+// truth, for a false prune on a real session, where no labels exist. An
+// item removed from the rendered context at request k counts as
+// later-used when a distinctive term (terms.Of) that appears in the item,
+// and nowhere else in the context rendered right after the removal,
+// appears after k in the agent's own messages or tool inputs: the agent
+// went on to use something it could only have had from the removed item
+// (or found again another way: hence a proxy).
+//
+// It reads facts, marks and applications and replays them through the
+// production projection; it decides nothing and stores nothing.
 package lateruse
 
 import (
@@ -8,6 +19,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/terms"
 )
 
 // Removal is one item taken out of the rendered context (whole, or the
@@ -81,7 +93,7 @@ func Evaluate(ctx context.Context, facts, marks, apps []events.Event, blobs proj
 				if bi.Kind == projections.ItemToolUse {
 					r.InputOf = bi.Tool
 				}
-				for _, t := range Terms(orig) {
+				for _, t := range terms.Of(orig) {
 					if ctxTerms.count[t] == 0 {
 						r.Unique = append(r.Unique, t)
 					}
@@ -142,7 +154,7 @@ func markUses(facts []events.Event, rs []Removal) {
 		default:
 			continue
 		}
-		for _, t := range Terms(text) {
+		for _, t := range terms.Of(text) {
 			uses[t] = append(uses[t], i)
 		}
 	}
@@ -206,7 +218,7 @@ func (c *contextTerms) update(ctx context.Context, items []projections.BundleIte
 		} else {
 			c.add(it.terms, -1)
 		}
-		it.state, it.terms, it.gen = st, Terms(text), c.gen
+		it.state, it.terms, it.gen = st, terms.Of(text), c.gen
 		c.add(it.terms, 1)
 		changed = append(changed, bi)
 	}
@@ -219,8 +231,8 @@ func (c *contextTerms) update(ctx context.Context, items []projections.BundleIte
 	return changed, nil
 }
 
-func (c *contextTerms) add(terms []string, d int) {
-	for _, t := range terms {
+func (c *contextTerms) add(ts []string, d int) {
+	for _, t := range ts {
 		if c.count[t] += d; c.count[t] == 0 {
 			delete(c.count, t)
 		}

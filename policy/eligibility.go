@@ -76,6 +76,84 @@ type Eligibility struct {
 	// SpanMinLines is the shortest run of repeated lines a span reference
 	// replaces. Default DefaultSpanMinLines (8).
 	SpanMinLines int `yaml:"span_min_lines,omitempty" json:"span_min_lines,omitempty"`
+	// Recoverable is the opt-in recoverable policy (reason
+	// COLD_RECOVERABLE): tool outputs that have gone cold leave the
+	// context, recoverable by handle (context_recover), not proven
+	// redundant. Default: off (nil, the same policy version as
+	// enabled: false).
+	Recoverable *Recoverable `yaml:"recoverable,omitempty" json:"recoverable,omitempty"`
+}
+
+// Recoverable configures the opt-in recoverable policy. A successful tool
+// output is cold once it is older than HorizonRequests model requests and
+// no distinctive term of it (package terms) has appeared in the agent's
+// messages or tool inputs for QuietRequests model requests; a cold output
+// of at least MinTokens tokens is pruned (L4 COLD_RECOVERABLE) where no
+// protection stands. Age is never enough on its own. A zero field means
+// its default.
+type Recoverable struct {
+	// Enabled turns the policy on. Default false.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// HorizonRequests is how many model requests an output must have been
+	// in the log before it can be cold. Default
+	// DefaultRecoverableHorizonRequests.
+	HorizonRequests int `yaml:"horizon_requests,omitempty" json:"horizon_requests,omitempty"`
+	// QuietRequests is how many model requests must have passed since the
+	// agent last used one of the output's distinctive terms (or since the
+	// output entered, when it never did). Default
+	// DefaultRecoverableQuietRequests.
+	QuietRequests int `yaml:"quiet_requests,omitempty" json:"quiet_requests,omitempty"`
+	// MinTokens is the smallest output the policy removes: below it a
+	// recovery, should it be needed, costs more than the removal saves.
+	// Default DefaultRecoverableMinTokens.
+	MinTokens int `yaml:"min_tokens,omitempty" json:"min_tokens,omitempty"`
+}
+
+// Defaults of the recoverable policy's fields, tuned on the 8 shared
+// Claude Code traces with analyze --compare (docs/cli.md): the lowest cost
+// with recoveries of a grid over horizon 5-40, quiet 3-20 and min_tokens
+// 300-3000. The horizon equals the quiet stretch, which is counted from
+// the output's entry when the agent never used its terms.
+const (
+	DefaultRecoverableHorizonRequests = 10
+	DefaultRecoverableQuietRequests   = 10
+	DefaultRecoverableMinTokens       = 600
+)
+
+// RecoverableOn returns the effective recoverable policy and whether it
+// is enabled. The result has every default filled in.
+func (e *Eligibility) RecoverableOn() (Recoverable, bool) {
+	if e.Recoverable == nil || !e.Recoverable.Enabled {
+		return Recoverable{}, false
+	}
+	r := *e.Recoverable
+	r.setDefaults()
+	return r, true
+}
+
+func (r *Recoverable) setDefaults() {
+	if r.HorizonRequests == 0 {
+		r.HorizonRequests = DefaultRecoverableHorizonRequests
+	}
+	if r.QuietRequests == 0 {
+		r.QuietRequests = DefaultRecoverableQuietRequests
+	}
+	if r.MinTokens == 0 {
+		r.MinTokens = DefaultRecoverableMinTokens
+	}
+}
+
+func (r *Recoverable) validate() error {
+	if r.HorizonRequests < 0 {
+		return fmt.Errorf("horizon_requests: must be >= 0")
+	}
+	if r.QuietRequests < 0 {
+		return fmt.Errorf("quiet_requests: must be >= 0")
+	}
+	if r.MinTokens < 0 {
+		return fmt.Errorf("min_tokens: must be >= 0")
+	}
+	return nil
 }
 
 // Determinism classes accepted in Eligibility.Tools.
@@ -175,6 +253,15 @@ func (e *Eligibility) setDefaults() {
 	if e.SpanRefs != nil && *e.SpanRefs {
 		e.SpanRefs = nil // the default: same version as omitted
 	}
+	if r := e.Recoverable; r != nil {
+		if !r.Enabled && *r == (Recoverable{}) {
+			e.Recoverable = nil // the default: same version as omitted
+		} else if r.Enabled {
+			d := *r // a copy: policies are copied by value and share the pointer
+			d.setDefaults()
+			e.Recoverable = &d
+		}
+	}
 }
 
 func (e *Eligibility) validate() error {
@@ -222,6 +309,11 @@ func (e *Eligibility) validate() error {
 	}
 	if e.L4MinAgeRequests < 0 {
 		return fmt.Errorf("l4_min_age_requests: must be >= 0")
+	}
+	if r := e.Recoverable; r != nil {
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("recoverable.%w", err)
+		}
 	}
 	if e.Rungs != nil && len(e.Rungs) == 0 {
 		return fmt.Errorf("rungs: empty (list at least one of L0, L1, L2, L3, or omit it for all)")

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,29 @@ func TestEligibilityParse(t *testing.T) {
 				t.Errorf("got %d", e.MinPruneTokens)
 			}
 		}},
+		{"recoverable defaults", "eligibility:\n  recoverable: {enabled: true}\n", func(t *testing.T, e Eligibility) {
+			r, on := e.RecoverableOn()
+			want := Recoverable{Enabled: true, HorizonRequests: DefaultRecoverableHorizonRequests,
+				QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens}
+			if !on || r != want || *e.Recoverable != want {
+				t.Errorf("got %+v %v (field %+v)", r, on, e.Recoverable)
+			}
+		}},
+		{"recoverable set", "eligibility:\n  recoverable:\n    enabled: true\n    horizon_requests: 7\n    quiet_requests: 3\n    min_tokens: 100\n", func(t *testing.T, e Eligibility) {
+			if r, on := e.RecoverableOn(); !on || r != (Recoverable{Enabled: true, HorizonRequests: 7, QuietRequests: 3, MinTokens: 100}) {
+				t.Errorf("got %+v %v", r, on)
+			}
+		}},
+		{"recoverable off", "eligibility:\n  recoverable: {enabled: false}\n", func(t *testing.T, e Eligibility) {
+			if _, on := e.RecoverableOn(); on || e.Recoverable != nil {
+				t.Errorf("got %+v %v", e.Recoverable, on)
+			}
+		}},
+		{"recoverable off with fields", "eligibility:\n  recoverable: {horizon_requests: 9}\n", func(t *testing.T, e Eligibility) {
+			if _, on := e.RecoverableOn(); on {
+				t.Errorf("on without enabled: %+v", e.Recoverable)
+			}
+		}},
 		{"l4", "eligibility:\n  l4: true\n  l4_min_age_requests: 3\n", func(t *testing.T, e Eligibility) {
 			if !e.L4 || e.L4MinAgeRequests != 3 {
 				t.Errorf("got %v %d", e.L4, e.L4MinAgeRequests)
@@ -110,6 +134,10 @@ func TestEligibilityParseErrors(t *testing.T) {
 		{"negative min tokens", "eligibility:\n  errored_input_min_tokens: -2\n", "eligibility.errored_input_min_tokens"},
 		{"negative min prune", "eligibility:\n  min_prune_tokens: -1\n", "eligibility.min_prune_tokens"},
 		{"negative l4 age", "eligibility:\n  l4_min_age_requests: -1\n", "eligibility.l4_min_age_requests"},
+		{"negative recoverable horizon", "eligibility:\n  recoverable: {enabled: true, horizon_requests: -1}\n", "eligibility.recoverable.horizon_requests"},
+		{"negative recoverable quiet", "eligibility:\n  recoverable: {enabled: true, quiet_requests: -3}\n", "eligibility.recoverable.quiet_requests"},
+		{"negative recoverable floor", "eligibility:\n  recoverable: {min_tokens: -5}\n", "eligibility.recoverable.min_tokens"},
+		{"unknown recoverable key", "eligibility:\n  recoverable: {enabled: true, horizon: 3}\n", "horizon"},
 		{"bad file pattern", "eligibility:\n  protected_files: ['[']\n", "eligibility.protected_files[0]"},
 		{"bad rule pattern", "eligibility:\n  project_rule_files: ['[']\n", "eligibility.project_rule_files[0]"},
 	}
@@ -132,6 +160,13 @@ func TestEligibilityVersionChanges(t *testing.T) {
 	c, _ := Parse([]byte(""))
 	if b.Version() != c.Version() {
 		t.Fatal("explicit default changes the version")
+	}
+	off, _ := Parse([]byte("eligibility:\n  recoverable: {enabled: false}\n"))
+	on, _ := Parse([]byte("eligibility:\n  recoverable: {enabled: true}\n"))
+	onExplicit, _ := Parse(fmt.Appendf(nil, "eligibility:\n  recoverable: {enabled: true, horizon_requests: %d, quiet_requests: %d, min_tokens: %d}\n",
+		DefaultRecoverableHorizonRequests, DefaultRecoverableQuietRequests, DefaultRecoverableMinTokens))
+	if off.Version() != c.Version() || on.Version() == c.Version() || on.Version() != onExplicit.Version() {
+		t.Fatalf("recoverable versions: off %s default %s on %s explicit %s", off.Version(), c.Version(), on.Version(), onExplicit.Version())
 	}
 }
 

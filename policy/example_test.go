@@ -15,6 +15,31 @@ func TestExamplePolicyLoads(t *testing.T) {
 	if p.Version() == d.Version() {
 		t.Error("the example changes protected tools and files, so its version must differ from the default's")
 	}
+	if _, on := p.Eligibility.RecoverableOn(); on {
+		t.Error("the example turns the recoverable policy on")
+	}
+}
+
+// TestRecoverableExampleLoads: examples/recoverable.yaml is the default
+// with the recoverable policy on at its documented defaults.
+func TestRecoverableExampleLoads(t *testing.T) {
+	p, err := Load("../examples/recoverable.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, on := p.Eligibility.RecoverableOn()
+	want := Recoverable{Enabled: true, HorizonRequests: DefaultRecoverableHorizonRequests,
+		QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens}
+	if !on || r != want {
+		t.Errorf("recoverable %+v %v, want %+v", r, on, want)
+	}
+	var d Policy
+	d.Name = "recoverable"
+	d.Eligibility.Recoverable = &Recoverable{Enabled: true}
+	d.SetDefaults()
+	if p.Version() != d.Version() {
+		t.Errorf("version %s, want the defaults' %s", p.Version(), d.Version())
+	}
 }
 
 // TestSetDefaultsDoesNotWriteSharedMaps: copies of one Policy are defaulted

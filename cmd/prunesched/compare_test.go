@@ -65,7 +65,7 @@ func TestAnalyzeCompare(t *testing.T) {
 	if len(res.Sessions) != 1 || len(res.Failed) != 1 {
 		t.Fatalf("%d sessions, %d failed; want 1 and 1", len(res.Sessions), len(res.Failed))
 	}
-	want := map[string]bool{"B": false, "C": false, "D": false, "D-span": false, "D+L3": false, "E": false, "DCP": false,
+	want := map[string]bool{"B": false, "C": false, "D": false, "D-span": false, "D+L3": false, "R": false, "E": false, "DCP": false,
 		"clear_tool_uses": false, "masking-4": false, "policy mine.yaml": false}
 	for _, list := range [][]map[string]any{res.Comparison, res.Sessions[0].Comparison} {
 		timings := map[string]int{}

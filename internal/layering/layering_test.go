@@ -211,6 +211,37 @@ func TestLayering(t *testing.T) {
 			},
 		},
 		{
+			// terms is the one definition of a distinctive term, shared
+			// by the eligibility core (the cold rule) and the later-use
+			// signal: a leaf that imports nothing of the module.
+			name: "terms is a leaf",
+			check: func(p string) []string {
+				if p != "terms" {
+					return nil
+				}
+				return prefixed("imports ", pkgs[p].imports, func(string) bool { return true })
+			},
+		},
+		{
+			// The eligibility core is a pure function of the facts: it
+			// reaches none of the offline evaluation (the later-use
+			// signal, the comparison, the lab) nor projections.
+			name: "eligibility reaches no offline evaluation",
+			check: func(p string) []string {
+				if p != "eligibility" {
+					return nil
+				}
+				var out []string
+				ds := deps(pkgs, p)
+				for _, bad := range []string{"lateruse", "compare", "lab", "projections"} {
+					if chain, ok := ds[bad]; ok {
+						out = append(out, "reaches "+bad+": "+strings.Join(chain, " -> "))
+					}
+				}
+				return out
+			},
+		},
+		{
 			// toolspec is the leaf the cores, the importers, projections and
 			// analyze share: it imports nothing of the module but events.
 			name: "toolspec is a leaf",

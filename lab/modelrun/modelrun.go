@@ -26,7 +26,7 @@ import (
 
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/lab"
-	"github.com/prunesched/prunesched/lateruse"
+	"github.com/prunesched/prunesched/terms"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -92,22 +92,22 @@ type Report struct {
 
 // ScorerNote says how Score decides.
 const ScorerNote = "an answer succeeds when it contains the probe's ground-truth evidence (case and runs of white space ignored), " +
-	"or every distinctive term of it (paths, file names, identifiers, numbers of 4+ digits, error codes, hashes: lateruse.Terms) when it has any"
+	"or every distinctive term of it (paths, file names, identifiers, numbers of 4+ digits, error codes, hashes: terms.Of) when it has any"
 
 // Score reports whether answer gives the probe's ground truth: the
 // evidence string itself, compared with case folded and runs of white
 // space collapsed, or, when the evidence has distinctive terms
-// (lateruse.Terms), every one of them (case folded). Deterministic.
+// (terms.Of), every one of them (case folded). Deterministic.
 func Score(answer, evidence string) bool {
 	a := normalize(answer)
 	if e := normalize(evidence); e != "" && strings.Contains(a, e) {
 		return true
 	}
-	terms := lateruse.Terms(evidence)
-	if len(terms) == 0 {
+	ts := terms.Of(evidence)
+	if len(ts) == 0 {
 		return false
 	}
-	for _, t := range terms {
+	for _, t := range ts {
 		if !strings.Contains(a, strings.ToLower(t)) {
 			return false
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/lab"
 	"github.com/prunesched/prunesched/lab/fixtures"
-	"github.com/prunesched/prunesched/lateruse"
+	"github.com/prunesched/prunesched/terms"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -316,7 +316,7 @@ func TestScore(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Score(c.answer, c.evidence); got != c.want {
-				t.Fatalf("Score(%q, %q) = %v (terms %q)", c.answer, c.evidence, got, lateruse.Terms(c.evidence))
+				t.Fatalf("Score(%q, %q) = %v (terms %q)", c.answer, c.evidence, got, terms.Of(c.evidence))
 			}
 		})
 	}

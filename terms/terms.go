@@ -1,15 +1,13 @@
-// Package lateruse computes the later-use signal: a proxy, not ground
-// truth, for a false prune on a real session, where no labels exist. An
-// item removed from the rendered context at request k counts as
-// later-used when a distinctive term (Terms) that appears in the item,
-// and nowhere else in the context rendered right after the removal,
-// appears after k in the agent's own messages or tool inputs: the agent
-// went on to use something it could only have had from the removed item
-// (or found again another way: hence a proxy).
+// Package terms owns the one definition of a distinctive term: the words
+// of a text (paths, file names, identifiers, numbers, error codes, hashes)
+// that a reader could only have from that text, so that seeing one again
+// elsewhere says the text was used. The later-use signal (package
+// lateruse) and the eligibility core's cold rule (COLD_RECOVERABLE) both
+// read it.
 //
-// It reads facts, marks and applications and replays them through the
-// production projection; it decides nothing and stores nothing.
-package lateruse
+// It must not import anything of the module: it is a leaf, pure and
+// deterministic, shared by the core and offline evaluation.
+package terms
 
 import "strings"
 
@@ -38,9 +36,9 @@ import "strings"
 // term shared by chance is rare. Terms are compared exactly (case
 // matters).
 
-// Terms returns the distinctive terms of text, each once, in the order
-// they first appear.
-func Terms(text string) []string {
+// Of returns the distinctive terms of text, each once, in the order they
+// first appear.
+func Of(text string) []string {
 	var t termSet
 	for i := 0; i < len(text); {
 		if !isPathByte(text[i]) {

@@ -1,11 +1,11 @@
-package lateruse
+package terms
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestTerms(t *testing.T) {
+func TestOf(t *testing.T) {
 	cases := []struct {
 		text string
 		want string // terms joined by " "
@@ -22,22 +22,22 @@ func TestTerms(t *testing.T) {
 		{"my-file-name.go", "my-file-name.go"},
 	}
 	for _, tc := range cases {
-		got := strings.Join(Terms(tc.text), " ")
+		got := strings.Join(Of(tc.text), " ")
 		if got != tc.want {
-			t.Errorf("Terms(%q) = %q, want %q", tc.text, got, tc.want)
+			t.Errorf("Of(%q) = %q, want %q", tc.text, got, tc.want)
 		}
 	}
 }
 
-func FuzzTerms(f *testing.F) {
+func FuzzOf(f *testing.F) {
 	for _, s := range []string{"internal/a.go:1", "E0425 ENOENT 9e252a2", "x.y.z/..//-", "ReadSession 12345"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		seen := map[string]bool{}
-		for _, term := range Terms(text) {
+		for _, term := range Of(text) {
 			if term == "" || !strings.Contains(text, term) || seen[term] {
-				t.Fatalf("Terms(%q): bad or repeated term %q", text, term)
+				t.Fatalf("Of(%q): bad or repeated term %q", text, term)
 			}
 			seen[term] = true
 		}
