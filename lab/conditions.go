@@ -101,6 +101,7 @@ func policyFileRow(name, file, desc string) (condition, error) {
 func optInPolicyFiles() [][3]string {
 	return [][3]string{
 		// name, file under lab/policies, legend
+		{"R", "recoverable.yaml", "D + the opt-in recoverable policy: cold tool outputs (old, no distinctive term used since) removed at cache-safe points, recoverable by handle, not proven redundant"},
 	}
 }
 

@@ -37,7 +37,7 @@ func TestRows(t *testing.T) {
 	for _, c := range r.Conditions {
 		names = append(names, c.Name)
 	}
-	want := "A B C D D+L3 D-span G E F DCP clear_tool_uses masking"
+	want := "A B C D D+L3 D-span R G E F DCP clear_tool_uses masking"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("rows %q, want %q", got, want)
 	}
