@@ -114,14 +114,14 @@ type Core struct {
 	items       []*item
 	byID        map[string]int
 	reqs        []request
-	compactions []int           // fact indices of HostCompaction facts
+	compactions []int // fact indices of HostCompaction facts
 	// recoveries are the results of the model's context_recover calls:
 	// originals brought back, priced in the economics as recovery.
 	recoveries []*item
-	subtasks    []closedSubtask // SubtaskClosed facts, in order
-	opened      map[string]int  // subtask id -> fact index of its SubtaskOpened
-	provider    string
-	model       string
+	subtasks   []closedSubtask // SubtaskClosed facts, in order
+	opened     map[string]int  // subtask id -> fact index of its SubtaskOpened
+	provider   string
+	model      string
 
 	marks       []*mark
 	markByID    map[string]*mark

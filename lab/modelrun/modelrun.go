@@ -26,8 +26,8 @@ import (
 
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/lab"
-	"github.com/prunesched/prunesched/terms"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/terms"
 )
 
 // Endpoint is an OpenAI-compatible chat endpoint.

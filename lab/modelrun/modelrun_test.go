@@ -17,8 +17,8 @@ import (
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/lab"
 	"github.com/prunesched/prunesched/lab/fixtures"
-	"github.com/prunesched/prunesched/terms"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/terms"
 )
 
 // small is one short fixture session.
