@@ -2,6 +2,7 @@ package eligibility
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
@@ -156,4 +157,18 @@ func TestAgentRequestOnAssistantTextIgnored(t *testing.T) {
 		t.Fatalf("marks %+v", out)
 	}
 	s.wantNone("a1")
+}
+
+// TestContextToolAnswersProtectedFromRules: a recovered original is never
+// cut by a rule as a copy of what it recovers, but the agent may ask to
+// drop it.
+func TestContextToolAnswersProtectedFromRules(t *testing.T) {
+	s := newSess(t, noRecent)
+	lines := strings.Repeat("func a() { return 1234567 }\n", 60)
+	s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(lines)})
+	s.toolR("mcp__prunesched__context_recover", map[string]any{"handle": "#1"}, &events.ToolResult{Output: strPtr(lines)})
+	s.notPruned("c2")
+	if m := s.agentAsk("c2", "read it"); m.Decision != events.Prune || m.Reason != events.ReasonAgentRequest {
+		t.Fatalf("agent's request on its recovered item: %s %s %+v", m.Decision, m.Reason, m.Evidence)
+	}
 }

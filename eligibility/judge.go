@@ -105,17 +105,16 @@ func (c *Core) ladder(it *item, scratch *verdict) outcome {
 	case o.manual:
 		o.step = stepManual
 	case o.agent && (cand == nil || cand.decision != events.Prune):
-		o.step = stepAgent
-		if o.mask = c.agentMask(it); o.mask != 0 || c.netOf(it, events.RungNone, events.ReasonAgentRequest, nil, nil) <= 0 {
-			o.step = stepAgentRefused
-		}
-		if o.agentNow {
-			it.rare.agentOK = o.step == stepAgent
-		}
+		c.agentStep(&o, it)
 	case cand != nil && cand.decision != events.Abstain:
 		o.step = stepProposal
 		if o.mask = c.protMask(it, cand, true); o.mask != 0 {
 			o.step = stepProtected
+			if o.agent {
+				// The rule's proposal is blocked; the agent's request is
+				// judged by its own protections.
+				c.agentStep(&o, it)
+			}
 		}
 	case it.restored >= 0:
 		o.step = stepRestored
@@ -127,6 +126,19 @@ func (c *Core) ladder(it *item, scratch *verdict) outcome {
 		o.step = stepUnique
 	}
 	return o
+}
+
+// agentStep judges the agent's standing request on it: PRUNE
+// AGENT_REQUEST, or refused by its protections (agentMask) or for saving
+// nothing. A request judged at its own fact records whether it stands.
+func (c *Core) agentStep(o *outcome, it *item) {
+	o.step = stepAgent
+	if o.mask = c.agentMask(it); o.mask != 0 || c.netOf(it, events.RungNone, events.ReasonAgentRequest, nil, nil) <= 0 {
+		o.step = stepAgentRefused
+	}
+	if o.agentNow {
+		it.rare.agentOK = o.step == stepAgent
+	}
 }
 
 // key is the decision of an outcome and, for a PRUNE, the survivor it

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 )
 
@@ -118,6 +119,11 @@ func (c *Core) protMask(it *item, cand *verdict, wantRecent bool) protSet {
 // removals rest on that).
 func (c *Core) agentMask(it *item) protSet {
 	m := c.protMask(it, nil, false)
+	if cl := it.call; cl != nil && m&pProtectedTool != 0 && !c.listedTool(cl.tool) {
+		// A context tool's answer is the agent's own to drop (a recovered
+		// original it has read): only rules may not cut it.
+		m &^= pProtectedTool
+	}
 	if cl := it.call; cl != nil && it.kind == kOutput && cl.fail != nil && c.unresolved(cl) {
 		m |= pUnresolved
 	}
@@ -224,7 +230,11 @@ func (c *Core) protections(it *item, cand *verdict, m protSet, ev []events.Evide
 		case pActivePlan:
 			add(b, "latest plan/todo state ("+cl.tool+")")
 		case pProtectedTool:
-			add(b, "tool "+cl.tool+" is in protected_tools")
+			if _, ctx := agenttools.Match(cl.tool); ctx {
+				add(b, "tool "+cl.tool+" is a context tool: its answer (a listing, a judgement, a recovered original) stays as sent")
+			} else {
+				add(b, "tool "+cl.tool+" is in protected_tools")
+			}
 		case pProtectedFile:
 			add(b, "path matches protected_files pattern "+cl.protFile)
 		case pUnresolved:
@@ -266,7 +276,19 @@ func (c *Core) chainOK(it, s *item) bool {
 	return false
 }
 
+// protectedTool reports whether tool's calls are protected: a tool in
+// eligibility.protected_tools, or one of prunesched's own context tools,
+// whose answers no rule may cut (a recovered original would otherwise be
+// pruned again as a copy of what it recovers).
 func (c *Core) protectedTool(tool string) bool {
+	if _, ok := agenttools.Match(tool); ok {
+		return true
+	}
+	return c.listedTool(tool)
+}
+
+// listedTool reports whether tool is in eligibility.protected_tools.
+func (c *Core) listedTool(tool string) bool {
 	for _, t := range c.el.ProtectedTools {
 		if strings.EqualFold(t, tool) {
 			return true
