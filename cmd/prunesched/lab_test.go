@@ -54,7 +54,7 @@ func TestLabCommand(t *testing.T) {
 			t.Errorf("%s: a required field is missing", c.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "A,B,C,D,D+L3,D-span,G,E,F,DCP,clear_tool_uses,masking" {
+	if got := strings.Join(names, ","); got != "A,B,C,D,D+L3,D-span,R,G,E,F,DCP,clear_tool_uses,masking" {
 		t.Errorf("conditions %s", got)
 	}
 	for _, f := range []string{"results.json", "results.csv", "saved-vs-false-prunes.svg", "cost.svg"} {
