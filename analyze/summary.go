@@ -14,7 +14,7 @@ import (
 // report: decisions by kind and rung with the tokens each rung frees and
 // the abstention rate; the economics of the four strategies (none,
 // immediate, scheduled, hindsight) with their cost/token ratios; and the cache model's calibration against the
-// provider's reported cache tokens. The README's tables come from it.
+// provider's reported cache tokens. The tables of docs/results.md come from it.
 func WriteSummary(w io.Writer, rep *Report) {
 	rungs := []string{"L0", "L1", "L2", "L3", "L4", "errored", "manual"}
 	fmt.Fprintf(w, "### Decisions (policy %s, tokenizer %s)\n\n", rep.PolicyVersion, rep.Tokenizer)

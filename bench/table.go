@@ -15,7 +15,7 @@ import (
 
 // WriteTable prints the result as a Markdown table (measure, value,
 // baseline or goal), then the machine. The same table goes into
-// the README's Performance section.
+// docs/performance.md.
 func WriteTable(w io.Writer, r *Result) {
 	var main bytes.Buffer
 	tw := tabwriter.NewWriter(&main, 0, 0, 1, ' ', 0)

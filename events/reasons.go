@@ -134,7 +134,7 @@ func Control(m *Mark) string {
 
 // PruneRule is the one label of the rule behind a PRUNE, wherever prunes
 // are counted or shown by rule (analyze's summary, the stats projection,
-// the README): the rung (L0 to L4) for a prune on the evidence ladder,
+// docs/results.md): the rung (L0 to L4) for a prune on the evidence ladder,
 // "errored" for the errored-input rule (reason ERRORED_INPUT, which carries
 // no rung: the failed attempt's residue stays, the error message too), and
 // "manual" for a person's prune, "agent" for one the agent asked for.

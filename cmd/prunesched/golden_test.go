@@ -30,7 +30,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the behaviour goldens")
 
-// goldenTraces is every shared trace, in the README's command's order.
+// goldenTraces is every shared trace, in the order of docs/results.md's command.
 func goldenTraces(t *testing.T) (dir string, files []string) {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "traces"))

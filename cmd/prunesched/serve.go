@@ -29,7 +29,7 @@ Restarting on the same data directory keeps every session.`)
 	listen := fs.String("listen", defaultServeListen, "HTTP API address; loopback unless told otherwise (beyond loopback needs --auth-file)")
 	common := addServerFlags(fs, "require 'Authorization: Bearer TOKEN' on the API; the file holds one 'TOKEN TENANT' per line and the tenant comes from the token (see docs/security.md)", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	openMetrics := fs.Bool("open-metrics", false, "with --auth-file, serve /metrics without a token")
-	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see the README's Performance section)")
+	sync := fs.String("sync", "default", "embedded durability: 'default' (fsync every 2 minutes, JetStream's default) or 'always' (fsync every write: appends about 7-10x slower, see docs/performance.md)")
 	replicas := fs.Int("replicas", 1, "stream replicas (external clusters: 3)")
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
@@ -93,7 +93,7 @@ Eligibility and scheduler workers consume the stream's session partitions
 more of each kind and every partition is consumed by exactly one of them at
 a time; when it dies, another takes its partitions over after --pinned-ttl
 (its unacknowledged event is redelivered after --ack-wait). See
-the README section "Operating prunesched".`)
+docs/operating.md, "Running the fleet on a three-node cluster".`)
 	natsURL := fs.String("nats", "", "NATS server URL(s), comma-separated (required)")
 	listen := fs.String("listen", "", "HTTP address for /metrics, /healthz, /readyz (and the API for the projector); beyond loopback needs --auth-file")
 	common := addServerFlags(fs, "require bearer tokens on the API (one 'TOKEN TENANT' per line, see docs/security.md)", "policy file (YAML)")

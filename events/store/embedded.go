@@ -47,7 +47,7 @@ type EmbeddedConfig struct {
 	// (not on a process crash). On, appends get about 7-10x slower, batched
 	// or not: the server syncs every stored message, so batching wins
 	// little back (measured by `prunesched bench`, BenchmarkAppendSyncAlways;
-	// see the README's Performance section).
+	// see docs/performance.md).
 	SyncAlways bool
 	// SyncInterval is the fsync interval when SyncAlways is off. Zero keeps
 	// the server default (2 minutes).
