@@ -56,7 +56,7 @@ func ExampleRun() {
 	}
 	// Output:
 	// 28 facts, 5 marks, 3 applications
-	// [prunesched: output of Read config/config.go removed: L2 SUPERSEDED, 197 tokens, newer #13, context_recover #4]
-	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 196 tokens, copy #4 (since removed: L2 SUPERSEDED, see #13), context_recover #9]
-	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 223 tokens, copy #13, context_recover #17]
+	// [prunesched: output of Read config/config.go removed: L2 SUPERSEDED, 195 tokens, newer #13, context_recover #4]
+	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 194 tokens, copy #4 (since removed: L2 SUPERSEDED, see #13), context_recover #9]
+	// [prunesched: output of Read config/config.go removed: L0 DUPLICATE_OUTPUT, 221 tokens, copy #13, context_recover #17]
 }

@@ -165,6 +165,13 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Backend is the log and pipeline. Required.
 	Backend Backend
+	// LogFirst makes the proxy append a request's facts and wait for the
+	// pipeline's live decision before forwarding it (the path before
+	// issue 28), instead of deciding in memory and writing the log after
+	// forwarding. It is kept to compare the two (the decisions are the
+	// same); a Backend without ReadSession and Tokens (see logBackend)
+	// always decides this way.
+	LogFirst bool
 	// Policy is the pipeline's policy: the context tools' answers name its
 	// protections (recent turns) and its pressure threshold. The zero value
 	// is policy.Default().

@@ -83,6 +83,9 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if err != nil {
 		return nil, staged(StageLoad, err)
 	}
+	if st.mem != nil {
+		return p.processMem(ctx, pl, h, t)
+	}
 	err = p.appendNew(ctx, pl, h)
 	t = p.met.stage(api, StageAppend, t)
 	if err != nil {
@@ -103,6 +106,42 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(StageRender, err)
 	}
 	pl.rendered = true
+	return pl, nil
+}
+
+// processMem is process's rest when the session's state is in memory
+// (inmem.go): the request's new facts go to the in-memory cores, the
+// request is decided there and rendered, and its log write is queued, to
+// run once the request is forwarded (plan.settle). Any failure makes the
+// request fail open; its facts are still written, and the in-memory state
+// is rebuilt from the log at the next request. Caller holds pl.st.mu.
+func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time) (*plan, error) {
+	st, api := pl.st, pl.api
+	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			st.q.markStale()
+			pl.settle(false)
+		}
+		if len(pl.write.evs) > 0 || pl.write.decided {
+			p.enqueue(st, pl.write)
+		}
+	}()
+	err := p.appendNew(ctx, pl, h)
+	t = p.met.stage(api, StageAppend, t)
+	if err != nil {
+		return nil, staged(StageAppend, err)
+	}
+	pl.app = st.mem.decide(pl.at, pl.req)
+	pl.write.app = pl.app
+	t = p.met.stage(api, StageDecide, t)
+	err = p.render(ctx, pl)
+	p.met.stage(api, StageRender, t)
+	if err != nil {
+		return nil, staged(StageRender, err)
+	}
+	pl.rendered, ok = true, true
 	return pl, nil
 }
 
@@ -159,6 +198,12 @@ func (p *Proxy) sweep(now time.Time) {
 		if now.Sub(st.lastUse) < sessionIdle || !st.mu.TryLock() {
 			continue
 		}
+		if !st.q.idle() {
+			// Its log writes still run: the state is the only record
+			// of what they will write until they are done.
+			st.mu.Unlock()
+			continue
+		}
 		delete(p.sessions, k)
 		st.mu.Unlock()
 	}
@@ -207,6 +252,16 @@ func (c *conversation) firstUserItem() string {
 // (after a restart the log, not the proxy, knows what was appended).
 // Caller holds st.mu.
 func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState) error {
+	if lb, ok := p.inMemory(); ok {
+		if st.loaded && st.mem != nil && !st.q.isStale() {
+			return nil
+		}
+		// Rebuilt from the log once the session's queued writes are in it.
+		if _, err := st.q.drain(ctx); err != nil {
+			return fmt.Errorf("load session %s: %w", session, err)
+		}
+		return p.loadMem(ctx, lb, tenant, session, st)
+	}
 	if st.loaded {
 		return nil
 	}
@@ -296,8 +351,11 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 				return err
 			}
 			evs, news = nil, news[split:]
-			if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
-				return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
+			// In memory the cores judged them as they were fed.
+			if st.mem == nil {
+				if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
+					return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
+				}
 			}
 			for _, ac := range calls {
 				if ac.kind == agenttools.Prune {
@@ -337,12 +395,18 @@ func (p *Proxy) appendFacts(ctx context.Context, pl *plan, tenant string, evs []
 	if len(evs) == 0 {
 		return nil
 	}
-	stored, err := p.cfg.Backend.Append(ctx, evs)
-	if err != nil {
-		return fmt.Errorf("append %d facts to %s: %w", len(evs), pl.session, err)
-	}
-	for _, e := range stored {
-		st.lastSeq = max(st.lastSeq, e.Seq)
+	if st.mem != nil {
+		if err := p.feedMem(st, pl.write, evs); err != nil {
+			return err
+		}
+	} else {
+		stored, err := p.cfg.Backend.Append(ctx, evs)
+		if err != nil {
+			return fmt.Errorf("append %d facts to %s: %w", len(evs), pl.session, err)
+		}
+		for _, e := range stored {
+			st.lastSeq = max(st.lastSeq, e.Seq)
+		}
 	}
 	for _, b := range blocks {
 		st.remember(b.item)
@@ -426,7 +490,7 @@ func isMeta(t string) bool {
 // client's body. Caller holds st.mu.
 func (p *Proxy) render(ctx context.Context, pl *plan) error {
 	var snap projections.Snapshot
-	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { snap = s.Snapshot() }) {
+	if !p.view(pl, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return fmt.Errorf("session %s not in the projection", pl.session)
 	}
 	items := snap.Pruned()

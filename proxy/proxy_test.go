@@ -460,6 +460,7 @@ func TestSubagentLane(t *testing.T) {
 	send("main task")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	require_NoError(t, b.px.Flush(ctx))
 	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var names []string
 	for _, r := range b.svc.Pipeline.Projection.Sessions() {
