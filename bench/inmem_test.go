@@ -61,12 +61,15 @@ type wayRig struct {
 	bodies  map[string][]byte
 }
 
-func startWay(t *testing.T, pol policy.Policy, logFirst bool) *wayRig {
+func startWay(t *testing.T, pol policy.Policy, mod func(*proxy.Config)) *wayRig {
 	t.Helper()
 	r := startService(t, pol)
-	r.startProxy(t, proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), logFirst)
+	r.startProxy(t, proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), mod)
 	return r
 }
+
+func logFirst(c *proxy.Config)    { c.LogFirst = true }
+func exactCounts(c *proxy.Config) { c.ExactCounts = true }
 
 // startService starts prunesched and the fake upstream, without a proxy.
 func startService(t *testing.T, pol policy.Policy) *wayRig {
@@ -110,10 +113,14 @@ func serveTest(t *testing.T, h http.Handler) string {
 
 // startProxy starts a proxy over be in front of the rig's upstream (a
 // previous one is left as it is: stop it first).
-func (r *wayRig) startProxy(t *testing.T, be proxy.Backend, logFirst bool) {
+func (r *wayRig) startProxy(t *testing.T, be proxy.Backend, mod func(*proxy.Config)) {
 	t.Helper()
 	r.reg = prometheus.NewRegistry()
-	px, err := proxy.New(proxy.Config{Upstream: r.up, Backend: be, Registry: r.reg, LogFirst: logFirst, Budget: time.Hour})
+	cfg := proxy.Config{Upstream: r.up, Backend: be, Registry: r.reg, Budget: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	px, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,19 +218,22 @@ func applications(t *testing.T, evs []events.Event) []string {
 }
 
 // TestInMemoryDecidesAsTheLog replays the shared traces' real request
-// sequences (bench/replay, as `bench --only proxy-replay` does) through two
-// proxies: one deciding through the log first (Config.LogFirst, the path
-// before issue 28) and one deciding in memory and writing the log after
-// forwarding. The bodies forwarded upstream must be byte-identical request
-// by request, the applications the two logs hold the same, none of the
-// in-memory decisions may differ from the pipeline's decision from the log
-// (prunesched_proxy_decision_divergences_total), and both cores run over
-// the new log's facts (what analyze does) must reproduce its applications.
+// sequences (bench/replay, as `bench --only proxy-replay` does) through
+// three proxies: one deciding through the log first (Config.LogFirst, the
+// path before issue 28), one deciding in memory on exact token counts
+// (Config.ExactCounts) and writing the log after forwarding, and the
+// default (in memory, large new payloads decided on estimated counts).
+// The first two must forward byte-identical bodies, request by request,
+// and their logs must hold the same applications. For both in-memory
+// proxies no decision may differ from the pipeline's decision from the
+// log (prunesched_proxy_decision_divergences_total), and both cores run
+// over their logs' facts (what analyze does) must reproduce the logged
+// applications.
 //
 // Under -race, or with -short, it replays the first 12 requests of each
 // Claude Code sequence, not streamed; otherwise every trace in every wire
-// shape, the first 60 requests of each (about a minute on 2 cores);
-// PRUNESCHED_REPLAY_ALL=1 replays every request.
+// shape, the first 60 requests of each (about two minutes on 2 busy
+// cores); PRUNESCHED_REPLAY_ALL=1 replays every request.
 func TestInMemoryDecidesAsTheLog(t *testing.T) {
 	paths := sharedTraces(t)
 	small := raceEnabled || testing.Short()
@@ -235,7 +245,7 @@ func TestInMemoryDecidesAsTheLog(t *testing.T) {
 		limit = 0
 	}
 	pol := policy.Default()
-	old, mem := startWay(t, pol, true), startWay(t, pol, false)
+	old, mem, est := startWay(t, pol, logFirst), startWay(t, pol, exactCounts), startWay(t, pol, nil)
 	seqs := 0
 	for _, path := range paths {
 		sessions, err := importers.Import(path, importers.FormatAuto)
@@ -266,6 +276,7 @@ func TestInMemoryDecidesAsTheLog(t *testing.T) {
 						key := session + "/" + strconv.Itoa(i)
 						old.send(t, api, session, key, turn)
 						mem.send(t, api, session, key, turn)
+						est.send(t, api, session, key, turn)
 						if a, b := old.body(key), mem.body(key); !bytes.Equal(a, b) {
 							t.Fatalf("%s: the body forwarded differs (log first %d bytes, in memory %d bytes) at byte %d", key, len(a), len(b), firstDiff(a, b))
 						}
@@ -276,12 +287,15 @@ func TestInMemoryDecidesAsTheLog(t *testing.T) {
 						t.Fatalf("%s: applications differ: log first %d, in memory %d\n%s\n%s", session, len(oa), len(ma), strings.Join(oa, "\n"), strings.Join(ma, "\n"))
 					}
 					checkAnalyze(t, session, pol, mem, memLog)
+					checkAnalyze(t, session, pol, est, est.settle(t, session))
 				}
 			}
 		}
 	}
-	if d := testutil.ToFloat64(mustCounter(t, mem.reg, "prunesched_proxy_decision_divergences_total")); d != 0 {
-		t.Fatalf("%v in-memory decisions differ from the pipeline's", d)
+	for _, r := range []*wayRig{mem, est} {
+		if d := testutil.ToFloat64(mustCounter(t, r.reg, "prunesched_proxy_decision_divergences_total")); d != 0 {
+			t.Fatalf("%v in-memory decisions differ from the pipeline's", d)
+		}
 	}
 	t.Logf("%d sequences: bodies and applications identical", seqs)
 }
@@ -349,6 +363,7 @@ type killedBackend struct {
 	logs interface {
 		ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
 		Tokens() events.TokenCounter
+		PutBlob(ctx context.Context, hash string, data []byte) error
 	}
 	killed chan struct{}
 }
@@ -382,6 +397,13 @@ func (k *killedBackend) ReadSession(ctx context.Context, tenant, session string)
 
 func (k *killedBackend) Tokens() events.TokenCounter { return k.logs.Tokens() }
 
+func (k *killedBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
+	if k.dead() {
+		return fmt.Errorf("killed")
+	}
+	return k.logs.PutBlob(ctx, hash, data)
+}
+
 // TestKillAfterForwardingLosesNothing kills the proxy between forwarding a
 // request and writing it to the log (every log write of the process fails
 // from then on, and the process is dropped), starts a fresh proxy on the
@@ -413,7 +435,7 @@ func TestKillAfterForwardingLosesNothing(t *testing.T) {
 	const session = "kill"
 	api := replay.Anthropic
 
-	whole := startWay(t, pol, false)
+	whole := startWay(t, pol, nil)
 	for i, turn := range turns {
 		whole.send(t, api, session, session+"/"+strconv.Itoa(i), turn)
 	}
@@ -421,7 +443,7 @@ func TestKillAfterForwardingLosesNothing(t *testing.T) {
 
 	cut := startService(t, pol)
 	be := &killedBackend{Backend: proxy.ServiceBackend(cut.svc.Store, cut.svc.Pipeline), logs: cut.svc.Store, killed: make(chan struct{})}
-	cut.startProxy(t, be, false)
+	cut.startProxy(t, be, nil)
 	for i, turn := range turns[:kill] {
 		cut.send(t, api, session, session+"/"+strconv.Itoa(i), turn)
 	}
@@ -435,7 +457,7 @@ func TestKillAfterForwardingLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = cut.px.Close(ctx)
-	cut.startProxy(t, proxy.ServiceBackend(cut.svc.Store, cut.svc.Pipeline), false)
+	cut.startProxy(t, proxy.ServiceBackend(cut.svc.Store, cut.svc.Pipeline), nil)
 	for i := kill + 1; i < len(turns); i++ {
 		key := session + "/" + strconv.Itoa(i)
 		cut.send(t, api, session, key, turns[i])

@@ -172,6 +172,14 @@ type Config struct {
 	// same); a Backend without ReadSession and Tokens (see logBackend)
 	// always decides this way.
 	LogFirst bool
+	// ExactCounts makes the proxy count every new payload's tokens
+	// exactly before deciding in memory, as Append does. By default a
+	// payload larger than 256 bytes that the token counter does not
+	// remember by content address is decided on events.EstimateTokens
+	// (bytes/4), and the fact records that count, so the log decides as
+	// the proxy did; the exact count of a new tool output is taken after
+	// forwarding and remembered for its next copy.
+	ExactCounts bool
 	// Policy is the pipeline's policy: the context tools' answers name its
 	// protections (recent turns) and its pressure threshold. The zero value
 	// is policy.Default().
