@@ -512,3 +512,52 @@ func countRequests(log []events.Event) int {
 	}
 	return n
 }
+
+// TestEvictedSessionDecidesTheSame replays a shared trace through two
+// proxies deciding in memory; the second drops every session's in-memory
+// state after each request (Proxy.EvictIdle with a 1 ns idle time) so each
+// request rebuilds it from the log. The bodies forwarded and the
+// applications logged must be identical.
+func TestEvictedSessionDecidesTheSame(t *testing.T) {
+	paths := sharedTraces(t)
+	var turns []replay.Turn
+	for _, path := range paths {
+		sessions, err := importers.Import(path, importers.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sessions[0].Format == importers.FormatClaudeCode {
+			turns = replay.FromEvents(sessions[0].Events).Build(replay.Anthropic, false)
+			break
+		}
+	}
+	if len(turns) == 0 {
+		t.Skip("no Claude Code trace")
+	}
+	turns = turns[:min(len(turns), 30)]
+	pol := policy.Default()
+	kept := startWay(t, pol, nil)
+	evicted := startWay(t, pol, func(c *proxy.Config) { c.SessionIdle = time.Nanosecond })
+	const session = "evict"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dropped := 0
+	for i, turn := range turns {
+		key := session + "/" + strconv.Itoa(i)
+		kept.send(t, replay.Anthropic, session, key, turn)
+		evicted.send(t, replay.Anthropic, session, key, turn)
+		if want, got := kept.body(key), evicted.body(key); !bytes.Equal(want, got) {
+			t.Fatalf("%s: the body forwarded after a rebuild from the log differs at byte %d", key, firstDiff(want, got))
+		}
+		if err := evicted.px.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		dropped += evicted.px.EvictIdle()
+	}
+	if dropped < len(turns) {
+		t.Fatalf("%d states dropped over %d requests", dropped, len(turns))
+	}
+	if a, b := applications(t, kept.settle(t, session)), applications(t, evicted.settle(t, session)); strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Fatalf("applications differ: kept %d, evicted %d", len(a), len(b))
+	}
+}

@@ -43,6 +43,9 @@ const (
 	// thinking deltas; a non-streamed answer arrives whole after its
 	// headers.
 	DefaultStreamIdleTimeout = 5 * time.Minute
+	// DefaultSessionIdle is how long a session's in-memory state stays
+	// after its last request (the pipeline's idle sweep default).
+	DefaultSessionIdle = 10 * time.Minute
 	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
 	// kept to read its usage (the client gets all of it regardless).
 	DefaultMaxCaptureBytes = 64 << 20
@@ -180,6 +183,12 @@ type Config struct {
 	// the proxy did; the exact count of a new tool output is taken after
 	// forwarding and remembered for its next copy.
 	ExactCounts bool
+	// SessionIdle is how long a session's state (its known items and, when
+	// deciding in memory, its cores and projection) stays in memory after
+	// its last request (DefaultSessionIdle); then it is dropped and the
+	// session's next request rebuilds it from the log. See
+	// Proxy.EvictIdle.
+	SessionIdle time.Duration
 	// Policy is the pipeline's policy: the context tools' answers name its
 	// protections (recent turns) and its pressure threshold. The zero value
 	// is policy.Default().
@@ -217,6 +226,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultBudget
+	}
+	if c.SessionIdle == 0 {
+		c.SessionIdle = DefaultSessionIdle
 	}
 	if c.RecordTimeout == 0 {
 		c.RecordTimeout = DefaultRecordTimeout

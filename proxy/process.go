@@ -174,15 +174,15 @@ func decideStage(decideCtx context.Context) string {
 
 // state returns the proxy's state of one session.
 func (p *Proxy) state(tenant, session string) *sessState {
-	now := time.Now()
+	now := p.cfg.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if now.Sub(p.lastSweep) >= sweepEvery || len(p.sessions) >= maxSessions && now.Sub(p.lastSweep) >= time.Second {
+		p.sweep(now)
+	}
 	k := sessionKey{tenant, session}
 	st := p.sessions[k]
 	if st == nil {
-		if len(p.sessions) >= maxSessions && now.Sub(p.lastSweep) >= sweepEvery {
-			p.sweep(now)
-		}
 		st = &sessState{known: map[string]struct{}{}, counts: map[string]int{}}
 		p.sessions[k] = st
 	}
@@ -190,12 +190,25 @@ func (p *Proxy) state(tenant, session string) *sessState {
 	return st
 }
 
-// sweep drops the states of sessions idle for sessionIdle that no request
-// holds. Caller holds p.mu.
-func (p *Proxy) sweep(now time.Time) {
+// EvictIdle drops the state of every session no request used for
+// Config.SessionIdle (by Config.Now), that no request holds and whose log
+// writes are done, and returns how many. A session's state is a cache of
+// the log: its next request rebuilds it from the log, to the same
+// decisions. The proxy runs it at most once a minute on its own.
+func (p *Proxy) EvictIdle() int {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sweep(now)
+}
+
+// sweep drops the states of sessions idle for Config.SessionIdle that no
+// request holds and whose log writes are done. Caller holds p.mu.
+func (p *Proxy) sweep(now time.Time) int {
 	p.lastSweep = now
+	n := 0
 	for k, st := range p.sessions {
-		if now.Sub(st.lastUse) < sessionIdle || !st.mu.TryLock() {
+		if now.Sub(st.lastUse) < p.cfg.SessionIdle || !st.mu.TryLock() {
 			continue
 		}
 		if !st.q.idle() {
@@ -206,7 +219,9 @@ func (p *Proxy) sweep(now time.Time) {
 		}
 		delete(p.sessions, k)
 		st.mu.Unlock()
+		n++
 	}
+	return n
 }
 
 // lane picks the session of a request: the base session when it is new or

@@ -121,12 +121,11 @@ type sessState struct {
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
-// log (a session taken again after eviction reloads from it), so states
-// idle longer than sessionIdle are dropped once there are more than
-// maxSessions, at most once per sweepEvery.
+// log (a session taken again after eviction reloads from it): states idle
+// longer than Config.SessionIdle are dropped, checked at most once per
+// sweepEvery (once a second while there are more than maxSessions).
 const (
 	maxSessions = 4096
-	sessionIdle = 30 * time.Minute
 	sweepEvery  = time.Minute
 )
 
