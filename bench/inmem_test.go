@@ -414,18 +414,7 @@ func (k *killedBackend) PutBlob(ctx context.Context, hash string, data []byte) e
 // is the lost request's own model request (its usage), which only the
 // dead proxy saw.
 func TestKillAfterForwardingLosesNothing(t *testing.T) {
-	paths := sharedTraces(t)
-	var turns []replay.Turn
-	for _, path := range paths {
-		sessions, err := importers.Import(path, importers.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sessions[0].Format == importers.FormatClaudeCode {
-			turns = replay.FromEvents(sessions[0].Events).Build(replay.Anthropic, false)
-			break
-		}
-	}
+	turns := claudeCodeTurns(t)
 	if len(turns) < 8 {
 		t.Skip("no Claude Code trace long enough")
 	}
@@ -519,18 +508,7 @@ func countRequests(log []events.Event) int {
 // request rebuilds it from the log. The bodies forwarded and the
 // applications logged must be identical.
 func TestEvictedSessionDecidesTheSame(t *testing.T) {
-	paths := sharedTraces(t)
-	var turns []replay.Turn
-	for _, path := range paths {
-		sessions, err := importers.Import(path, importers.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sessions[0].Format == importers.FormatClaudeCode {
-			turns = replay.FromEvents(sessions[0].Events).Build(replay.Anthropic, false)
-			break
-		}
-	}
+	turns := claudeCodeTurns(t)
 	if len(turns) == 0 {
 		t.Skip("no Claude Code trace")
 	}
@@ -559,5 +537,88 @@ func TestEvictedSessionDecidesTheSame(t *testing.T) {
 	}
 	if a, b := applications(t, kept.settle(t, session)), applications(t, evicted.settle(t, session)); strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Fatalf("applications differ: kept %d, evicted %d", len(a), len(b))
+	}
+}
+
+// claudeCodeTurns is the first shared Claude Code trace's request
+// sequence (Anthropic Messages, not streamed).
+func claudeCodeTurns(t *testing.T) []replay.Turn {
+	t.Helper()
+	for _, path := range sharedTraces(t) {
+		sessions, err := importers.Import(path, importers.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sessions[0].Format == importers.FormatClaudeCode {
+			return replay.FromEvents(sessions[0].Events).Build(replay.Anthropic, false)
+		}
+	}
+	return nil
+}
+
+// TestConcurrentSessions sends 50 sessions at once through one proxy with
+// the default 200 ms budget, each replaying the first 30 requests of a
+// shared Claude Code trace against an instant upstream, first through a
+// proxy deciding through the log first (Config.LogFirst), then through
+// one deciding in memory, and reports for each the share of requests
+// that failed open, the requests per second and the p50 / p99 time
+// through the proxy. It reports; it asserts no timing (the machine is
+// shared). Skipped with -short.
+func TestConcurrentSessions(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("load test: not with -short or -race")
+	}
+	turns := claudeCodeTurns(t)
+	if len(turns) == 0 {
+		t.Skip("no Claude Code trace")
+	}
+	turns = turns[:min(len(turns), 30)]
+	const sessions = 50
+	for _, way := range []struct {
+		name string
+		mod  func(*proxy.Config)
+	}{{"log first", func(c *proxy.Config) { c.LogFirst, c.Budget = true, proxy.DefaultBudget }}, {"in memory", func(c *proxy.Config) { c.Budget = proxy.DefaultBudget }}} {
+		r := startWay(t, policy.Default(), way.mod)
+		var (
+			mu    sync.Mutex
+			times []time.Duration
+			wg    sync.WaitGroup
+		)
+		start := time.Now()
+		for s := range sessions {
+			wg.Go(func() {
+				session := fmt.Sprintf("conc-%d", s)
+				for i, turn := range turns {
+					t0 := time.Now()
+					r.send(t, replay.Anthropic, session, session+"/"+strconv.Itoa(i), turn)
+					d := time.Since(t0)
+					mu.Lock()
+					times = append(times, d)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		failed := 0.0
+		mfs, err := r.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "prunesched_proxy_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() == "fail_open" {
+						failed += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		p50, p99 := pctMs(times)
+		t.Logf("%s: %d sessions x %d requests: %.1f%% failed open, %.0f requests/s, p50 %.2f ms, p99 %.2f ms through the proxy",
+			way.name, sessions, len(turns), 100*failed/float64(len(times)), float64(len(times))/elapsed.Seconds(), p50, p99)
 	}
 }

@@ -357,8 +357,7 @@ type logWrite struct {
 	evs    []events.Event
 	hashes []string
 	// estimated are the outputs appended by reference (their counts
-	// estimated): their blobs are put first, and their exact counts taken
-	// (remembered by the counter for the next copy).
+	// estimated): their blobs are put first.
 	estimated []string
 	// decided is set for a request: its in-memory application (nil: none)
 	// at time at for request req, to be decided again from the log and
@@ -442,7 +441,6 @@ func (e *errDiverged) Error() string {
 func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
 	if len(w.estimated) > 0 {
 		lb, _ := p.cfg.Backend.(logBackend)
-		cc, _ := lb.Tokens().(events.ContentCounter)
 		for _, h := range w.estimated {
 			data, ok := q.blob(h)
 			if !ok {
@@ -450,11 +448,6 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 			}
 			if err := lb.PutBlob(ctx, h, data); err != nil {
 				return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
-			}
-			if cc != nil {
-				// The exact count, off the request's path: the next copy
-				// of this output (a re-read) is decided on it.
-				cc.CountContent(h, string(data))
 			}
 		}
 	}
