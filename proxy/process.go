@@ -84,7 +84,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(StageLoad, err)
 	}
 	if st.mem != nil {
-		return p.processMem(ctx, pl, h, t)
+		return p.processMem(ctx, pl, h, t, abandoned)
 	}
 	err = p.appendNew(ctx, pl, h)
 	t = p.met.stage(api, StageAppend, t)
@@ -115,14 +115,18 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 // run once the request is forwarded (plan.settle). Any failure makes the
 // request fail open; its facts are still written, and the in-memory state
 // is rebuilt from the log at the next request. Caller holds pl.st.mu.
-func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time) (*plan, error) {
+func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool) (*plan, error) {
 	st, api := pl.st, pl.api
 	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1)}
 	ok := false
 	defer func() {
 		if !ok {
-			st.q.markStale()
+			// The write learns the decision did not go upstream (and
+			// marks the state stale when the cores judged it).
 			pl.settle(false)
+			if pl.write.decided {
+				st.q.markStale()
+			}
 		}
 		if len(pl.write.evs) > 0 || pl.write.decided {
 			p.enqueue(st, pl.write)
@@ -132,6 +136,14 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 	t = p.met.stage(api, StageAppend, t)
 	if err != nil {
 		return nil, staged(StageAppend, err)
+	}
+	if abandoned.Load() {
+		// Past the budget: the request goes out unchanged. Its facts are
+		// in the state and will be in the log; no decision is judged, so
+		// the state stays the log's (as the log-first path appends and
+		// does not decide).
+		pl.write.decided = false
+		return nil, staged(StageTimeout, errBudget)
 	}
 	pl.app = st.mem.decide(pl.at, pl.req)
 	pl.write.app = pl.app
