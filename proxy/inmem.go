@@ -303,11 +303,14 @@ func (q *writeQueue) keepBlob(h string, b []byte) {
 	q.blobs[h] = b
 }
 
+// reset starts the queue over for a state rebuilt from the log (the
+// queue is drained): outputs a failed write left behind are dropped.
 func (q *writeQueue) reset(last uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.stale = false
 	q.lastSeq = last
+	q.blobs = nil
 }
 
 func (q *writeQueue) markStale() {
