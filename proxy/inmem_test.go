@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,29 +56,6 @@ func (m *memFailing) Append(ctx context.Context, evs []events.Event) ([]events.E
 	return m.Backend.Append(ctx, evs)
 }
 
-// counterValue reads a counter (with label name=value when name is set).
-func counterValue(t *testing.T, b *bench, metric, name, value string) float64 {
-	t.Helper()
-	mf, err := b.svc.Registry.Gather()
-	require_NoError(t, err)
-	for _, fam := range mf {
-		if fam.GetName() != metric {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			if name == "" {
-				return m.GetCounter().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == name && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestInMemoryFailOpen: deciding in memory, a failure to load the session
 // from the log, or a load past the budget, sends the client's bytes
 // upstream unchanged and counts the stage; a failed log write after
@@ -120,7 +98,7 @@ func TestInMemoryFailOpen(t *testing.T) {
 	mf.readFail.Store(true)
 	send("load", body(0))
 	require_True(t, last() == body(0), "load failure: the body changed")
-	require_True(t, counterValue(t, b, "prunesched_proxy_fail_open_total", "stage", StageLoad) == 1, "load failure not counted")
+	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageLoad) == 1, "load failure not counted")
 	mf.readFail.Store(false)
 
 	// A load past the budget: the budget is the proxy's, so a second
@@ -146,10 +124,10 @@ func TestInMemoryFailOpen(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require_NoError(t, b.px.Flush(ctx))
-	require_True(t, counterValue(t, b, "prunesched_proxy_record_failures_total", "", "") >= 1, "the failed write was not counted")
+	require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") >= 1, "the failed write was not counted")
 	mf.appendFail.Store(false)
 	send("write", body(3))
-	require_True(t, counterValue(t, b, "prunesched_proxy_fail_open_total", "stage", StageAppend) == 0, "a failed log write made a request fail open")
+	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageAppend) == 0, "a failed log write made a request fail open")
 	items := b.items(t, events.DefaultTenant, b.session("write", http.Header{"X-Api-Key": {secretKey}}))
 	have := map[string]bool{}
 	for _, it := range items {
@@ -159,5 +137,54 @@ func TestInMemoryFailOpen(t *testing.T) {
 		id := fmt.Sprintf("t%d", i)
 		require_True(t, have[id], "item %s lost with the failed write", id)
 	}
-	require_True(t, counterValue(t, b, "prunesched_proxy_decision_divergences_total", "", "") == 0, "decisions diverged")
+	require_True(t, counter(t, b, "prunesched_proxy_decision_divergences_total") == 0, "decisions diverged")
+}
+
+// TestInMemoryOrderWithHeldRecord: deciding in memory, the client's next
+// request does not wait for the previous response's record to reach the
+// log (the test holds the record's append): it is decided from memory and
+// goes upstream at once, rendered; its facts reach the log only after the
+// record (orderBackend fails the test otherwise), and the log holds the
+// answer before the tool result, as when the record is not held.
+func TestInMemoryOrderWithHeldRecord(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	g, release := newGate()
+	o := &orderBackend{t: t}
+	up := anthropicFake(f, func(req map[string]any) turn {
+		if countToolResults(req) == 0 {
+			return turn{tool: "Read", id: "toolu_r1", input: map[string]any{"file_path": "/p/a.txt"}}
+		}
+		return turn{text: "done"}
+	})
+	b := setup(t, testPolicy(t), up, func(c *Config) {
+		o.Backend = c.Backend
+		g.Backend = o
+		c.Backend = &memFailing{Backend: g, lb: c.Backend.(logBackend)}
+	})
+	t.Cleanup(release)
+	user := map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "read a.txt"}}}
+	body := func(msgs ...any) []byte {
+		out, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 100, "tools": []any{map[string]any{"name": "Read"}}, "messages": msgs})
+		return out
+	}
+	post := func(body []byte) {
+		t.Helper()
+		resp, err := http.Post(b.url+"/v1/messages", "application/json", bytes.NewReader(body))
+		require_NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	}
+	post(body(user))
+	receive(t, g.entered, "the record's log write to start")
+	// The record's append is held: the next request is answered anyway.
+	post(body(user,
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": map[string]any{"file_path": "/p/a.txt"}}}},
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_r1", "content": "alpha"}}}))
+	require_True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
+	require_True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
+		"requests not both rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+	release()
+	requireAnswerFirst(t, b, "toolu_r1")
 }
