@@ -304,6 +304,10 @@ func TestInMemoryDecidesAsTheLog(t *testing.T) {
 		if d := testutil.ToFloat64(mustCounter(t, r.reg, "prunesched_proxy_decision_divergences_total")); d != 0 {
 			t.Fatalf("%v in-memory decisions differ from the pipeline's", d)
 		}
+		// One load per session (its first request): no state went stale.
+		if n, want := testutil.ToFloat64(mustCounter(t, r.reg, "prunesched_proxy_session_loads_total")), len(r.svc.Pipeline.Projection.Sessions()); int(n) != want {
+			t.Fatalf("%v session loads for %d sessions: some state went stale", n, want)
+		}
 	}
 	t.Logf("%d sequences: bodies and applications identical", seqs)
 }

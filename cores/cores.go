@@ -64,6 +64,9 @@ func (s *Session) Decide(at time.Time, req string) *events.Event {
 // scheduler worker does (scheduler.Core.ObserveDecided).
 func (s *Session) ObserveApplication(app events.Event) { s.sched.ObserveDecided(app) }
 
+// Facts is the number of facts fed.
+func (s *Session) Facts() int { return s.sched.Facts() }
+
 // Scheduler returns the session's scheduler core (to measure or query it;
 // feeding it directly bypasses the eligibility core).
 func (s *Session) Scheduler() *scheduler.Core { return s.sched }

@@ -45,6 +45,16 @@ func (b *serviceBackend) ReadSession(ctx context.Context, tenant, session string
 
 func (b *serviceBackend) Tokens() events.TokenCounter { return b.st.Tokens() }
 
+// factCounter is a Backend that can say how many facts of a session the
+// pipeline holds through a stream sequence (ServiceBackend).
+type factCounter interface {
+	SessionFacts(tenant, session string, lastFact uint64) (int, bool)
+}
+
+func (b *serviceBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
+	return b.p.Scheduler.SessionFacts(tenant, session, lastFact)
+}
+
 func (b *serviceBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
 	return b.st.PutBlob(ctx, hash, data)
 }
@@ -105,6 +115,7 @@ func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session stri
 	if err != nil {
 		return fmt.Errorf("load session %s: %w", session, err)
 	}
+	p.met.sessionLoaded()
 	m := p.newMem(tenant, session, st)
 	apps := map[int][]events.Event{}
 	var last uint64
@@ -367,8 +378,11 @@ type logWrite struct {
 	// compared once the request is known to have been sent.
 	decided bool
 	app     *events.Event
-	at      time.Time
-	req     string
+	// facts is the number of facts the in-memory cores held when they
+	// decided.
+	facts int
+	at    time.Time
+	req   string
 	// fate receives whether the request's decision went upstream (nil:
 	// not a request, or known already).
 	fate chan bool
@@ -487,6 +501,15 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 	if !sameApplication(got, w.app) {
 		p.met.diverged()
 		return &errDiverged{sent: w.app, logged: got}
+	}
+	if fc, ok := p.cfg.Backend.(factCounter); ok {
+		if n, ok := fc.SessionFacts(w.tenant, w.session, last); ok && n != w.facts {
+			// Another writer added facts (a pin, a manual prune through
+			// the API): the next request decides on a state rebuilt from
+			// the log, which holds them.
+			q.markStale()
+			p.log.Info("proxy: facts another writer appended; the session's state is rebuilt from the log at its next request", "session", w.session, "log_facts", n, "proxy_facts", w.facts)
+		}
 	}
 	return nil
 }

@@ -188,3 +188,53 @@ func TestInMemoryOrderWithHeldRecord(t *testing.T) {
 	release()
 	requireAnswerFirst(t, b, "toolu_r1")
 }
+
+// TestInMemoryForeignFacts: a fact another writer appends to the session
+// (here straight to the log, as the API appends a pin or a manual prune)
+// is found after the proxy's next request (the pipeline holds more facts
+// than the in-memory cores), and the request after it decides on a state
+// rebuilt from the log, which holds the fact.
+func TestInMemoryForeignFacts(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	b := setup(t, testPolicy(t), okUpstream(f), nil)
+	h := http.Header{"X-Api-Key": {secretKey}}
+	session := b.session("foreign", h)
+	send := func(n int) {
+		t.Helper()
+		msgs := `{"role":"user","content":"hello"}`
+		for i := range n {
+			msgs += fmt.Sprintf(`,{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"Read","input":{"file_path":"/a%d.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"package a%d"}]}`, i, i, i, i)
+		}
+		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[`+msgs+`]}`))
+		req.Header.Set("x-api-key", secretKey)
+		req.Header.Set(SessionHeader, "foreign")
+		resp, err := http.DefaultClient.Do(req)
+		require_NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require_NoError(t, b.px.Flush(ctx))
+	}
+	state := func() *sessState {
+		b.px.mu.Lock()
+		defer b.px.mu.Unlock()
+		return b.px.sessions[sessionKey{events.DefaultTenant, session}]
+	}
+	send(1)
+	first := state().mem
+	require_True(t, first != nil && !state().q.isStale(), "not decided in memory")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := b.svc.Store.Append(ctx, []events.Event{events.New(events.NewID(), "", session, time.Now(), &events.Message{Item: "user.text.foreign.0", Role: events.RoleUser, Kind: events.KindText, Text: "a note the API appended"})})
+	require_NoError(t, err)
+	send(2)
+	require_True(t, state().q.isStale(), "the foreign fact was not noticed")
+	send(3)
+	st := state()
+	require_True(t, st.mem != first && !st.q.isStale(), "the state was not rebuilt")
+	_, ok := st.mem.proj.IndexOf("user.text.foreign.0")
+	require_True(t, ok, "the rebuilt state lacks the foreign fact")
+	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total") == 0, "a request failed open")
+}

@@ -59,6 +59,7 @@ type Metrics struct {
 	recovers *prometheus.CounterVec
 	sessions prometheus.Counter
 	diverge  prometheus.Counter
+	loads    prometheus.Counter
 }
 
 // NewMetrics registers the proxy metrics on reg.
@@ -119,7 +120,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "prunesched_proxy_decision_divergences_total",
 		Help: "Requests decided in memory whose application differs from the one the pipeline decided from the log (should stay 0; the session's in-memory state is then rebuilt from the log).",
 	})
-	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions, m.diverge)
+	m.loads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_session_loads_total",
+		Help: "Sessions whose in-memory state the proxy built from the log: a session's first request, after an idle eviction, and after its state went stale (a failed write, a decision not sent, a divergence, facts another writer appended).",
+	})
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions, m.diverge, m.loads)
 	return m
 }
 
@@ -163,6 +168,12 @@ func (m *Metrics) replacedBlock(part string) {
 func (m *Metrics) recordFailure() {
 	if m != nil {
 		m.record.Inc()
+	}
+}
+
+func (m *Metrics) sessionLoaded() {
+	if m != nil {
+		m.loads.Inc()
 	}
 }
 

@@ -145,6 +145,7 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 		pl.write.decided = false
 		return nil, staged(StageTimeout, errBudget)
 	}
+	pl.write.facts = st.mem.cores.Facts()
 	pl.app = st.mem.decide(pl.at, pl.req)
 	pl.write.app = pl.app
 	t = p.met.stage(api, StageDecide, t)
