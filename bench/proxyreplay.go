@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/bench/replay"
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/proxy"
 	"github.com/prunesched/prunesched/service"
@@ -437,7 +438,47 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 			}
 		}
 	}
+	// A sequence whose every tool output is new and 200 KiB: the added
+	// p99 must not grow with the size of a new output.
+	turns := largeOutputs(24, 200<<10).Build(replay.Anthropic, false)
+	if limit > 0 && len(turns) > limit {
+		turns = turns[:limit]
+	}
+	row, err := b.replayFresh(ctx, "synthetic-200KiB-outputs", replay.Anthropic, false, turns)
+	if err != nil {
+		return err
+	}
+	b.res.ProxyReplay = append(b.res.ProxyReplay, row)
+	b.progress("proxy-replay: %s: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s",
+		row.Trace, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50))
 	return nil
+}
+
+// largeOutputs is a synthetic session of n tool calls, each answered by a
+// new output of size bytes (distinct words, so tokenizing it costs what a
+// real output of that size does).
+func largeOutputs(n, size int) *replay.Sequence {
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var evs []events.Event
+	add := func(p events.Payload) {
+		at = at.Add(time.Second)
+		evs = append(evs, events.New(events.NewID(), "", "large", at, p))
+	}
+	add(&events.Message{Item: "u0", Role: events.RoleUser, Kind: events.KindText, Text: "Read every file and summarise."})
+	var b strings.Builder
+	for i := range n {
+		add(&events.ModelRequest{Request: "r" + strconv.Itoa(i), Provider: "anthropic", Model: "claude-sonnet-4-5"})
+		call := fmt.Sprintf("toolu_%04d", i)
+		add(&events.ToolCall{Item: call + "/input", CallID: call, Tool: "Read", Input: []byte(fmt.Sprintf(`{"file_path":"/src/f%d.go"}`, i))})
+		b.Reset()
+		for j := 0; b.Len() < size; j++ {
+			fmt.Fprintf(&b, "line %d of file %d: value_%x = compute(%d) // %x\n", j, i, i*7919+j*104729, j, j*2654435761)
+		}
+		out := b.String()
+		add(&events.ToolResult{Item: call, CallID: call, Tool: "Read", Output: &out})
+	}
+	add(&events.ModelRequest{Request: "r" + strconv.Itoa(n), Provider: "anthropic", Model: "claude-sonnet-4-5"})
+	return replay.FromEvents(evs)
 }
 
 // replayFresh replays one sequence on a rig of its own.

@@ -11,6 +11,8 @@
 package cores
 
 import (
+	"time"
+
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
@@ -48,6 +50,22 @@ func (s *Session) Feed(fact events.Event) (marks []events.Event, app *events.Eve
 	}
 	return marks, app
 }
+
+// Decide decides a request at time at on the facts fed so far, as the
+// pipeline's live decision does (scheduler.Core.Decide at the current
+// position), and returns the application (nil when none). Feeding the
+// request's model request fact later decides nothing again.
+func (s *Session) Decide(at time.Time, req string) *events.Event {
+	return s.sched.Decide(at, req, s.sched.Facts())
+}
+
+// ObserveApplication feeds an application decided at the current position
+// (read back from the log when the session is rebuilt), as a rebuilding
+// scheduler worker does (scheduler.Core.ObserveDecided).
+func (s *Session) ObserveApplication(app events.Event) { s.sched.ObserveDecided(app) }
+
+// Facts is the number of facts fed.
+func (s *Session) Facts() int { return s.sched.Facts() }
 
 // Scheduler returns the session's scheduler core (to measure or query it;
 // feeding it directly bypasses the eligibility core).

@@ -553,3 +553,21 @@ func (w *SchedulerWorker) WaitJudged(ctx context.Context, tenant, session string
 	}
 	return w.log.LastSeq(ctx, tenant, session, events.KindMark)
 }
+
+// SessionFacts returns how many facts of the session this process's
+// scheduler has taken, when it holds the session with exactly the facts
+// through stream sequence lastFact (false otherwise: nothing waits or
+// rebuilds). A writer that keeps its own count of the session's facts
+// (the proxy deciding in memory) compares it to find facts another writer
+// appended meanwhile (a pin, a manual prune through the API).
+func (w *SchedulerWorker) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
+	k := sessionKey{tenant, session}
+	st := w.partition(w.log.PartitionOf(tenant, session))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.sessions[k]
+	if !ok || s.lastSeq != lastFact {
+		return 0, false
+	}
+	return s.core.Facts(), true
+}

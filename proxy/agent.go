@@ -143,7 +143,7 @@ func agentCallIDs(c *conversation) map[string]bool {
 // an answer line, from the session's state before this request's facts.
 func (p *Proxy) prepareAgent(ctx context.Context, pl *plan, calls []*agentCall, tenant string) ([]events.Event, error) {
 	var items []projections.ContextItem
-	p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { items = s.ContextItems() })
+	p.view(pl, func(s *projections.Session) { items = s.ContextItems() })
 	var facts []events.Event
 	for _, ac := range calls {
 		switch ac.kind {
@@ -327,7 +327,7 @@ func (p *Proxy) pruneAnswer(pl *plan, ac *agentCall) {
 		return // refused as a whole (bad arguments)
 	}
 	var marks map[string]events.Mark
-	p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) {
+	p.view(pl, func(s *projections.Session) {
 		for _, a := range ac.asks {
 			if a.fact == "" {
 				continue
@@ -420,7 +420,7 @@ func (p *Proxy) recoverAnswer(ctx context.Context, pl *plan, items []projections
 	}
 	var o projections.Original
 	var ok bool
-	p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { o, ok = s.OriginalOf(it.Index) })
+	p.view(pl, func(s *projections.Session) { o, ok = s.OriginalOf(it.Index) })
 	if !ok {
 		return "prunesched: not found: no item " + h + " in this session", outcomeNotFound
 	}
@@ -430,7 +430,7 @@ func (p *Proxy) recoverAnswer(ctx context.Context, pl *plan, items []projections
 	case o.Output != nil:
 		return *o.Output, outcomeRecovered
 	case o.Hash != "":
-		b, err := p.cfg.Backend.Blob(ctx, o.Hash)
+		b, err := p.blobOf(ctx, pl, o.Hash)
 		if err != nil {
 			return "prunesched: " + h + " could not be read from the log (" + err.Error() + "); try again", outcomeInvalid
 		}
@@ -451,7 +451,7 @@ func (p *Proxy) answerOf(ctx context.Context, pl *plan, item string) (string, bo
 	}
 	var o projections.Original
 	var ok bool
-	p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) {
+	p.view(pl, func(s *projections.Session) {
 		if i, found := s.IndexOf(item); found {
 			o, ok = s.OriginalOf(i)
 		}
@@ -464,7 +464,7 @@ func (p *Proxy) answerOf(ctx context.Context, pl *plan, item string) (string, bo
 	case o.Output != nil:
 		a = *o.Output
 	case o.Hash != "":
-		b, err := p.cfg.Backend.Blob(ctx, o.Hash)
+		b, err := p.blobOf(ctx, pl, o.Hash)
 		if err != nil || !utf8.Valid(b) {
 			return "", false
 		}

@@ -597,12 +597,27 @@ func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	stored, err := p.cfg.Backend.Append(ctx, evs)
-	if err != nil {
-		return err
-	}
-	for _, e := range stored {
-		st.lastSeq = max(st.lastSeq, e.Seq)
+	if st.mem != nil {
+		// In memory now, in the log after the request's own write.
+		w := &logWrite{tenant: pl.tenant, session: pl.session, api: pl.api}
+		err := p.feedMem(st, w, evs)
+		if err != nil {
+			st.q.markStale()
+		}
+		if len(w.evs) > 0 {
+			p.enqueue(st, w)
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		stored, err := p.cfg.Backend.Append(ctx, evs)
+		if err != nil {
+			return err
+		}
+		for _, e := range stored {
+			st.lastSeq = max(st.lastSeq, e.Seq)
+		}
 	}
 	for _, id := range items {
 		st.remember(id)

@@ -44,6 +44,9 @@ const (
 	// thinking deltas; a non-streamed answer arrives whole after its
 	// headers.
 	DefaultStreamIdleTimeout = 5 * time.Minute
+	// DefaultSessionIdle is how long a session's in-memory state stays
+	// after its last request (the pipeline's idle sweep default).
+	DefaultSessionIdle = 10 * time.Minute
 	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
 	// kept to read its usage (the client gets all of it regardless).
 	DefaultMaxCaptureBytes = 64 << 20
@@ -166,6 +169,29 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Backend is the log and pipeline. Required.
 	Backend Backend
+	// LogFirst makes the proxy append a request's facts and wait for the
+	// pipeline's live decision before forwarding it (the path before
+	// issue 28), instead of deciding in memory and writing the log after
+	// forwarding. It is kept to compare the two (the decisions are the
+	// same); a Backend without ReadSession and Tokens (see logBackend)
+	// always decides this way.
+	LogFirst bool
+	// ExactCounts makes the proxy count every new payload's tokens
+	// exactly before deciding in memory, as Append does. By default a
+	// payload larger than 256 bytes that the token counter does not
+	// remember by content address is decided on events.EstimateTokens
+	// (bytes/4), and the fact records that count, so the log decides as
+	// the proxy did (a later copy of the same output is estimated alike).
+	// No exact count is taken after forwarding: on 2 cores the tokenizer
+	// (parallel, ~0.7 µs per byte) running beside the next requests made
+	// them slower than counting had (see README, issue 28).
+	ExactCounts bool
+	// SessionIdle is how long a session's state (its known items and, when
+	// deciding in memory, its cores and projection) stays in memory after
+	// its last request (DefaultSessionIdle); then it is dropped and the
+	// session's next request rebuilds it from the log. See
+	// Proxy.EvictIdle.
+	SessionIdle time.Duration
 	// Policy is the pipeline's policy: the context tools' answers name its
 	// protections (recent turns) and its pressure threshold. The zero value
 	// is policy.Default().
@@ -203,6 +229,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultBudget
+	}
+	if c.SessionIdle == 0 {
+		c.SessionIdle = DefaultSessionIdle
 	}
 	if c.RecordTimeout == 0 {
 		c.RecordTimeout = DefaultRecordTimeout

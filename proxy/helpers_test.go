@@ -109,6 +109,7 @@ func (b *bench) items(t testing.TB, tenant, session string) []projections.Item {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	require_NoError(t, b.px.Flush(ctx))
 	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var out []projections.Item
 	ok := b.svc.Pipeline.Projection.View(tenant, session, func(s *projections.Session) { out = s.Items() })
@@ -127,6 +128,7 @@ func (b *bench) sessionsOf(t testing.TB, tenant, item string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	require_NoError(t, b.px.Flush(ctx))
 	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var out []string
 	for _, r := range b.svc.Pipeline.Projection.Sessions() {

@@ -27,6 +27,12 @@ const (
 // It runs after the response, off the client's path.
 const StageRecord = "record"
 
+// StageLog is the stage label of prunesched_proxy_stage_seconds for a
+// request's log write after forwarding when the proxy decides in memory:
+// its facts appended and its decision checked against the pipeline's
+// decision from the log. It runs off the client's path.
+const StageLog = "log"
+
 // LatencyStages are the stages prunesched_proxy_stage_seconds observes, in
 // the order a request meets them: read (the client's body), parse (text
 // check and parse), load (picking the session and taking its lock, which
@@ -35,7 +41,7 @@ const StageRecord = "record"
 // token-counted), decide (the live decision and the projection catching up
 // with it), render (splicing placeholders), and record (after the
 // response).
-var LatencyStages = []string{StageRead, StageParse, StageLoad, StageAppend, StageDecide, StageRender, StageRecord}
+var LatencyStages = []string{StageRead, StageParse, StageLoad, StageAppend, StageDecide, StageRender, StageRecord, StageLog}
 
 // Metrics are the proxy's Prometheus metrics. Session and tenant ids are
 // never labels. A nil *Metrics records nothing.
@@ -52,6 +58,8 @@ type Metrics struct {
 	agent    *prometheus.CounterVec
 	recovers *prometheus.CounterVec
 	sessions prometheus.Counter
+	diverge  prometheus.Counter
+	loads    prometheus.Counter
 }
 
 // NewMetrics registers the proxy metrics on reg.
@@ -108,7 +116,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "prunesched_proxy_sessions_total",
 		Help: "Sessions the proxy started (their first request): the denominator of recoveries per session.",
 	})
-	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions)
+	m.diverge = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_decision_divergences_total",
+		Help: "Requests decided in memory whose application differs from the one the pipeline decided from the log (should stay 0; the session's in-memory state is then rebuilt from the log).",
+	})
+	m.loads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_session_loads_total",
+		Help: "Sessions whose in-memory state the proxy built from the log: a session's first request, after an idle eviction, and after its state went stale (a failed write, a decision not sent, a divergence, facts another writer appended).",
+	})
+	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions, m.diverge, m.loads)
 	return m
 }
 
@@ -152,6 +168,18 @@ func (m *Metrics) replacedBlock(part string) {
 func (m *Metrics) recordFailure() {
 	if m != nil {
 		m.record.Inc()
+	}
+}
+
+func (m *Metrics) sessionLoaded() {
+	if m != nil {
+		m.loads.Inc()
+	}
+}
+
+func (m *Metrics) diverged() {
+	if m != nil {
+		m.diverge.Inc()
 	}
 }
 

@@ -197,23 +197,30 @@ func TestParseCacheBounds(t *testing.T) {
 	require_True(t, n == 1, "%d entries for one conversation", n)
 }
 
-// TestSessionSweep: idle session states are dropped once there are many;
-// held ones stay.
+// TestSessionSweep: idle session states are dropped (at most once a
+// minute; once a second while there are many); held ones stay.
 func TestSessionSweep(t *testing.T) {
 	t.Parallel()
-	p := &Proxy{sessions: map[sessionKey]*sessState{}}
+	now := time.Unix(1_000_000, 0)
+	p := &Proxy{sessions: map[sessionKey]*sessState{}, cfg: Config{Now: func() time.Time { return now }, SessionIdle: DefaultSessionIdle}}
 	for i := 0; i < maxSessions; i++ {
 		p.state("t", fmt.Sprintf("s%d", i))
 	}
-	old := time.Now().Add(-2 * sessionIdle)
+	old := now.Add(-2 * DefaultSessionIdle)
 	for _, st := range p.sessions {
 		st.lastUse = old
 	}
 	held := p.sessions[sessionKey{"t", "s1"}]
 	held.mu.Lock()
 	p.state("t", "new")
+	require_True(t, len(p.sessions) == maxSessions+1, "swept within the second: %d sessions", len(p.sessions))
+	now = now.Add(time.Second)
+	p.state("t", "new")
 	held.mu.Unlock()
 	require_True(t, len(p.sessions) == 2 && p.sessions[sessionKey{"t", "s1"}] == held, "%d sessions left", len(p.sessions))
+	// Few sessions: swept once a minute.
+	now = now.Add(DefaultSessionIdle)
+	require_True(t, p.EvictIdle() == 2 && len(p.sessions) == 0, "%d sessions left", len(p.sessions))
 }
 
 // FuzzParseReuse: a body parsed after another (whose parse it may reuse)

@@ -86,6 +86,9 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if err != nil {
 		return nil, staged(StageLoad, err)
 	}
+	if st.mem != nil {
+		return p.processMem(ctx, pl, h, t, abandoned)
+	}
 	err = p.appendNew(ctx, pl, h)
 	t = p.met.stage(api, StageAppend, t)
 	if err != nil {
@@ -106,6 +109,55 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(StageRender, err)
 	}
 	pl.rendered = true
+	return pl, nil
+}
+
+// processMem is process's rest when the session's state is in memory
+// (inmem.go): the request's new facts go to the in-memory cores, the
+// request is decided there and rendered, and its log write is queued, to
+// run once the request is forwarded (plan.settle). Any failure makes the
+// request fail open; its facts are still written, and the in-memory state
+// is rebuilt from the log at the next request. Caller holds pl.st.mu.
+func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool) (*plan, error) {
+	st, api := pl.st, pl.api
+	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			// The write learns the decision did not go upstream (and
+			// marks the state stale when the cores judged it).
+			pl.settle(false)
+			if pl.write.decided {
+				st.q.markStale()
+			}
+		}
+		if len(pl.write.evs) > 0 || pl.write.decided {
+			p.enqueue(st, pl.write)
+		}
+	}()
+	err := p.appendNew(ctx, pl, h)
+	t = p.met.stage(api, StageAppend, t)
+	if err != nil {
+		return nil, staged(StageAppend, err)
+	}
+	if abandoned.Load() {
+		// Past the budget: the request goes out unchanged. Its facts are
+		// in the state and will be in the log; no decision is judged, so
+		// the state stays the log's (as the log-first path appends and
+		// does not decide).
+		pl.write.decided = false
+		return nil, staged(StageTimeout, errBudget)
+	}
+	pl.write.facts = st.mem.cores.Facts()
+	pl.app = st.mem.decide(pl.at, pl.req)
+	pl.write.app = pl.app
+	t = p.met.stage(api, StageDecide, t)
+	err = p.render(ctx, pl)
+	p.met.stage(api, StageRender, t)
+	if err != nil {
+		return nil, staged(StageRender, err)
+	}
+	pl.rendered, ok = true, true
 	return pl, nil
 }
 
@@ -138,15 +190,15 @@ func decideStage(decideCtx context.Context) string {
 
 // state returns the proxy's state of one session.
 func (p *Proxy) state(tenant, session string) *sessState {
-	now := time.Now()
+	now := p.cfg.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if now.Sub(p.lastSweep) >= sweepEvery || len(p.sessions) >= maxSessions && now.Sub(p.lastSweep) >= time.Second {
+		p.sweep(now)
+	}
 	k := sessionKey{tenant, session}
 	st := p.sessions[k]
 	if st == nil {
-		if len(p.sessions) >= maxSessions && now.Sub(p.lastSweep) >= sweepEvery {
-			p.sweep(now)
-		}
 		st = &sessState{known: map[string]struct{}{}, counts: map[string]int{}}
 		p.sessions[k] = st
 	}
@@ -154,17 +206,38 @@ func (p *Proxy) state(tenant, session string) *sessState {
 	return st
 }
 
-// sweep drops the states of sessions idle for sessionIdle that no request
-// holds. Caller holds p.mu.
-func (p *Proxy) sweep(now time.Time) {
+// EvictIdle drops the state of every session no request used for
+// Config.SessionIdle (by Config.Now), that no request holds and whose log
+// writes are done, and returns how many. A session's state is a cache of
+// the log: its next request rebuilds it from the log, to the same
+// decisions. The proxy runs it at most once a minute on its own.
+func (p *Proxy) EvictIdle() int {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sweep(now)
+}
+
+// sweep drops the states of sessions idle for Config.SessionIdle that no
+// request holds and whose log writes are done. Caller holds p.mu.
+func (p *Proxy) sweep(now time.Time) int {
 	p.lastSweep = now
+	n := 0
 	for k, st := range p.sessions {
-		if now.Sub(st.lastUse) < sessionIdle || !st.mu.TryLock() {
+		if now.Sub(st.lastUse) < p.cfg.SessionIdle || !st.mu.TryLock() {
+			continue
+		}
+		if !st.q.idle() {
+			// Its log writes still run: the state is the only record
+			// of what they will write until they are done.
+			st.mu.Unlock()
 			continue
 		}
 		delete(p.sessions, k)
 		st.mu.Unlock()
+		n++
 	}
+	return n
 }
 
 // lane picks the session of a request: the base session when it is new or
@@ -210,6 +283,16 @@ func (c *conversation) firstUserItem() string {
 // (after a restart the log, not the proxy, knows what was appended).
 // Caller holds st.mu.
 func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState) error {
+	if lb, ok := p.inMemory(); ok {
+		if st.loaded && st.mem != nil && !st.q.isStale() {
+			return nil
+		}
+		// Rebuilt from the log once the session's queued writes are in it.
+		if _, err := st.q.drain(ctx); err != nil {
+			return fmt.Errorf("load session %s: %w", session, err)
+		}
+		return p.loadMem(ctx, lb, tenant, session, st)
+	}
 	if st.loaded {
 		return nil
 	}
@@ -305,8 +388,11 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 			if err := p.appendFacts(ctx, pl, tenant, nil, nil, asks, nil); err != nil && !errors.Is(err, store.ErrIDConflict) {
 				return err
 			}
-			if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
-				return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
+			// In memory the cores judged them as they were fed.
+			if st.mem == nil {
+				if err := p.cfg.Backend.Judged(ctx, pl.tenant, pl.session, st.lastSeq); err != nil {
+					return fmt.Errorf("judge the agent's removal requests in %s: %w", pl.session, err)
+				}
 			}
 		}
 		for _, ac := range calls {
@@ -346,12 +432,18 @@ func (p *Proxy) appendFacts(ctx context.Context, pl *plan, tenant string, evs []
 	if len(evs) == 0 {
 		return nil
 	}
-	stored, err := p.cfg.Backend.Append(ctx, evs)
-	if err != nil {
-		return fmt.Errorf("append %d facts to %s: %w", len(evs), pl.session, err)
-	}
-	for _, e := range stored {
-		st.lastSeq = max(st.lastSeq, e.Seq)
+	if st.mem != nil {
+		if err := p.feedMem(st, pl.write, evs); err != nil {
+			return err
+		}
+	} else {
+		stored, err := p.cfg.Backend.Append(ctx, evs)
+		if err != nil {
+			return fmt.Errorf("append %d facts to %s: %w", len(evs), pl.session, err)
+		}
+		for _, e := range stored {
+			st.lastSeq = max(st.lastSeq, e.Seq)
+		}
 	}
 	for _, b := range blocks {
 		st.remember(b.item)
@@ -435,7 +527,7 @@ func isMeta(t string) bool {
 // client's body. Caller holds st.mu.
 func (p *Proxy) render(ctx context.Context, pl *plan) error {
 	var snap projections.Snapshot
-	if !p.cfg.Backend.View(pl.tenant, pl.session, func(s *projections.Session) { snap = s.Snapshot() }) {
+	if !p.view(pl, func(s *projections.Session) { snap = s.Snapshot() }) {
 		return fmt.Errorf("session %s not in the projection", pl.session)
 	}
 	items := snap.Pruned()

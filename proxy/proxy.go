@@ -113,15 +113,19 @@ type sessState struct {
 	// answers caches the recorded answers of context-tool results by
 	// item (see agent.go), spliced over the stub the client resends.
 	answers map[string]string
+	// mem is the session's state in memory when the proxy decides there
+	// (inmem.go); nil otherwise.
+	mem *memState
+	// q orders the session's log writes after forwarding (inmem.go).
+	q writeQueue
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
-// log (a session taken again after eviction reloads from it), so states
-// idle longer than sessionIdle are dropped once there are more than
-// maxSessions, at most once per sweepEvery.
+// log (a session taken again after eviction reloads from it): states idle
+// longer than Config.SessionIdle are dropped, checked at most once per
+// sweepEvery (once a second while there are more than maxSessions).
 const (
 	maxSessions = 4096
-	sessionIdle = 30 * time.Minute
 	sweepEvery  = time.Minute
 )
 
@@ -186,6 +190,9 @@ type plan struct {
 	// saved is the tokens the replaced blocks' placeholders keep out of
 	// this request (payload minus placeholder).
 	saved int
+	// write is the request's queued log write when it was decided in
+	// memory (inmem.go); settle says whether its decision went upstream.
+	write *logWrite
 }
 
 var errBudget = errors.New("time budget exceeded")
@@ -293,6 +300,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			pl.rendered = false
 			resp, err = p.forward(ur, api, raw, false)
 		}
+		// The request is forwarded: its facts (decided in memory) go to
+		// the log now, with its application if it went as decided.
+		pl.settle(pl != nil && pl.rendered)
 		if err != nil {
 			p.upstreamFailed(w, r, api, err)
 			return
@@ -455,6 +465,9 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 			return r.pl, r.err
 		default:
 		}
+		// A plan decided too late did not go upstream: its facts are
+		// written, its decision is not.
+		go func() { (<-done).pl.settle(false) }()
 		return nil, staged(StageTimeout, errBudget)
 	}
 }

@@ -326,6 +326,15 @@ func (f *failingBackend) DecideLive(ctx context.Context, tenant, session string,
 	return f.Backend.DecideLive(ctx, tenant, session, lastFact, at, req)
 }
 
+// okUpstream records each request in f and answers a short JSON message.
+func okUpstream(f *fakeUpstream) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.record(r)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	})
+}
+
 // TestFailOpen: whatever stage fails, the upstream gets the client's bytes
 // unchanged, the client gets the upstream's answer, and the metric counts
 // the stage.
@@ -347,12 +356,7 @@ func TestFailOpen(t *testing.T) {
 		t.Run(tc.stage, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeUpstream{}
-			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				f.record(r)
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":1,"output_tokens":1}}`)
-			})
-			b := setup(t, testPolicy(t), up, func(c *Config) {
+			b := setup(t, testPolicy(t), okUpstream(f), func(c *Config) {
 				// A budget no machine runs out of, so each stage fails
 				// as injected; the timeout case blocks in DecideLive
 				// until a short budget ends.
@@ -460,6 +464,7 @@ func TestSubagentLane(t *testing.T) {
 	send("main task")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	require_NoError(t, b.px.Flush(ctx))
 	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var names []string
 	for _, r := range b.svc.Pipeline.Projection.Sessions() {

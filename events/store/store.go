@@ -373,3 +373,9 @@ type hashLock struct {
 	mu   sync.Mutex
 	refs int
 }
+
+// Tokens returns the store's token counter (Config.Tokens): a writer that
+// counts an event's tokens before appending it (the proxy deciding in
+// memory) uses the same counter, so its counts are the ones Append would
+// fill and the counts it remembers by content are shared.
+func (s *Store) Tokens() events.TokenCounter { return s.cfg.Tokens }

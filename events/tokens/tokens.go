@@ -259,3 +259,12 @@ func (c *Counter) Check() error {
 	}
 	return nil
 }
+
+// Known returns the count remembered for the payload with content address
+// hash, without counting (false when none is remembered).
+func (c *Counter) Known(hash string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.known[hash]
+	return n, ok
+}

@@ -1,0 +1,586 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prunesched/prunesched/cores"
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/projections"
+)
+
+// Deciding in memory (issue 28). The proxy keeps each session's state in
+// memory: both production cores (eligibility and scheduler, run as the
+// workers run them, package cores) and a projection of the session, fed
+// the same events in the same order as the log will hold them. A request
+// is decided from that state, on its own facts, and forwarded at once; its
+// facts go to the log after forwarding, through the session's write queue
+// (writeQueue), in order with the answer's record. The log stays the
+// source of truth: the queue then asks the pipeline to decide the same
+// request from the log (SchedulerWorker.DecideLiveAfter, which publishes
+// the application), and checks that it is byte for byte the application
+// the proxy sent; any difference, failed write or decision not sent drops
+// the in-memory state, which the session's next request rebuilds from the
+// log (after the queue drained).
+
+// logBackend is what a Backend offers for deciding in memory: the
+// session's log and the token counter Append uses. ServiceBackend
+// implements it; a Backend without it decides through the pipeline.
+type logBackend interface {
+	// ReadSession returns the session's events in log order.
+	ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
+	// Tokens is the counter Append fills token counts with.
+	Tokens() events.TokenCounter
+	// PutBlob stores a payload by content address (an output appended as
+	// its reference, its count estimated).
+	PutBlob(ctx context.Context, hash string, data []byte) error
+}
+
+func (b *serviceBackend) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return b.st.ReadSession(ctx, tenant, session)
+}
+
+func (b *serviceBackend) Tokens() events.TokenCounter { return b.st.Tokens() }
+
+// factCounter is a Backend that can say how many facts of a session the
+// pipeline holds through a stream sequence (ServiceBackend).
+type factCounter interface {
+	SessionFacts(tenant, session string, lastFact uint64) (int, bool)
+}
+
+func (b *serviceBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
+	return b.p.Scheduler.SessionFacts(tenant, session, lastFact)
+}
+
+func (b *serviceBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
+	return b.st.PutBlob(ctx, hash, data)
+}
+
+// memState is a session's state in memory: the cores and the projection.
+type memState struct {
+	cores *cores.Session
+	proj  *projections.Session
+}
+
+// inMemory returns the backend's log access when the proxy decides in
+// memory.
+func (p *Proxy) inMemory() (logBackend, bool) {
+	if p.cfg.LogFirst {
+		return nil, false
+	}
+	lb, ok := p.cfg.Backend.(logBackend)
+	return lb, ok
+}
+
+// view runs fn on the session's projection: the in-memory one when the
+// proxy decides in memory, else the pipeline's. Caller holds st.mu.
+func (p *Proxy) view(pl *plan, fn func(*projections.Session)) bool {
+	if m := pl.st.mem; m != nil {
+		fn(m.proj)
+		return true
+	}
+	return p.cfg.Backend.View(pl.tenant, pl.session, fn)
+}
+
+// newMem returns the empty in-memory state of a session.
+func (p *Proxy) newMem(tenant, session string, st *sessState) *memState {
+	var content func(string) ([]byte, error)
+	if p.cfg.Policy.Eligibility.SpanRefsEnabled() {
+		// Span references compare the lines of stored reads: the outputs
+		// still in the write queue first, then the log's.
+		content = func(h string) ([]byte, error) {
+			if b, ok := st.q.blob(h); ok {
+				return b, nil
+			}
+			b, err := p.cfg.Backend.Blob(p.bg.ctx, h)
+			if err != nil {
+				return nil, fmt.Errorf("span references: output %s: %w", h, err)
+			}
+			return b, nil
+		}
+	}
+	return &memState{cores: cores.NewSession(*p.cfg.Policy, tenant, session, content), proj: projections.NewSession(tenant, session)}
+}
+
+// loadMem builds the session's in-memory state from the log: every fact
+// through both cores, with the applications the log holds fed at the
+// positions they were decided at (as the scheduler worker rebuilds), and
+// the projection fed the facts, the cores' marks and the applications.
+// Caller holds st.mu; the session's write queue is empty.
+func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session string, st *sessState) error {
+	evs, err := lb.ReadSession(ctx, tenant, session)
+	if err != nil {
+		return fmt.Errorf("load session %s: %w", session, err)
+	}
+	p.met.sessionLoaded()
+	m := p.newMem(tenant, session, st)
+	apps := map[int][]events.Event{}
+	var last uint64
+	for _, e := range evs {
+		if a, ok := e.Data.(*events.Application); ok {
+			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
+		}
+		if e.IsFact() {
+			last = max(last, e.Seq)
+		}
+	}
+	facts := 0
+	for _, e := range evs {
+		if !e.IsFact() {
+			continue
+		}
+		for _, a := range apps[facts] {
+			m.observeApp(a)
+		}
+		delete(apps, facts)
+		m.feed(e)
+		facts++
+	}
+	for _, a := range apps[facts] {
+		m.observeApp(a)
+	}
+	clear(st.known)
+	clear(st.counts)
+	for _, it := range m.proj.Items() {
+		st.remember(it.ID)
+	}
+	st.mem = m
+	st.logged = nil
+	st.lastSeq = last
+	st.q.reset(last)
+	st.loaded = true
+	return nil
+}
+
+// feed feeds the session's next fact (in stored form) to the cores and the
+// projection, with the marks it causes and the application decided at it
+// (a model request the log holds no application for, as a rebuilding
+// worker decides it).
+func (m *memState) feed(fact events.Event) {
+	marks, app := m.cores.Feed(fact)
+	if app != nil {
+		m.proj.Observe(*app)
+	}
+	m.proj.Observe(fact)
+	for _, mk := range marks {
+		m.proj.Observe(mk)
+	}
+}
+
+// observeApp feeds an application decided at the cores' position.
+func (m *memState) observeApp(app events.Event) {
+	m.cores.ObserveApplication(app)
+	m.proj.Observe(app)
+}
+
+// decide decides request req at time at on the session's facts so far,
+// and applies it to the projection.
+func (m *memState) decide(at time.Time, req string) *events.Event {
+	app := m.cores.Decide(at, req)
+	if app != nil {
+		m.proj.Observe(*app)
+	}
+	return app
+}
+
+// exactBelow is the size up to which new text is counted exactly before
+// deciding (about 0.2 ms at the tokenizer's ~0.7 µs per byte here); a
+// larger payload the counter has not seen gets events.EstimateTokens
+// unless Config.ExactCounts.
+const exactBelow = 256
+
+// knownCounter is a token counter that can say, without counting, whether
+// it remembers a payload's count by content address (tokens.Counter).
+type knownCounter interface {
+	Known(hash string) (int, bool)
+}
+
+// counts is how a fact's token counts are taken before deciding.
+type counts struct {
+	tc    events.TokenCounter
+	exact bool // Config.ExactCounts
+}
+
+// text counts a new text: exactly when small or asked, else the bytes/4
+// estimate. Whatever it returns is the count the fact records, so the log
+// decides as the proxy did.
+func (c counts) text(s string) int {
+	if c.exact || len(s) <= exactBelow {
+		return c.tc.Count(s)
+	}
+	return events.EstimateTokens(len(s))
+}
+
+// content counts a payload known by content address: its remembered count
+// when the counter has one (a re-read, a repeated output), else as text.
+// estimated says the estimate was taken.
+func (c counts) content(h, s string) (n int, estimated bool) {
+	if kc, ok := c.tc.(knownCounter); ok {
+		if n, ok := kc.Known(h); ok {
+			return n, false
+		}
+	}
+	if c.exact || len(s) <= exactBelow {
+		if cc, ok := c.tc.(events.ContentCounter); ok {
+			return cc.CountContent(h, s), false
+		}
+		return c.tc.Count(s), false
+	}
+	return events.EstimateTokens(len(s)), true
+}
+
+// prepareMem returns fact in the form the log will store it, with the
+// token counts the in-memory cores decide on, and the input form to
+// append, which carries the same counts so that Append does not count
+// again (an estimated output goes as its content reference, its blob put
+// by the write). A tool output is kept in the write queue until it is in
+// the log (span references may read it meanwhile). est is the output's
+// content address when its count was estimated.
+func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.Event, est string, err error) {
+	stored, input = ev, ev
+	switch d := ev.Data.(type) {
+	case *events.Message:
+		if d.Tokens == 0 && d.Text != "" {
+			cp := *d
+			cp.Tokens = c.text(d.Text)
+			stored.Data, input.Data = &cp, &cp
+		}
+	case *events.ToolCall:
+		if d.InputTokens == 0 && len(d.Input) > 0 {
+			cp := *d
+			cp.InputTokens = c.text(string(d.Input))
+			stored.Data, input.Data = &cp, &cp
+		}
+	case *events.ToolResult:
+		if d.Output != nil {
+			data := []byte(*d.Output)
+			h := events.HashBytes(data)
+			n, estimated := c.content(h, *d.Output)
+			cp := *d
+			cp.OutputRef = &events.ContentRef{Hash: h, Bytes: len(data), Tokens: n}
+			cp.Output = nil
+			stored.Data = &cp
+			if estimated {
+				input.Data, est = &cp, h
+			}
+			q.keepBlob(h, data)
+		}
+	}
+	// What the log's readers decode, exactly (times, empty fields).
+	b, err := events.EncodeValidated(stored)
+	if err != nil {
+		return stored, input, "", fmt.Errorf("fact %s: %w", ev.ID, err)
+	}
+	stored, err = events.Decode(b)
+	if err != nil {
+		return stored, input, "", fmt.Errorf("fact %s: %w", ev.ID, err)
+	}
+	return stored, input, est, nil
+}
+
+// writeQueue orders a session's log writes (the facts of a request after
+// it is forwarded, the record of its answer) in the order the in-memory
+// state took them. Each write runs once the one before it finished.
+type writeQueue struct {
+	mu sync.Mutex
+	// tail is closed when the last queued write finished (nil: none).
+	tail chan struct{}
+	// stale says the in-memory state no longer matches what the log will
+	// hold (a write failed, a decision was not sent or differed): the
+	// next request rebuilds it from the log.
+	stale bool
+	// lastSeq is the stream sequence of the last fact the queue appended.
+	lastSeq uint64
+	// blobs are queued tool outputs by content address, until stored.
+	blobs map[string][]byte
+}
+
+func (q *writeQueue) blob(h string) ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b, ok := q.blobs[h]
+	return b, ok
+}
+
+func (q *writeQueue) keepBlob(h string, b []byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.blobs == nil {
+		q.blobs = map[string][]byte{}
+	}
+	q.blobs[h] = b
+}
+
+// reset starts the queue over for a state rebuilt from the log (the
+// queue is drained): outputs a failed write left behind are dropped.
+func (q *writeQueue) reset(last uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stale = false
+	q.lastSeq = last
+	q.blobs = nil
+}
+
+func (q *writeQueue) markStale() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stale = true
+}
+
+// drain waits until every queued write finished and reports whether the
+// in-memory state went stale.
+func (q *writeQueue) drain(ctx context.Context) (stale bool, err error) {
+	q.mu.Lock()
+	tail := q.tail
+	q.mu.Unlock()
+	if tail != nil {
+		select {
+		case <-tail:
+		case <-ctx.Done():
+			return false, fmt.Errorf("wait for the session's log writes: %w", ctx.Err())
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stale, nil
+}
+
+// idle reports whether no write is queued.
+func (q *writeQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tail == nil {
+		return true
+	}
+	select {
+	case <-q.tail:
+		return true
+	default:
+		return false
+	}
+}
+
+// logWrite is one queued write.
+type logWrite struct {
+	tenant, session string
+	api             API
+	// evs are the facts to append, in input form.
+	evs    []events.Event
+	hashes []string
+	// estimated are the outputs appended by reference (their counts
+	// estimated): their blobs are put first.
+	estimated []string
+	// decided is set for a request: its in-memory application (nil: none)
+	// at time at for request req, to be decided again from the log and
+	// compared once the request is known to have been sent.
+	decided bool
+	app     *events.Event
+	// facts is the number of facts the in-memory cores held when they
+	// decided.
+	facts int
+	at    time.Time
+	req   string
+	// fate receives whether the request's decision went upstream (nil:
+	// not a request, or known already).
+	fate chan bool
+}
+
+// settle says whether the plan's decision went upstream. It may be called
+// more than once; the first call counts.
+func (pl *plan) settle(sent bool) {
+	if pl == nil || pl.write == nil || pl.write.fate == nil {
+		return
+	}
+	select {
+	case pl.write.fate <- sent:
+	default:
+	}
+}
+
+// enqueue queues w after the session's previous writes.
+func (p *Proxy) enqueue(st *sessState, w *logWrite) {
+	q := &st.q
+	done := make(chan struct{})
+	q.mu.Lock()
+	prev := q.tail
+	q.tail = done
+	q.mu.Unlock()
+	tracked := p.bg.add()
+	go func() {
+		if tracked {
+			defer p.bg.wg.Done()
+		}
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		sent := true
+		if w.fate != nil {
+			select {
+			case sent = <-w.fate:
+			case <-p.bg.ctx.Done():
+				sent = false
+			}
+		}
+		ctx, cancel := context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
+		defer cancel()
+		start := time.Now()
+		err := p.write(ctx, q, w, sent)
+		p.met.stage(w.api, StageLog, start)
+		if err != nil {
+			q.markStale()
+			p.met.recordFailure()
+			p.log.Warn("proxy: log write after forwarding failed; the session is rebuilt from the log at its next request", "api", w.api, "session", w.session, "err", err)
+		}
+	}()
+}
+
+// errDiverged reports an application the pipeline decided from the log
+// that differs from the one the proxy sent.
+type errDiverged struct{ sent, logged *events.Event }
+
+func (e *errDiverged) Error() string {
+	name := func(a *events.Event) string {
+		if a == nil {
+			return "none"
+		}
+		return a.ID
+	}
+	return fmt.Sprintf("decision diverged: sent %s, the log's %s", name(e.sent), name(e.logged))
+}
+
+// write runs one queued write: append the facts, then (a request whose
+// decision went upstream) have the pipeline decide it from the log, which
+// publishes the application, and check it is the one sent.
+func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
+	if len(w.estimated) > 0 {
+		lb, _ := p.cfg.Backend.(logBackend)
+		for _, h := range w.estimated {
+			data, ok := q.blob(h)
+			if !ok {
+				continue // stored by an earlier write
+			}
+			if err := lb.PutBlob(ctx, h, data); err != nil {
+				return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
+			}
+		}
+	}
+	if len(w.evs) > 0 {
+		stored, err := p.cfg.Backend.Append(ctx, w.evs)
+		if err != nil {
+			return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
+		}
+		q.mu.Lock()
+		for _, e := range stored {
+			q.lastSeq = max(q.lastSeq, e.Seq)
+		}
+		for _, h := range w.hashes {
+			delete(q.blobs, h)
+		}
+		q.mu.Unlock()
+	}
+	if !w.decided {
+		return nil
+	}
+	if !sent {
+		// The in-memory cores judged a request that did not go out as
+		// decided: the log will not hold that decision.
+		q.markStale()
+		return nil
+	}
+	q.mu.Lock()
+	last := q.lastSeq
+	q.mu.Unlock()
+	got, err := p.cfg.Backend.DecideLive(ctx, w.tenant, w.session, last, w.at, w.req)
+	if err != nil {
+		return fmt.Errorf("decide %s from the log: %w", w.session, err)
+	}
+	if !sameApplication(got, w.app) {
+		p.met.diverged()
+		return &errDiverged{sent: w.app, logged: got}
+	}
+	if fc, ok := p.cfg.Backend.(factCounter); ok {
+		if n, ok := fc.SessionFacts(w.tenant, w.session, last); ok && n != w.facts {
+			// Another writer added facts (a pin, a manual prune through
+			// the API): the next request decides on a state rebuilt from
+			// the log, which holds them.
+			q.markStale()
+			p.log.Info("proxy: facts another writer appended; the session's state is rebuilt from the log at its next request", "session", w.session, "log_facts", n, "proxy_facts", w.facts)
+		}
+	}
+	return nil
+}
+
+// sameApplication compares two applications as stored (Seq aside).
+func sameApplication(a, b *events.Event) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	x, y := *a, *b
+	x.Seq, y.Seq = 0, 0
+	ea, err1 := events.EncodeValidated(x)
+	eb, err2 := events.EncodeValidated(y)
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+}
+
+func (q *writeQueue) isStale() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stale
+}
+
+// blobOf returns a stored tool output by content address: from the
+// session's write queue while it waits there, else from the log.
+func (p *Proxy) blobOf(ctx context.Context, pl *plan, h string) ([]byte, error) {
+	if b, ok := pl.st.q.blob(h); ok {
+		return b, nil
+	}
+	return p.cfg.Backend.Blob(ctx, h)
+}
+
+// feedMem feeds facts (input form) to the session's in-memory state, with
+// the token counts Append will store, and adds them to the queued write w.
+// Caller holds st.mu.
+func (p *Proxy) feedMem(st *sessState, w *logWrite, evs []events.Event) error {
+	lb, _ := p.cfg.Backend.(logBackend)
+	c := counts{tc: lb.Tokens(), exact: p.cfg.ExactCounts}
+	for _, ev := range evs {
+		stored, input, est, err := prepareMem(ev, c, &st.q)
+		if err != nil {
+			return err
+		}
+		if est != "" {
+			w.estimated = append(w.estimated, est)
+		}
+		if r, ok := stored.Data.(*events.ToolResult); ok && r.OutputRef != nil {
+			w.hashes = append(w.hashes, r.OutputRef.Hash)
+		}
+		st.mem.feed(stored)
+		w.evs = append(w.evs, input)
+	}
+	return nil
+}
+
+// Flush waits until every session's queued log writes are done (tests,
+// tools that read the log right after a response).
+func (p *Proxy) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	states := make([]*sessState, 0, len(p.sessions))
+	for _, st := range p.sessions {
+		states = append(states, st)
+	}
+	p.mu.Unlock()
+	for _, st := range states {
+		// A record holding the lock queues its write before it lets go.
+		st.mu.Lock()
+		//lint:ignore SA2001 waiting for the holder is the point
+		st.mu.Unlock()
+		if _, err := st.q.drain(ctx); err != nil {
+			return fmt.Errorf("proxy: flush: %w", err)
+		}
+	}
+	return nil
+}
