@@ -47,9 +47,10 @@ func TestSmokeShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// proxy-replay: each tiny trace in each of its shapes, streamed and
-	// not, every request sent three ways.
-	if got := len(res.ProxyReplay); got != 6 {
-		t.Errorf("proxy_replay has %d rows, want 6 (claude-code: anthropic x2; opencode: chat x2, responses x2)", got)
+	// not, every request sent three ways, and the synthetic session of
+	// 200 KiB outputs.
+	if got := len(res.ProxyReplay); got != 7 || res.ProxyReplay[6].Trace != "synthetic-200KiB-outputs" {
+		t.Errorf("proxy_replay has %d rows, want 7 (claude-code: anthropic x2; opencode: chat x2, responses x2; synthetic 200 KiB outputs)", got)
 	}
 	for _, row := range res.ProxyReplay {
 		if row.Requests == 0 || row.Rendered+row.FailedOpen != row.Requests {
