@@ -277,16 +277,57 @@ func views(t *testing.T, base, session string) map[string][]byte {
 	return out
 }
 
+// requestTimeout bounds one request of the test to the cluster. While a
+// server goes away and the cluster elects new leaders, a request can go
+// unanswered; with the test's own deadline it would wait minutes (the
+// cluster answers a new one at once).
+const requestTimeout = 5 * time.Second
+
+// bounded runs f with a context of at most requestTimeout.
+func bounded[T any](ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return f(rctx)
+}
+
+// waitPulling waits until every partition consumer of a worker kind
+// (prefix) has a pull request waiting: the first worker of that kind is
+// consuming every partition (the server pins it at the first fact).
+func waitPulling(t *testing.T, ctx context.Context, st *store.Store, prefix string) {
+	t.Helper()
+	waitFor(t, ctx, 60*time.Second, func() error {
+		for p := 0; p < st.Partitions(); p++ {
+			durable := pipeline.DurableName(prefix, p)
+			ci, err := bounded(ctx, func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+				c, err := st.JS().Consumer(ctx, events.StreamName, durable)
+				if err != nil {
+					return nil, err
+				}
+				return c.Info(ctx)
+			})
+			if err != nil {
+				return fmt.Errorf("consumer %s: %w", durable, err)
+			}
+			if ci.NumWaiting == 0 {
+				return fmt.Errorf("consumer %s: no pull request waiting", durable)
+			}
+		}
+		return nil
+	})
+}
+
 // fleetIdle reports whether every partition consumer is done and the
 // projector has applied the whole stream.
 func fleetIdle(ctx context.Context, st *store.Store, projector string) (bool, error) {
-	last, err := st.StreamLastSeq(ctx)
+	last, err := bounded(ctx, st.StreamLastSeq)
 	if err != nil {
 		return false, err
 	}
 	for p := 0; p < st.Partitions(); p++ {
 		for _, prefix := range []string{pipeline.DurableEligibility, pipeline.DurableScheduler} {
-			lag, err := st.ConsumerLag(ctx, pipeline.DurableName(prefix, p))
+			lag, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+				return st.ConsumerLag(ctx, pipeline.DurableName(prefix, p))
+			})
 			if err != nil || lag > 0 {
 				return false, nil
 			}
@@ -301,7 +342,7 @@ func fleetIdle(ctx context.Context, st *store.Store, projector string) (bool, er
 	if !bytes.Contains(b, []byte(fmt.Sprintf(`"projection_seq": %d`, last))) {
 		return false, nil
 	}
-	again, err := st.StreamLastSeq(ctx)
+	again, err := bounded(ctx, st.StreamLastSeq)
 	return err == nil && again == last, err
 }
 
@@ -368,16 +409,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	t.Logf("cluster up at %s", time.Since(start).Round(time.Millisecond))
 
 	elig1 := startWorker(t, bin, "eligibility-1", "eligibility", urls)
-	// Let the first worker take the pins, then start its standby.
-	waitFor(t, ctx, 30*time.Second, func() error {
-		for p := 0; p < st.Partitions(); p++ {
-			if _, err := st.AckFloor(ctx, pipeline.DurableName(pipeline.DurableEligibility, p)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	time.Sleep(300 * time.Millisecond)
+	// The first worker pulls on every partition (it takes the pins at
+	// the first facts), then its standby starts.
+	waitPulling(t, ctx, st, pipeline.DurableEligibility)
 	elig2 := startWorker(t, bin, "eligibility-2", "eligibility", urls)
 	startWorker(t, bin, "scheduler-1", "scheduler", urls)
 	startWorker(t, bin, "scheduler-2", "scheduler", urls)
@@ -392,7 +426,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	// Midway, while events still flow: SIGKILL the eligibility worker that
 	// holds the partitions, and shut down one NATS server.
 	waitFor(t, ctx, 30*time.Second, func() error {
-		last, err := st.LastSeq(ctx, "", sessionNames[0], events.KindMark)
+		last, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+			return st.LastSeq(ctx, "", sessionNames[0], events.KindMark)
+		})
 		if err != nil || last == 0 {
 			return errors.New("no mark yet")
 		}
@@ -408,7 +444,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	}()
 	var lag uint64
 	for p := 0; p < st.Partitions(); p++ {
-		n, _ := st.ConsumerLag(ctx, pipeline.DurableName(pipeline.DurableEligibility, p))
+		n, _ := bounded(ctx, func(ctx context.Context) (uint64, error) {
+			return st.ConsumerLag(ctx, pipeline.DurableName(pipeline.DurableEligibility, p))
+		})
 		lag += n
 	}
 	t.Logf("eligibility lag when killing: %d events", lag)
@@ -435,6 +473,33 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 		return nil
 	})
 	t.Logf("fleet idle at %s", time.Since(start).Round(time.Millisecond))
+
+	// The input: every session's facts in the same order as the
+	// embedded log (an append cut half way and retried would store a
+	// fact after later ones: then the logs differ, not the decisions).
+	factOrder := func(st *store.Store, session string) []string {
+		evs, err := st.ReadSession(ctx, "", session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range evs {
+			if e.IsFact() {
+				ids = append(ids, e.ID)
+			}
+		}
+		return ids
+	}
+	for _, s := range sessionNames {
+		got, ref := factOrder(st, s), factOrder(emb.Store, s)
+		if !slices.Equal(got, ref) {
+			i := 0
+			for i < min(len(got), len(ref)) && got[i] == ref[i] {
+				i++
+			}
+			t.Errorf("session %s: the cluster log holds its facts in another order from fact %d: %v, embedded %v", s, i, got[i:min(len(got), i+4)], ref[i:min(len(ref), i+4)])
+		}
+	}
 
 	// Decisions and bundles: identical to the embedded mode's.
 	for _, s := range sessionNames {
