@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -70,8 +71,10 @@ func (s *Store) ConsumeBatch(ctx context.Context, durable, filter string, handle
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 		gaps: gapDetector{log: log, onGap: o.onGap},
+		held: map[jetstream.Msg]struct{}{},
 	}
 	go b.loop(ctx)
+	go b.keepAlive(s.cfg.AckWait)
 	return s.runConsumer(ctx, cons, durable, o, log, b.deliver, b.stop)
 }
 
@@ -84,12 +87,15 @@ type batcher struct {
 	handler  BatchHandler
 	maxBatch int
 
-	mu      sync.Mutex // guards stopped and sends on in
+	mu      sync.Mutex // guards stopped, held and sends on in
 	stopped bool
-	in      chan delivered
-	quit    chan struct{} // closed by stop
-	done    chan struct{} // closed when loop returns
-	gaps    gapDetector   // used on the delivery goroutine only
+	// held is every message delivered here and not yet settled: queued
+	// or in the batch being handled (see keepAlive).
+	held map[jetstream.Msg]struct{}
+	in   chan delivered
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when loop returns
+	gaps gapDetector   // used on the delivery goroutine only
 }
 
 // deliver is the consumer callback: decode, then queue for the loop.
@@ -122,11 +128,53 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 	}
 	select {
 	case b.in <- delivered{msg: msg, ev: e}:
+		b.held[msg] = struct{}{}
 	default:
 		// Cannot happen with the buffer sized above; never block the
 		// delivery goroutine: hand it back.
 		b.log.Warn("consume: batch queue full, event handed back", slog.Uint64("seq", seq))
 		_ = msg.NakWithDelay(b.s.cfg.NakDelay)
+	}
+}
+
+// keepAlive tells the server, every third of the ack wait until stop,
+// that the messages this client holds are in progress (JetStream's
+// working acknowledgement, which restarts their ack wait): a batch that
+// takes longer than the ack wait (a loaded machine, a slow wait for
+// eligibility) must not be redelivered to another process while this one
+// still works on it, or two workers judge the same facts at once. A
+// client that dies stops telling, and its messages are redelivered after
+// the ack wait as before.
+func (b *batcher) keepAlive(ackWait time.Duration) {
+	t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+	defer t.Stop()
+	var msgs []jetstream.Msg
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		msgs = msgs[:0]
+		for m := range b.held {
+			msgs = append(msgs, m)
+		}
+		b.mu.Unlock()
+		for _, m := range msgs {
+			// A message settled meanwhile answers an error or nothing.
+			_ = m.InProgress()
+		}
+		clear(msgs)
+	}
+}
+
+// release forgets settled messages (see keepAlive).
+func (b *batcher) release(batch []delivered) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range batch {
+		delete(b.held, d.msg)
 	}
 }
 
@@ -187,6 +235,7 @@ func (b *batcher) loop(ctx context.Context) {
 
 // settle acknowledges a handled batch, or hands it back after a failure.
 func (b *batcher) settle(ctx context.Context, batch []delivered, err error) {
+	defer b.release(batch)
 	first, last := batch[0].ev, batch[len(batch)-1].ev
 	if err != nil {
 		b.log.Warn("consume: batch handler failed, will redeliver",
