@@ -30,6 +30,9 @@ func WithMaxBatch(n int) ConsumeOption {
 type delivered struct {
 	msg jetstream.Msg
 	ev  events.Event
+	// gap says the consumer delivered to another client between the
+	// previous message and this one (see WithGapHook).
+	gap bool
 }
 
 // ConsumeBatch is Consume for handlers that work faster on many events at
@@ -113,7 +116,10 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	b.gaps.seeDelivery(meta.Sequence.Consumer)
+	// The gap is acted on when the loop reaches this message, not now:
+	// the messages delivered before it may still be queued, and handling
+	// them rebuilds the state the gap makes stale.
+	gap := b.gaps.jumped(meta.Sequence.Consumer)
 	seq := meta.Sequence.Stream
 	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
 	if err != nil {
@@ -127,7 +133,7 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 		return
 	}
 	select {
-	case b.in <- delivered{msg: msg, ev: e}:
+	case b.in <- delivered{msg: msg, ev: e, gap: gap}:
 		b.held[msg] = struct{}{}
 	default:
 		// Cannot happen with the buffer sized above; never block the
@@ -200,27 +206,43 @@ func (b *batcher) stop() {
 	}
 }
 
-// loop runs the handler on batches until stop.
+// loop runs the handler on batches until stop. A message that follows a
+// gap in the consumer's deliveries starts a batch of its own, and the gap
+// hook runs before that batch: after every message delivered before the
+// gap was handled, before any message after it.
 func (b *batcher) loop(ctx context.Context) {
 	defer close(b.done)
 	batch := make([]delivered, 0, b.maxBatch)
 	evs := make([]events.Event, 0, b.maxBatch)
+	var next *delivered // a message after a gap, opening the next batch
 	for {
 		batch, evs = batch[:0], evs[:0]
-		select {
-		case d := <-b.in:
-			batch = append(batch, d)
-		case <-b.quit:
-			return
+		if next != nil {
+			batch = append(batch, *next)
+			next = nil
+		} else {
+			select {
+			case d := <-b.in:
+				batch = append(batch, d)
+			case <-b.quit:
+				return
+			}
 		}
 	fill:
 		for len(batch) < b.maxBatch {
 			select {
 			case d := <-b.in:
+				if d.gap {
+					next = &d
+					break fill
+				}
 				batch = append(batch, d)
 			default:
 				break fill
 			}
+		}
+		if batch[0].gap {
+			b.gaps.stale()
 		}
 		for _, d := range batch {
 			evs = append(evs, d.ev)
