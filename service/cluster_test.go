@@ -625,10 +625,16 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The meta leader can be elected before it knows every peer (a loaded
+	// machine): the stream's three replicas are placed once it does.
+	var st *store.Store
+	waitFor(t, ctx, time.Minute, func() error {
+		var err error
+		st, err = bounded(ctx, func(ctx context.Context) (*store.Store, error) {
+			return store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
+		})
+		return err
+	})
 	return srvs, urls, st
 }
 
