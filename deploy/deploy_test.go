@@ -319,17 +319,31 @@ func TestComposeCommands(t *testing.T) {
 		wantRoutes = append(wantRoutes, "nats-route://"+name+":"+n.cluster)
 	}
 	sort.Strings(wantRoutes)
+	// Routes authenticate (the cluster authorization of n*.conf): every
+	// route URL carries the route user's password, and so does --cluster
+	// (the flag replaces the config's cluster block; without credentials
+	// it switches the routes' authentication off).
+	const routeCreds = "route:${PS_ROUTE_PASSWORD:?set PS_ROUTE_PASSWORD}@"
 	for name, n := range nodes {
 		s := c.Services[name]
 		if i := slices.Index(s.Command, "--cluster"); i < 0 || !strings.HasSuffix(s.Command[i+1], ":"+n.cluster) {
 			t.Errorf("service %s: --cluster must listen on its config's cluster port %s: %q", name, n.cluster, s.Command)
+		} else if !strings.HasPrefix(s.Command[i+1], "nats://"+routeCreds) {
+			t.Errorf("service %s: --cluster %q does not carry the route credentials %s (the routes would accept anyone)", name, s.Command[i+1], routeCreds)
 		}
 		i := slices.Index(s.Command, "--routes")
 		if i < 0 {
 			t.Errorf("service %s: no --routes", name)
 			continue
 		}
-		got := strings.Split(s.Command[i+1], ",")
+		var got []string
+		for _, r := range strings.Split(s.Command[i+1], ",") {
+			hostPort, ok := strings.CutPrefix(r, "nats-route://"+routeCreds)
+			if !ok {
+				t.Errorf("service %s: route %q does not carry the route credentials %s", name, r, routeCreds)
+			}
+			got = append(got, "nats-route://"+hostPort)
+		}
 		sort.Strings(got)
 		if !slices.Equal(got, wantRoutes) {
 			t.Errorf("service %s: routes %v, want %v", name, got, wantRoutes)
@@ -881,4 +895,82 @@ func TestDockerfileCMDWouldStart(t *testing.T) {
 		}
 	}
 	startCheck(t, "Dockerfile CMD", cmd)
+}
+
+// TestComposeLoadBalancer: the agents' endpoint is the load balancer, which
+// spreads requests round robin, with no session affinity, over every
+// proxy service on the port it listens on, and the proxies share one
+// identity key (the same volume at their --data), so a conversation
+// continues whichever proxy a request reaches.
+func TestComposeLoadBalancer(t *testing.T) {
+	c := loadCompose(t)
+	lb, ok := c.Services["lb"]
+	if !ok {
+		t.Fatal("no lb service")
+	}
+	var conf string
+	for _, m := range mounts(t, "lb", lb) {
+		if m.target == "/etc/nginx/nginx.conf" {
+			conf = m.source
+		}
+	}
+	if conf == "" {
+		t.Fatal("lb: no nginx.conf mounted at /etc/nginx/nginx.conf")
+	}
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		body = append(body, strings.TrimSpace(line))
+	}
+	nginx := strings.Join(body, "\n")
+	for _, affinity := range []string{"ip_hash", "hash ", "sticky", "least_conn"} {
+		if strings.Contains(nginx, affinity) {
+			t.Errorf("%s: %q: want plain round robin, no session affinity", conf, affinity)
+		}
+	}
+	upstreams := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^server\s+([^\s;]+);`).FindAllStringSubmatch(nginx, -1) {
+		upstreams[m[1]] = true
+	}
+	var volume string
+	proxies := 0
+	for name, s := range c.Services {
+		if len(s.Command) == 0 || s.Command[0] != "proxy" {
+			continue
+		}
+		proxies++
+		args := strings.Join(s.Command, " ")
+		listen := regexp.MustCompile(`--listen \S+:(\d+)`).FindStringSubmatch(args)
+		if listen == nil || !upstreams[name+":"+listen[1]] {
+			t.Errorf("proxy %s (%v) is not an upstream of the load balancer %v", name, listen, upstreams)
+		}
+		data := regexp.MustCompile(`--data (\S+)`).FindStringSubmatch(args)
+		if data == nil {
+			t.Errorf("proxy %s: no --data: its identity key would be random", name)
+			continue
+		}
+		shared := ""
+		for _, m := range mounts(t, name, s) {
+			if m.target == data[1] && !m.bind {
+				shared = m.source
+			}
+		}
+		if shared == "" || volume != "" && shared != volume {
+			t.Errorf("proxy %s: --data %s is not on the volume the other proxies share (%q, %q)", name, data[1], shared, volume)
+		}
+		volume = shared
+		if len(s.Ports) > 0 {
+			t.Errorf("proxy %s publishes %v: the agents' endpoint is the load balancer", name, s.Ports)
+		}
+	}
+	if proxies < 2 || len(upstreams) != proxies {
+		t.Errorf("%d proxies, %d upstreams: want two or more proxies, each an upstream", proxies, len(upstreams))
+	}
+	if !slices.Contains(lb.Ports, "127.0.0.1:8788:8788") {
+		t.Errorf("lb ports %v: want the agents' endpoint 127.0.0.1:8788", lb.Ports)
+	}
 }

@@ -313,14 +313,29 @@ type Core struct {
 	// content returns a stored output by content address (SetContent);
 	// L1 span needs the lines of reads stored by reference.
 	content func(hash string) ([]byte, error)
+	// contentErr is the first failure of content since ContentErr was
+	// last called.
+	contentErr error
 }
 
 // SetContent gives the core the payloads of outputs stored by content
 // address (events.ToolResult.OutputRef), which span references (policy
 // eligibility.span_refs) compare line by line. Content addresses name
 // immutable payloads, so decisions stay a function of the log. Without
-// it, or when get fails, only inline outputs are compared.
+// it only inline outputs are compared; when get fails the output is
+// judged as inline-less too and ContentErr reports the failure.
 func (c *Core) SetContent(get func(hash string) ([]byte, error)) { c.content = get }
+
+// ContentErr returns the first failure of SetContent's getter since the
+// previous call, and forgets it. After a failure the core judged the
+// output as if its payload were not stored, which the log does not say:
+// a caller that needs decisions to be a function of the log (the
+// pipeline's worker) discards the core and its marks and judges again.
+func (c *Core) ContentErr() error {
+	err := c.contentErr
+	c.contentErr = nil
+	return err
+}
 
 // New returns a core for one session under policy p. Defaults are applied to
 // a copy of p.

@@ -202,6 +202,9 @@ func (c *Core) outputText(p *events.ToolResult) (string, bool) {
 	case p.OutputRef != nil && c.content != nil:
 		b, err := c.content(p.OutputRef.Hash)
 		if err != nil {
+			if c.contentErr == nil {
+				c.contentErr = err
+			}
 			return "", false
 		}
 		return string(b), true

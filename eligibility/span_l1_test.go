@@ -1,6 +1,7 @@
 package eligibility
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -166,4 +167,35 @@ func TestSpanReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpanContentFailureReported: an output stored by reference that the
+// getter cannot return is judged without its lines (no span), and
+// ContentErr reports it, so a worker can discard the judgement and judge
+// again once the blob store answers: the same facts then give the span.
+func TestSpanContentFailureReported(t *testing.T) {
+	text := numbered(20, 49)
+	hash := events.HashBytes([]byte(text))
+	run := func(get func(string) ([]byte, error)) (*sess, string) {
+		s := newSess(t, spanOn)
+		s.ref = nil // the reference core has no getter
+		s.core.SetContent(get)
+		s.toolR("Read", read("a.go"), &events.ToolResult{Output: strPtr(numbered(1, 60))})
+		s.req()
+		return s, s.toolR("Read", readLines("a.go", 20, 30), &events.ToolResult{
+			OutputRef: &events.ContentRef{Hash: hash, Bytes: len(text), Tokens: 100}})
+	}
+	failing, item := run(func(string) ([]byte, error) { return nil, errors.New("read pipe: i/o timeout") })
+	if err := failing.core.ContentErr(); err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Fatalf("ContentErr after a failed get: %v", err)
+	}
+	if err := failing.core.ContentErr(); err != nil {
+		t.Fatalf("ContentErr not cleared: %v", err)
+	}
+	failing.wantNone(item)
+	ok, item := run(func(string) ([]byte, error) { return []byte(text), nil })
+	if err := ok.core.ContentErr(); err != nil {
+		t.Fatal(err)
+	}
+	ok.want(item, events.Prune, events.ReasonSpanReference)
 }

@@ -95,7 +95,7 @@ func (w *EligibilityWorker) open(ctx context.Context, k sessionKey) *eligSession
 
 // rebuild feeds the core the session's facts before seq, and returns
 // their marks missing from the log.
-func (w *EligibilityWorker) rebuild(s *eligSession, evs []events.Event, seq uint64) (repair []events.Event) {
+func (w *EligibilityWorker) rebuild(s *eligSession, evs []events.Event, seq uint64) (repair []events.Event, err error) {
 	for _, e := range evs {
 		if e.Type == events.TypeMark {
 			s.known[e.ID] = true
@@ -106,26 +106,38 @@ func (w *EligibilityWorker) rebuild(s *eligSession, evs []events.Event, seq uint
 		if !e.IsFact() || e.Seq >= seq {
 			continue
 		}
-		repair = append(repair, s.judge(e)...)
+		marks, err := s.judge(e)
+		if err != nil {
+			return nil, err
+		}
+		repair = append(repair, marks...)
 	}
-	return repair
+	return repair, nil
 }
 
 // step judges the session's next fact.
 func (w *EligibilityWorker) step(_ context.Context, _ int, _ sessionKey, s *eligSession, ev events.Event) ([]events.Event, error) {
-	return s.judge(ev), nil
+	return s.judge(ev)
 }
 
 // judge feeds a fact to the core and returns its marks not in the log.
-func (s *eligSession) judge(ev events.Event) []events.Event {
+// A stored output the core could not read (the blob store timed out as a
+// server went away) fails the fact: the core judged it without the
+// output, which the log does not say, so its marks may differ from any
+// other run's. The batch fails, the partition's cores are dropped
+// (withResetOnFailure) and the fact is judged again when redelivered.
+func (s *eligSession) judge(ev events.Event) ([]events.Event, error) {
 	var out []events.Event
 	for _, m := range s.core.Observe(ev) {
 		if !s.known[m.ID] {
 			out = append(out, m)
 		}
 	}
+	if err := s.core.ContentErr(); err != nil {
+		return nil, fmt.Errorf("judge fact %s at seq %d: %w", ev.ID, ev.Seq, err)
+	}
 	s.lastSeq = ev.Seq
-	return out
+	return out, nil
 }
 
 // stored records the marks stored, for the dedup and takeMarks, counts

@@ -48,6 +48,11 @@ func DurableName(prefix string, partition int) string {
 type sessionTable[S any] struct {
 	mu       sync.Mutex
 	sessions map[sessionKey]*S
+	// ahead holds, for a session rebuilt from the log at a fact, the
+	// stream sequences of the session's later facts the log already held
+	// (see sessionWorker.handle): each must be fed before any fact after
+	// it, or the session's state misses it.
+	ahead map[sessionKey][]uint64
 	// use is each session's last use (a tick of clock); cost its facts.
 	use      map[sessionKey]uint64
 	cost     map[sessionKey]int
@@ -94,9 +99,32 @@ func (t *sessionTable[S]) touchLocked(k sessionKey, n int) {
 	t.total += n
 }
 
+// skipsAheadLocked reports whether feeding session k the fact at stream
+// sequence seq would skip a later fact its rebuild found in the log (see
+// ahead); it forgets the facts ahead that seq reaches.
+func (t *sessionTable[S]) skipsAheadLocked(k sessionKey, seq uint64) bool {
+	a := t.ahead[k]
+	if len(a) == 0 {
+		return false
+	}
+	if a[0] < seq {
+		return true
+	}
+	for len(a) > 0 && a[0] <= seq {
+		a = a[1:]
+	}
+	if len(a) == 0 {
+		delete(t.ahead, k)
+	} else {
+		t.ahead[k] = a
+	}
+	return false
+}
+
 // forgetLocked drops session k.
 func (t *sessionTable[S]) forgetLocked(k sessionKey) {
 	delete(t.sessions, k)
+	delete(t.ahead, k)
 	t.total -= t.cost[k]
 	delete(t.cost, k)
 	delete(t.use, k)
@@ -105,6 +133,7 @@ func (t *sessionTable[S]) forgetLocked(k sessionKey) {
 // clearLocked drops every session.
 func (t *sessionTable[S]) clearLocked() {
 	clear(t.sessions)
+	clear(t.ahead)
 	clear(t.use)
 	clear(t.cost)
 	t.total = 0

@@ -371,7 +371,7 @@ func (w *SchedulerWorker) open(_ context.Context, k sessionKey) *schedSession {
 // applications so decided (to be published by a worker that owns the
 // session; discarded by a read-only view). The caller waited for the
 // eligibility of the facts, so the marks those decisions need are in evs.
-func (w *SchedulerWorker) rebuild(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event) {
+func (w *SchedulerWorker) rebuild(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event, err error) {
 	// Applications are fed at the fact position they were decided at.
 	apps := map[int][]events.Event{}
 	for _, e := range evs {
@@ -405,7 +405,7 @@ func (w *SchedulerWorker) rebuild(s *schedSession, evs []events.Event, seq uint6
 			w.observeApplication(s, a, false)
 		}
 	}
-	return repair
+	return repair, nil
 }
 
 // DecideLive is the render-time path: an adapter is about to send request

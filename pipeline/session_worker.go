@@ -28,8 +28,9 @@ type sessionKind[S any] interface {
 	open(ctx context.Context, k sessionKey) *S
 	// rebuild feeds s the session's events read from the log, its facts
 	// before stream sequence seq, and returns the outputs of those facts
-	// missing from the log, to publish before any later one.
-	rebuild(s *S, evs []events.Event, seq uint64) []events.Event
+	// missing from the log, to publish before any later one. An error
+	// leaves s unusable.
+	rebuild(s *S, evs []events.Event, seq uint64) ([]events.Event, error)
 	// step feeds s the session's next fact and returns its outputs.
 	step(ctx context.Context, part int, k sessionKey, s *S, ev events.Event) ([]events.Event, error)
 	// stored records what the log now holds: the outputs stored (keys
@@ -204,6 +205,13 @@ func (w *sessionWorker[S]) handle(ctx context.Context, b batch[S]) error {
 	fed := map[sessionKey]uint64{}
 	for _, ev := range b.evs {
 		k := keyOf(ev)
+		if b.st.skipsAheadLocked(k, ev.Seq) {
+			// The session was rebuilt at an earlier fact (a redelivery)
+			// while later facts were in the log; one of those comes
+			// before ev and was not fed: it was handled before the
+			// rebuild and will not be delivered again. Rebuild at ev.
+			b.st.forgetLocked(k)
+		}
 		s, repair, err := w.session(ctx, b.part, b.st, k, ev.Seq, ev.Seq)
 		if err != nil {
 			return err
@@ -270,7 +278,21 @@ func (w *sessionWorker[S]) session(ctx context.Context, part int, st *sessionTab
 		if err != nil {
 			return nil, nil, fmt.Errorf("rebuild %s for %s/%s: %w", w.name, k.tenant, k.session, err)
 		}
-		repair = w.kind.rebuild(s, evs, seq)
+		if repair, err = w.kind.rebuild(s, evs, seq); err != nil {
+			return nil, nil, fmt.Errorf("rebuild %s for %s/%s: %w", w.name, k.tenant, k.session, err)
+		}
+		var ahead []uint64
+		for _, e := range evs {
+			if e.IsFact() && e.Seq > seq {
+				ahead = append(ahead, e.Seq)
+			}
+		}
+		if len(ahead) > 0 && seq != ^uint64(0) {
+			if st.ahead == nil {
+				st.ahead = map[sessionKey][]uint64{}
+			}
+			st.ahead[k] = ahead
+		}
 		if len(repair) > 0 {
 			w.logger.Info(w.name+": publishing "+w.outputs+" of earlier "+w.inputs+" missing from the log",
 				"tenant", k.tenant, "session", k.session, w.outputs, len(repair), "before_seq", seq)

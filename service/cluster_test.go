@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -277,16 +278,57 @@ func views(t *testing.T, base, session string) map[string][]byte {
 	return out
 }
 
+// requestTimeout bounds one request of the test to the cluster. While a
+// server goes away and the cluster elects new leaders, a request can go
+// unanswered; with the test's own deadline it would wait minutes (the
+// cluster answers a new one at once).
+const requestTimeout = 5 * time.Second
+
+// bounded runs f with a context of at most requestTimeout.
+func bounded[T any](ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return f(rctx)
+}
+
+// waitPulling waits until every partition consumer of a worker kind
+// (prefix) has a pull request waiting: the first worker of that kind is
+// consuming every partition (the server pins it at the first fact).
+func waitPulling(t *testing.T, ctx context.Context, st *store.Store, prefix string) {
+	t.Helper()
+	waitFor(t, ctx, 60*time.Second, func() error {
+		for p := 0; p < st.Partitions(); p++ {
+			durable := pipeline.DurableName(prefix, p)
+			ci, err := bounded(ctx, func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+				c, err := st.JS().Consumer(ctx, events.StreamName, durable)
+				if err != nil {
+					return nil, err
+				}
+				return c.Info(ctx)
+			})
+			if err != nil {
+				return fmt.Errorf("consumer %s: %w", durable, err)
+			}
+			if ci.NumWaiting == 0 {
+				return fmt.Errorf("consumer %s: no pull request waiting", durable)
+			}
+		}
+		return nil
+	})
+}
+
 // fleetIdle reports whether every partition consumer is done and the
 // projector has applied the whole stream.
 func fleetIdle(ctx context.Context, st *store.Store, projector string) (bool, error) {
-	last, err := st.StreamLastSeq(ctx)
+	last, err := bounded(ctx, st.StreamLastSeq)
 	if err != nil {
 		return false, err
 	}
 	for p := 0; p < st.Partitions(); p++ {
 		for _, prefix := range []string{pipeline.DurableEligibility, pipeline.DurableScheduler} {
-			lag, err := st.ConsumerLag(ctx, pipeline.DurableName(prefix, p))
+			lag, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+				return st.ConsumerLag(ctx, pipeline.DurableName(prefix, p))
+			})
 			if err != nil || lag > 0 {
 				return false, nil
 			}
@@ -301,7 +343,7 @@ func fleetIdle(ctx context.Context, st *store.Store, projector string) (bool, er
 	if !bytes.Contains(b, []byte(fmt.Sprintf(`"projection_seq": %d`, last))) {
 		return false, nil
 	}
-	again, err := st.StreamLastSeq(ctx)
+	again, err := bounded(ctx, st.StreamLastSeq)
 	return err == nil && again == last, err
 }
 
@@ -324,40 +366,13 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	t.Logf("input: %d sessions, %d events", len(input), total)
 
 	// The reference: the same input through the embedded single process.
-	emb := startT(t, t.TempDir())
-	defer emb.Close()
-	for _, s := range input {
-		if _, err := emb.Store.Append(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := emb.Pipeline.WaitIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]map[string][]byte{}
-	for _, s := range sessionNames {
-		want[s] = views(t, "http://"+emb.HTTPAddr, s)
-	}
+	want, embStore := embeddedViews(t, ctx, input)
 	t.Logf("embedded reference done in %s", time.Since(start).Round(time.Millisecond))
 
 	// The fleet.
-	bin := filepath.Join(t.TempDir(), "prunesched")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/prunesched")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, ctx)
 	t.Logf("binary built at %s", time.Since(start).Round(time.Millisecond))
-	srvs := startCluster(t)
-	urls := clusterURLs(srvs)
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	st, err := store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvs, urls, st := clusterStore(t, ctx)
 	info, err := st.JS().Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
@@ -368,16 +383,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	t.Logf("cluster up at %s", time.Since(start).Round(time.Millisecond))
 
 	elig1 := startWorker(t, bin, "eligibility-1", "eligibility", urls)
-	// Let the first worker take the pins, then start its standby.
-	waitFor(t, ctx, 30*time.Second, func() error {
-		for p := 0; p < st.Partitions(); p++ {
-			if _, err := st.AckFloor(ctx, pipeline.DurableName(pipeline.DurableEligibility, p)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	time.Sleep(300 * time.Millisecond)
+	// The first worker pulls on every partition (it takes the pins at
+	// the first facts), then its standby starts.
+	waitPulling(t, ctx, st, pipeline.DurableEligibility)
 	elig2 := startWorker(t, bin, "eligibility-2", "eligibility", urls)
 	startWorker(t, bin, "scheduler-1", "scheduler", urls)
 	startWorker(t, bin, "scheduler-2", "scheduler", urls)
@@ -392,7 +400,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	// Midway, while events still flow: SIGKILL the eligibility worker that
 	// holds the partitions, and shut down one NATS server.
 	waitFor(t, ctx, 30*time.Second, func() error {
-		last, err := st.LastSeq(ctx, "", sessionNames[0], events.KindMark)
+		last, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+			return st.LastSeq(ctx, "", sessionNames[0], events.KindMark)
+		})
 		if err != nil || last == 0 {
 			return errors.New("no mark yet")
 		}
@@ -408,7 +418,9 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	}()
 	var lag uint64
 	for p := 0; p < st.Partitions(); p++ {
-		n, _ := st.ConsumerLag(ctx, pipeline.DurableName(pipeline.DurableEligibility, p))
+		n, _ := bounded(ctx, func(ctx context.Context) (uint64, error) {
+			return st.ConsumerLag(ctx, pipeline.DurableName(pipeline.DurableEligibility, p))
+		})
 		lag += n
 	}
 	t.Logf("eligibility lag when killing: %d events", lag)
@@ -424,66 +436,11 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	t.Logf("all %d batches appended at %s", len(batches), time.Since(start).Round(time.Millisecond))
 
 	projector := "http://" + proj.addr
-	waitFor(t, ctx, 3*time.Minute, func() error {
-		ok, err := fleetIdle(ctx, st, projector)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errors.New("fleet busy")
-		}
-		return nil
-	})
+	waitFleetIdle(t, ctx, st, projector)
 	t.Logf("fleet idle at %s", time.Since(start).Round(time.Millisecond))
 
-	// Decisions and bundles: identical to the embedded mode's.
-	for _, s := range sessionNames {
-		got := views(t, projector, s)
-		for name, w := range want[s] {
-			if !bytes.Equal(got[name], w) {
-				at, g, e := firstDiff(got[name], w)
-				t.Errorf("session %s: %s differs from the embedded mode at byte %d of %d/%d:\n%s\n--- embedded\n%s", s, name, at, len(got[name]), len(w), g, e)
-			}
-		}
-	}
-
-	// Nothing lost, nothing duplicated: every mark and application id once,
-	// the same sets as the embedded log.
-	ids := func(st *store.Store) (marks, apps map[string]int) {
-		marks, apps = map[string]int{}, map[string]int{}
-		if _, err := st.ReadAll(ctx, 0, func(e events.Event) error {
-			switch e.Type {
-			case events.TypeMark:
-				marks[e.Session+"/"+e.ID]++
-			case events.TypeApplication:
-				apps[e.Session+"/"+e.ID]++
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return marks, apps
-	}
-	cm, ca := ids(st)
-	em, ea := ids(emb.Store)
-	for what, pair := range map[string][2]map[string]int{"mark": {cm, em}, "application": {ca, ea}} {
-		got, ref := pair[0], pair[1]
-		for id, n := range got {
-			if n != 1 {
-				t.Errorf("%s %s stored %d times", what, id, n)
-			}
-			if ref[id] == 0 {
-				t.Errorf("%s %s is not in the embedded log", what, id)
-			}
-		}
-		for id := range ref {
-			if got[id] == 0 {
-				t.Errorf("%s %s lost on the cluster", what, id)
-			}
-		}
-		t.Logf("%ss: cluster %d, embedded %d", what, len(got), len(ref))
-	}
-	if len(em) == 0 || len(ea) == 0 {
+	marks, apps := checkAgainstEmbedded(t, ctx, st, embStore, projector, want)
+	if marks == 0 || apps == 0 {
 		t.Fatal("the input produced no marks or no applications")
 	}
 	// Redeliveries happened (the killed worker's event) but were harmless.
@@ -546,4 +503,152 @@ func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, f func() 
 		time.Sleep(delay)
 		delay = min(2*delay, 250*time.Millisecond)
 	}
+}
+
+// embeddedViews replays input through the embedded single process and
+// returns every session's views and the store holding its log.
+func embeddedViews(t *testing.T, ctx context.Context, input [][]events.Event) (map[string]map[string][]byte, *store.Store) {
+	t.Helper()
+	emb := startT(t, t.TempDir())
+	t.Cleanup(func() { emb.Close() })
+	for _, s := range input {
+		if _, err := emb.Store.Append(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := emb.Pipeline.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string][]byte{}
+	for _, s := range input {
+		want[s[0].Session] = views(t, "http://"+emb.HTTPAddr, s[0].Session)
+	}
+	return want, emb.Store
+}
+
+// checkAgainstEmbedded checks the cluster's log (st) and its projector's
+// views against the embedded replay's (ref, want, by session): every
+// session's facts in the same order (an append cut half way and retried
+// would store a fact after later ones: then the logs differ, not the
+// decisions), every view byte for byte, and every mark and application
+// of the embedded log stored once, and no other. It returns the embedded
+// log's marks and applications.
+func checkAgainstEmbedded(t *testing.T, ctx context.Context, st, ref *store.Store, projector string, want map[string]map[string][]byte) (marks, apps int) {
+	t.Helper()
+	factOrder := func(st *store.Store, session string) []string {
+		evs, err := st.ReadSession(ctx, "", session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range evs {
+			if e.IsFact() {
+				ids = append(ids, e.ID)
+			}
+		}
+		return ids
+	}
+	sessions := slices.Sorted(maps.Keys(want))
+	for _, s := range sessions {
+		got, exp := factOrder(st, s), factOrder(ref, s)
+		if !slices.Equal(got, exp) {
+			i := 0
+			for i < min(len(got), len(exp)) && got[i] == exp[i] {
+				i++
+			}
+			t.Errorf("session %s: the cluster log holds its facts in another order from fact %d: %v, embedded %v", s, i, got[i:min(len(got), i+4)], exp[i:min(len(exp), i+4)])
+		}
+	}
+	for _, s := range sessions {
+		got := views(t, projector, s)
+		for _, name := range slices.Sorted(maps.Keys(want[s])) {
+			if w := want[s][name]; !bytes.Equal(got[name], w) {
+				at, g, e := firstDiff(got[name], w)
+				t.Errorf("session %s: %s differs from the embedded mode at byte %d of %d/%d:\n%s\n--- embedded\n%s", s, name, at, len(got[name]), len(w), g, e)
+			}
+		}
+	}
+	ids := func(st *store.Store) map[string]int {
+		out := map[string]int{}
+		if _, err := st.ReadAll(ctx, 0, func(e events.Event) error {
+			if !e.IsFact() {
+				out[string(e.Type)+" "+e.Session+"/"+e.ID]++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got, exp := ids(st), ids(ref)
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("%s stored %d times", id, n)
+		}
+		if exp[id] == 0 {
+			t.Errorf("%s is not in the embedded log", id)
+		}
+	}
+	for id := range exp {
+		if got[id] == 0 {
+			t.Errorf("%s lost on the cluster", id)
+		}
+		if strings.HasPrefix(id, string(events.TypeMark)+" ") {
+			marks++
+		} else {
+			apps++
+		}
+	}
+	t.Logf("marks and applications: cluster %d, embedded %d (%d marks)", len(got), len(exp), marks)
+	return marks, apps
+}
+
+// buildBinary builds cmd/prunesched into a temporary directory.
+func buildBinary(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "prunesched")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/prunesched").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// clusterStore starts a three-node cluster (startCluster) and opens the
+// store on it with three replicas, through a connection given all three
+// URLs; it returns the servers, the URLs and the store.
+func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, *store.Store) {
+	t.Helper()
+	srvs := startCluster(t)
+	urls := clusterURLs(srvs)
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// The meta leader can be elected before it knows every peer (a loaded
+	// machine): the stream's three replicas are placed once it does.
+	var st *store.Store
+	waitFor(t, ctx, time.Minute, func() error {
+		var err error
+		st, err = bounded(ctx, func(ctx context.Context) (*store.Store, error) {
+			return store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
+		})
+		return err
+	})
+	return srvs, urls, st
+}
+
+// waitFleetIdle waits until the fleet is idle (fleetIdle).
+func waitFleetIdle(t *testing.T, ctx context.Context, st *store.Store, projector string) {
+	t.Helper()
+	waitFor(t, ctx, 3*time.Minute, func() error {
+		ok, err := fleetIdle(ctx, st, projector)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("fleet busy")
+		}
+		return nil
+	})
 }

@@ -22,9 +22,11 @@ import (
 var deployPasswords = map[string]string{
 	"PS_ADMIN_PASSWORD": "admin-pw-0123456789", "PS_SERVICE_PASSWORD": "service-pw-0123456789",
 	"PS_TENANT_ACME_PASSWORD": "acme-pw-0123456789", "PS_TENANT_GLOBEX_PASSWORD": "globex-pw-0123456789",
+	"PS_ROUTE_PASSWORD": "route-pw-0123456789",
 }
 
-// setDeployPasswords gives deploy/nats/auth.conf its environment.
+// setDeployPasswords gives deploy/nats/auth.conf and n*.conf their
+// environment.
 func setDeployPasswords(t *testing.T) {
 	for k, v := range deployPasswords {
 		t.Setenv(k, v)

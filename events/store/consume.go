@@ -173,6 +173,20 @@ func (s *Store) consumer(ctx context.Context, durable, filter string, opts []Con
 	return cons, o, s.log.With(slog.String("consumer", durable), slog.String("filter", filter)), nil
 }
 
+// pullExpiryFor is the expiry of Consume's pull requests: pullExpiry, or
+// with a pinned priority group a third of the pinned TTL (at least the
+// client library's minimum of 1 s). The server keeps a client pinned
+// only while it sends new pull requests within the TTL (a request
+// waiting does not count): with pulls that outlive the TTL, an idle or
+// busy live worker lost its pin every TTL, and a worker still handling
+// a batch saw the next facts of its sessions go to another process.
+func pullExpiryFor(o consumeOpts) time.Duration {
+	if o.group == "" || o.pinnedTTL <= 0 {
+		return pullExpiry
+	}
+	return min(pullExpiry, max(o.pinnedTTL/3, time.Second))
+}
+
 // runConsumer pulls from cons into cb until ctx ends or the consumer stops
 // on its own; stop is called before it returns, after the pulls ended.
 func (s *Store) runConsumer(ctx context.Context, cons jetstream.Consumer, durable string, o consumeOpts, log *slog.Logger, cb func(jetstream.Msg), stop func()) error {
@@ -182,7 +196,7 @@ func (s *Store) runConsumer(ctx context.Context, cons jetstream.Consumer, durabl
 		// consumer elects its leader, a server going away) is only retried
 		// after a missed heartbeat, half the expiry. With the library's 30 s
 		// default a partition could stall for 30 s after a failover.
-		jetstream.PullExpiry(pullExpiry),
+		jetstream.PullExpiry(pullExpiryFor(o)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if ctx.Err() != nil {
 				return
@@ -238,12 +252,29 @@ func (g *gapDetector) see(msg jetstream.Msg) {
 // seeDelivery is see for a message whose delivery sequence d the caller
 // has parsed already.
 func (g *gapDetector) seeDelivery(d uint64) {
-	if g.last != 0 && d != g.last+1 && g.onGap != nil {
+	if g.jumped(d) {
+		g.stale()
+	}
+}
+
+// jumped records delivery sequence d and reports whether it jumped since
+// the last one seen: the consumer delivered to another client in between.
+func (g *gapDetector) jumped(d uint64) bool {
+	last := g.last
+	g.last = d
+	if last != 0 && d != last+1 {
 		g.log.Info("consume: deliveries went to another client; dropping cached state",
-			slog.Uint64("last", g.last), slog.Uint64("now", d))
+			slog.Uint64("last", last), slog.Uint64("now", d))
+		return true
+	}
+	return false
+}
+
+// stale calls the gap hook, if any.
+func (g *gapDetector) stale() {
+	if g.onGap != nil {
 		g.onGap()
 	}
-	g.last = d
 }
 
 // handle runs the handler for one message and settles it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,6 +30,9 @@ func WithMaxBatch(n int) ConsumeOption {
 type delivered struct {
 	msg jetstream.Msg
 	ev  events.Event
+	// gap says the consumer delivered to another client between the
+	// previous message and this one (see WithGapHook).
+	gap bool
 }
 
 // ConsumeBatch is Consume for handlers that work faster on many events at
@@ -70,8 +74,10 @@ func (s *Store) ConsumeBatch(ctx context.Context, durable, filter string, handle
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 		gaps: gapDetector{log: log, onGap: o.onGap},
+		held: map[jetstream.Msg]struct{}{},
 	}
 	go b.loop(ctx)
+	go b.keepAlive(s.cfg.AckWait)
 	return s.runConsumer(ctx, cons, durable, o, log, b.deliver, b.stop)
 }
 
@@ -84,12 +90,15 @@ type batcher struct {
 	handler  BatchHandler
 	maxBatch int
 
-	mu      sync.Mutex // guards stopped and sends on in
+	mu      sync.Mutex // guards stopped, held and sends on in
 	stopped bool
-	in      chan delivered
-	quit    chan struct{} // closed by stop
-	done    chan struct{} // closed when loop returns
-	gaps    gapDetector   // used on the delivery goroutine only
+	// held is every message delivered here and not yet settled: queued
+	// or in the batch being handled (see keepAlive).
+	held map[jetstream.Msg]struct{}
+	in   chan delivered
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when loop returns
+	gaps gapDetector   // used on the delivery goroutine only
 }
 
 // deliver is the consumer callback: decode, then queue for the loop.
@@ -107,7 +116,10 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	b.gaps.seeDelivery(meta.Sequence.Consumer)
+	// The gap is acted on when the loop reaches this message, not now:
+	// the messages delivered before it may still be queued, and handling
+	// them rebuilds the state the gap makes stale.
+	gap := b.gaps.jumped(meta.Sequence.Consumer)
 	seq := meta.Sequence.Stream
 	e, err := decodeMsg(msg.Subject(), seq, msg.Data())
 	if err != nil {
@@ -121,12 +133,54 @@ func (b *batcher) deliver(msg jetstream.Msg) {
 		return
 	}
 	select {
-	case b.in <- delivered{msg: msg, ev: e}:
+	case b.in <- delivered{msg: msg, ev: e, gap: gap}:
+		b.held[msg] = struct{}{}
 	default:
 		// Cannot happen with the buffer sized above; never block the
 		// delivery goroutine: hand it back.
 		b.log.Warn("consume: batch queue full, event handed back", slog.Uint64("seq", seq))
 		_ = msg.NakWithDelay(b.s.cfg.NakDelay)
+	}
+}
+
+// keepAlive tells the server, every third of the ack wait until stop,
+// that the messages this client holds are in progress (JetStream's
+// working acknowledgement, which restarts their ack wait): a batch that
+// takes longer than the ack wait (a loaded machine, a slow wait for
+// eligibility) must not be redelivered to another process while this one
+// still works on it, or two workers judge the same facts at once. A
+// client that dies stops telling, and its messages are redelivered after
+// the ack wait as before.
+func (b *batcher) keepAlive(ackWait time.Duration) {
+	t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+	defer t.Stop()
+	var msgs []jetstream.Msg
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		msgs = msgs[:0]
+		for m := range b.held {
+			msgs = append(msgs, m)
+		}
+		b.mu.Unlock()
+		for _, m := range msgs {
+			// A message settled meanwhile answers an error or nothing.
+			_ = m.InProgress()
+		}
+		clear(msgs)
+	}
+}
+
+// release forgets settled messages (see keepAlive).
+func (b *batcher) release(batch []delivered) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range batch {
+		delete(b.held, d.msg)
 	}
 }
 
@@ -152,27 +206,43 @@ func (b *batcher) stop() {
 	}
 }
 
-// loop runs the handler on batches until stop.
+// loop runs the handler on batches until stop. A message that follows a
+// gap in the consumer's deliveries starts a batch of its own, and the gap
+// hook runs before that batch: after every message delivered before the
+// gap was handled, before any message after it.
 func (b *batcher) loop(ctx context.Context) {
 	defer close(b.done)
 	batch := make([]delivered, 0, b.maxBatch)
 	evs := make([]events.Event, 0, b.maxBatch)
+	var next *delivered // a message after a gap, opening the next batch
 	for {
 		batch, evs = batch[:0], evs[:0]
-		select {
-		case d := <-b.in:
-			batch = append(batch, d)
-		case <-b.quit:
-			return
+		if next != nil {
+			batch = append(batch, *next)
+			next = nil
+		} else {
+			select {
+			case d := <-b.in:
+				batch = append(batch, d)
+			case <-b.quit:
+				return
+			}
 		}
 	fill:
 		for len(batch) < b.maxBatch {
 			select {
 			case d := <-b.in:
+				if d.gap {
+					next = &d
+					break fill
+				}
 				batch = append(batch, d)
 			default:
 				break fill
 			}
+		}
+		if batch[0].gap {
+			b.gaps.stale()
 		}
 		for _, d := range batch {
 			evs = append(evs, d.ev)
@@ -187,6 +257,7 @@ func (b *batcher) loop(ctx context.Context) {
 
 // settle acknowledges a handled batch, or hands it back after a failure.
 func (b *batcher) settle(ctx context.Context, batch []delivered, err error) {
+	defer b.release(batch)
 	first, last := batch[0].ev, batch[len(batch)-1].ev
 	if err != nil {
 		b.log.Warn("consume: batch handler failed, will redeliver",

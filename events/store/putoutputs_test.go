@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/prunesched/prunesched/events"
 )
 
@@ -66,4 +68,33 @@ func TestPutBlobString(t *testing.T) {
 	require_Error(t, err)
 	_, err = s.GetBlob(ctx, wrong)
 	require_Error(t, err, ErrNotFound)
+}
+
+// TestPutBlobRepairsObjectWithoutChunks: the object store's put purges an
+// object's chunks when it sees the publish of the object's description
+// fail, though the description may be stored all the same (its
+// acknowledgement lost as a server went away, as in the cluster test). A
+// retried put must store the payload again, not find the description and
+// call it stored: every get of it would wait for chunks that never come.
+func TestPutBlobRepairsObjectWithoutChunks(t *testing.T) {
+	ctx := testCtx(t)
+	nc := connectEmbedded(t)
+	s := openStore(t, nc, suiteConfig())
+	data := []byte("a tool output whose put failed half way\n")
+	hash := events.HashBytes(data)
+	require_NoError(t, s.PutBlob(ctx, hash, data))
+	info, err := s.blobs.GetInfo(ctx, hash)
+	require_NoError(t, err)
+	// What the failed put leaves: the description without its chunks.
+	require_NoError(t, s.blobStream.Purge(ctx, jetstream.WithPurgeSubject("$O."+s.cfg.BlobBucket+".C."+info.NUID)))
+	whole, err := s.blobWhole(ctx, info)
+	require_NoError(t, err)
+	require_True(t, !whole, "an object without chunks counted whole")
+
+	// The writer retries from another process (nothing cached).
+	retry := openStore(t, nc, suiteConfig())
+	require_NoError(t, retry.PutBlob(ctx, hash, data))
+	got, err := openStore(t, nc, suiteConfig()).GetBlob(ctx, hash)
+	require_NoError(t, err)
+	require_Equal(t, string(got), string(data))
 }

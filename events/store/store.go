@@ -58,6 +58,9 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	blobs  jetstream.ObjectStore
+	// blobStream is the stream under blobs (PutBlob counts an object's
+	// chunks there).
+	blobStream jetstream.Stream
 	// ids caches each recently appended session's fact ids (see Append).
 	ids *idCache
 	cfg Config
@@ -117,6 +120,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: create or update blob bucket %s: %w", cfg.BlobBucket, err)
 	}
+	blobStream, err := js.Stream(ctx, objectStream(cfg.BlobBucket))
+	if err != nil {
+		return nil, fmt.Errorf("open store: blob bucket %s: look up its stream: %w", cfg.BlobBucket, err)
+	}
 	logger.Debug("store opened",
 		slog.String("stream", scfg.Name),
 		slog.String("blob_bucket", cfg.BlobBucket),
@@ -124,7 +131,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, logger *slog.Logger) (
 		slog.Int("partitions", cfg.Partitions),
 		slog.Duration("duplicates", cfg.Duplicates))
 	return &Store{
-		nc: nc, js: js, stream: stream, blobs: blobs, cfg: cfg, log: logger,
+		nc: nc, js: js, stream: stream, blobs: blobs, blobStream: blobStream, cfg: cfg, log: logger,
 		ids:     newIDCache(cfg.IDCacheEntries),
 		putting: map[string]*hashLock{},
 		cache:   newBlobCache(cfg.BlobCacheBytes),
@@ -306,12 +313,22 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 		return nil // stored: the cache holds only stored blobs
 	}
 	defer s.lockHash(hash)()
-	_, err := s.blobs.GetInfo(ctx, hash)
-	if err == nil {
-		cache()
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrObjectNotFound) {
+	info, err := s.blobs.GetInfo(ctx, hash)
+	switch {
+	case err == nil:
+		whole, err := s.blobWhole(ctx, info)
+		if err != nil {
+			return fmt.Errorf("put blob %s: %w", hash, err)
+		}
+		if whole {
+			cache()
+			return nil
+		}
+		// A put that failed half way left the object's description
+		// without its chunks: store it again (the put replaces the
+		// description).
+		s.log.Warn("blob stored without its chunks (an earlier put failed); storing it again", slog.String("hash", hash))
+	case !errors.Is(err, jetstream.ErrObjectNotFound):
 		return fmt.Errorf("put blob %s: look up: %w", hash, err)
 	}
 	if _, err := s.blobs.Put(ctx, jetstream.ObjectMeta{Name: hash}, open()); err != nil {
@@ -320,6 +337,28 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	// Rendering usually follows soon: keep the new output at hand.
 	cache()
 	return nil
+}
+
+// objectStream is the name of the stream under object store bucket.
+func objectStream(bucket string) string { return "OBJ_" + bucket }
+
+// blobWhole reports whether every chunk of the object info describes is
+// stored. The object store's put publishes the chunks, then the
+// description, and purges the chunks when it sees the description's
+// publish fail; when the description was stored all the same (the
+// acknowledgement was lost as a server went away) the object is left
+// without its payload, and a get waits for chunks that never come. The
+// count is read from the stream leader.
+func (s *Store) blobWhole(ctx context.Context, info *jetstream.ObjectInfo) (bool, error) {
+	if info.Size == 0 || info.Chunks == 0 {
+		return true, nil
+	}
+	subj := "$O." + s.cfg.BlobBucket + ".C." + info.NUID
+	si, err := s.blobStream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return false, fmt.Errorf("count chunks: %w", err)
+	}
+	return si.State.Subjects[subj] >= uint64(info.Chunks), nil
 }
 
 // GetBlob returns the payload stored under hash. A missing blob is an error
