@@ -80,18 +80,7 @@ const (
 // agentCalls returns the context-tool results among blocks (the request's
 // new blocks), in order, with their calls' arguments from the request.
 func agentCalls(c *conversation, blocks []*block) []*agentCall {
-	var calls map[string]*block
-	for _, b := range c.blocks {
-		if b.kind != bToolUse {
-			continue
-		}
-		if _, ok := agenttools.Match(b.tool); ok {
-			if calls == nil {
-				calls = map[string]*block{}
-			}
-			calls[b.callID] = b
-		}
-	}
+	calls := contextCalls(c)
 	var out []*agentCall
 	for _, b := range blocks {
 		if b.kind != bToolResult {
@@ -121,21 +110,23 @@ func agentCalls(c *conversation, blocks []*block) []*agentCall {
 	return out
 }
 
-// agentCallIDs returns the call ids of the request's context-tool calls
-// (nil when none): the results whose recorded answer render splices.
-func agentCallIDs(c *conversation) map[string]bool {
-	var ids map[string]bool
+// contextCalls returns the request's context-tool calls by call id (nil
+// when none): their results are the ones the proxy answers (agentCalls)
+// and splices the recorded answer of (render).
+func contextCalls(c *conversation) map[string]*block {
+	var calls map[string]*block
 	for _, b := range c.blocks {
-		if b.kind == bToolUse {
-			if _, ok := agenttools.Match(b.tool); ok {
-				if ids == nil {
-					ids = map[string]bool{}
-				}
-				ids[b.callID] = true
+		if b.kind != bToolUse {
+			continue
+		}
+		if _, ok := agenttools.Match(b.tool); ok {
+			if calls == nil {
+				calls = map[string]*block{}
 			}
+			calls[b.callID] = b
 		}
 	}
-	return ids
+	return calls
 }
 
 // prepareAgent answers the context_list and context_recover calls and
@@ -427,19 +418,34 @@ func (p *Proxy) recoverAnswer(ctx context.Context, pl *plan, items []projections
 	switch {
 	case o.Kind == projections.ItemToolUse:
 		return string(o.Input), outcomeRecovered
-	case o.Output != nil:
-		return *o.Output, outcomeRecovered
-	case o.Hash != "":
-		b, err := p.blobOf(ctx, pl, o.Hash)
-		if err != nil {
+	case o.Output != nil || o.Hash != "":
+		text, n, err := p.outputText(ctx, pl, o)
+		switch {
+		case err != nil:
 			return "prunesched: " + h + " could not be read from the log (" + err.Error() + "); try again", outcomeInvalid
+		case n >= 0:
+			return "prunesched: " + h + " holds bytes that are not text (" + strconv.Itoa(n) + " bytes); `prunesched item` shows them", outcomeInvalid
 		}
-		if !utf8.Valid(b) {
-			return "prunesched: " + h + " holds bytes that are not text (" + strconv.Itoa(len(b)) + " bytes); `prunesched item` shows them", outcomeInvalid
-		}
-		return string(b), outcomeRecovered
+		return text, outcomeRecovered
 	}
 	return o.Text, outcomeRecovered
+}
+
+// outputText returns a tool output's text, inline or fetched by content
+// address. n is the output's size when it is not valid UTF-8 (text is
+// then empty), -1 otherwise.
+func (p *Proxy) outputText(ctx context.Context, pl *plan, o projections.Original) (text string, n int, err error) {
+	if o.Output != nil {
+		return *o.Output, -1, nil
+	}
+	b, err := p.blobOf(ctx, pl, o.Hash)
+	if err != nil {
+		return "", -1, err
+	}
+	if !utf8.Valid(b) {
+		return "", len(b), nil
+	}
+	return string(b), -1, nil
 }
 
 // answerOf returns the recorded answer of a context-tool result the log
@@ -456,20 +462,11 @@ func (p *Proxy) answerOf(ctx context.Context, pl *plan, item string) (string, bo
 			o, ok = s.OriginalOf(i)
 		}
 	})
-	if !ok {
+	if !ok || o.Output == nil && o.Hash == "" {
 		return "", false
 	}
-	a := ""
-	switch {
-	case o.Output != nil:
-		a = *o.Output
-	case o.Hash != "":
-		b, err := p.blobOf(ctx, pl, o.Hash)
-		if err != nil || !utf8.Valid(b) {
-			return "", false
-		}
-		a = string(b)
-	default:
+	a, n, err := p.outputText(ctx, pl, o)
+	if err != nil || n >= 0 {
 		return "", false
 	}
 	pl.st.rememberAnswer(item, a)

@@ -535,7 +535,7 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 	for i := range items {
 		pruned[items[i].ID] = &items[i]
 	}
-	agentIDs := agentCallIDs(pl.conv)
+	agentIDs := contextCalls(pl.conv)
 	if len(pruned) == 0 && agentIDs == nil {
 		return nil
 	}
@@ -549,7 +549,7 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		if bi == nil {
 			// A context tool's result: its recorded answer in place of
 			// the MCP server's stub, at every send (agent.go).
-			if b.kind == bToolResult && agentIDs[b.callID] {
+			if b.kind == bToolResult && agentIDs[b.callID] != nil {
 				if a, ok := p.answerOf(ctx, pl, b.item); ok {
 					start, end := pl.conv.span(b)
 					edits = append(edits, edit{start: start, end: end, repl: quote(a)})
