@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -72,14 +73,14 @@ type fixture struct {
 func loadFixture(t testing.TB) fixture {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "session.jsonl"))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	defer f.Close()
 	raw, err := events.DecodeJSONL(f, "session.jsonl")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	fx := fixture{blobs: newMemBlobs(), tc: &wordCounter{}}
 	for _, e := range raw {
 		p, err := events.Prepare(context.Background(), e, fx.blobs, fx.tc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		fx.events = append(fx.events, p)
 	}
 	return fx
@@ -101,19 +102,19 @@ func renderAll(t testing.TB, s *Session, blobs BlobGetter, tc TokenCounter) map[
 	out := map[string][]byte{}
 	var err error
 	out["anthropic.json"], err = RenderAnthropic(ctx, b, blobs, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out["openai.json"], err = RenderOpenAI(ctx, b, blobs, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out["txt"], err = RenderText(ctx, b, blobs, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out["decisions.json"], err = marshalJSON(s.Decisions())
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out["items.json"], err = marshalJSON(s.Items())
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	st, err := s.Stats(ctx, blobs, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out["stats.json"], err = marshalJSON(st)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	return out
 }
 
@@ -124,39 +125,18 @@ func goldenCompare(t *testing.T, name string, got []byte) {
 	t.Helper()
 	if strings.HasSuffix(name, ".json") {
 		var buf bytes.Buffer
-		require_NoError(t, json.Indent(&buf, got, "", "  "))
+		testutil.NoError(t, json.Indent(&buf, got, "", "  "))
 		buf.WriteByte('\n')
 		got = buf.Bytes()
 	}
 	path := filepath.Join("testdata", name)
 	if *update {
-		require_NoError(t, os.WriteFile(path, got, 0o644))
+		testutil.NoError(t, os.WriteFile(path, got, 0o644))
 		return
 	}
 	want, err := os.ReadFile(path)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from golden (run go test -update to accept):\n--- got ---\n%s", name, got)
-	}
-}
-
-func require_NoError(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
-
-func require_True(t testing.TB, ok bool, format string, args ...any) {
-	t.Helper()
-	if !ok {
-		t.Fatalf(format, args...)
-	}
-}
-
-func require_Equal[T comparable](t testing.TB, got, want T, what string) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s: got %v, want %v", what, got, want)
 	}
 }

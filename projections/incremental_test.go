@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
 
@@ -343,14 +344,14 @@ func TestIncrementalLateSurvivor(t *testing.T) {
 		s.Observe(e)
 	}
 	text, err := RenderText(context.Background(), s.Bundle(), nil, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	r3 := ""
 	for _, it := range s.Items() {
 		if it.ID == "r3" {
 			r3 = placeholder.Handle(it.Index)
 		}
 	}
-	require_True(t, r3 != "" && bytes.Contains(text, []byte("(since removed: L2 SUPERSEDED, see "+r3+")")), "r1 does not defer to r3 (%s):\n%s", r3, text)
+	testutil.True(t, r3 != "" && bytes.Contains(text, []byte("(since removed: L2 SUPERSEDED, see "+r3+")")), "r1 does not defer to r3 (%s):\n%s", r3, text)
 }
 
 // TestConcurrentSnapshotRenders: one writer, several readers rendering
@@ -410,18 +411,18 @@ func TestRenderCacheBudget(t *testing.T) {
 	want := renderOrErr(refRenderAnthropic, stripBundle(s.Bundle()), blobs, nil)
 	for range 3 {
 		got := snapshotOrErr(Snapshot.RenderAnthropic, s.Snapshot(), blobs, nil)
-		require_True(t, got == want, "render with a full cache differs from the reference")
+		testutil.True(t, got == want, "render with a full cache differs from the reference")
 	}
 	n := s.rc.bytes.Load()
-	require_True(t, n > 0 && n <= limit, "cached %d bytes, budget %d", n, limit)
-	require_Equal(t, budget.Used(), n, "budget used")
+	testutil.True(t, n > 0 && n <= limit, "cached %d bytes, budget %d", n, limit)
+	testutil.Equal(t, budget.Used(), n, "budget used")
 	kept := 0
 	for _, bi := range s.Snapshot().items {
 		if bi.cached(anthropicFragment) != nil {
 			kept++
 		}
 	}
-	require_True(t, kept > 0 && kept < 400, "%d of 400 fragments kept", kept)
+	testutil.True(t, kept > 0 && kept < 400, "%d of 400 fragments kept", kept)
 }
 
 // TestAppendAnthropic: appending to a buffer gives the buffer's bytes
@@ -431,7 +432,7 @@ func TestAppendAnthropic(t *testing.T) {
 	sn := s.Snapshot()
 	want := snapshotOrErr(Snapshot.RenderAnthropic, sn, blobs, nil)
 	buf, err := sn.AppendAnthropic(context.Background(), []byte("prefix"), blobs)
-	require_True(t, err == nil && string(buf) == "prefix"+want, "appended rendering differs (err %v)", err)
+	testutil.True(t, err == nil && string(buf) == "prefix"+want, "appended rendering differs (err %v)", err)
 	again, err := sn.AppendAnthropic(context.Background(), buf[:0], blobs)
-	require_True(t, err == nil && string(again) == want, "rendering into a reused buffer differs (err %v)", err)
+	testutil.True(t, err == nil && string(again) == want, "rendering into a reused buffer differs (err %v)", err)
 }

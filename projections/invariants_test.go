@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"regexp"
 	"strconv"
 	"testing"
@@ -24,7 +25,7 @@ func TestAnthropicInvariants(t *testing.T) {
 	fx := loadFixture(t)
 	b := feed(fx.events).Bundle()
 	out, err := RenderAnthropic(context.Background(), b, fx.blobs, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var req struct {
 		Model     string `json:"model"`
 		MaxTokens int    `json:"max_tokens"`
@@ -36,52 +37,52 @@ func TestAnthropicInvariants(t *testing.T) {
 			Content []map[string]any `json:"content"`
 		} `json:"messages"`
 	}
-	require_NoError(t, json.Unmarshal(out, &req))
-	require_Equal(t, req.Model, "claude-opus-4-1", "model (from the last model request)")
-	require_Equal(t, req.MaxTokens, DefaultMaxTokens, "max_tokens")
-	require_Equal(t, len(req.System), 1, "system blocks (host-compacted one dropped)")
+	testutil.NoError(t, json.Unmarshal(out, &req))
+	testutil.Equal(t, req.Model, "claude-opus-4-1", "model (from the last model request)")
+	testutil.Equal(t, req.MaxTokens, DefaultMaxTokens, "max_tokens")
+	testutil.Equal(t, len(req.System), 1, "system blocks (host-compacted one dropped)")
 
 	want := resultsInSession(b)
 	seenUse := map[string]int{}
 	results := map[string]int{}
 	for i, m := range req.Messages {
 		if i > 0 {
-			require_True(t, m.Role != req.Messages[i-1].Role, "message %d repeats role %s", i, m.Role)
+			testutil.True(t, m.Role != req.Messages[i-1].Role, "message %d repeats role %s", i, m.Role)
 		}
-		require_True(t, m.Role == "user" || m.Role == "assistant", "message %d role %q", i, m.Role)
+		testutil.True(t, m.Role == "user" || m.Role == "assistant", "message %d role %q", i, m.Role)
 		for _, blk := range m.Content {
 			switch blk["type"] {
 			case "tool_use":
-				require_Equal(t, m.Role, "assistant", "tool_use role")
+				testutil.Equal(t, m.Role, "assistant", "tool_use role")
 				_, isObj := blk["input"].(map[string]any)
-				require_True(t, isObj, "tool_use %v input is not an object", blk["id"])
+				testutil.True(t, isObj, "tool_use %v input is not an object", blk["id"])
 				seenUse[blk["id"].(string)] = i
 			case "tool_result":
-				require_Equal(t, m.Role, "user", "tool_result role")
+				testutil.Equal(t, m.Role, "user", "tool_result role")
 				id := blk["tool_use_id"].(string)
 				at, ok := seenUse[id]
-				require_True(t, ok && at < i, "tool_result %s without an earlier tool_use", id)
+				testutil.True(t, ok && at < i, "tool_result %s without an earlier tool_use", id)
 				results[id]++
 			case "thinking":
-				require_True(t, blk["signature"] != "", "thinking without signature")
+				testutil.True(t, blk["signature"] != "", "thinking without signature")
 			}
 		}
 	}
 	for id := range seenUse {
 		if want[id] {
-			require_Equal(t, results[id], 1, "tool_results for "+id)
+			testutil.Equal(t, results[id], 1, "tool_results for "+id)
 		} else {
-			require_Equal(t, results[id], 0, "tool_results for "+id+" (none in session)")
+			testutil.Equal(t, results[id], 0, "tool_results for "+id+" (none in session)")
 		}
 	}
-	require_Equal(t, len(seenUse), 10, "tool_use blocks")
+	testutil.Equal(t, len(seenUse), 10, "tool_use blocks")
 }
 
 func TestOpenAIInvariants(t *testing.T) {
 	fx := loadFixture(t)
 	b := feed(fx.events).Bundle()
 	out, err := RenderOpenAI(context.Background(), b, fx.blobs, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var req struct {
 		Model    string `json:"model"`
 		Messages []struct {
@@ -98,26 +99,26 @@ func TestOpenAIInvariants(t *testing.T) {
 			} `json:"tool_calls"`
 		} `json:"messages"`
 	}
-	require_NoError(t, json.Unmarshal(out, &req))
+	testutil.NoError(t, json.Unmarshal(out, &req))
 	want := resultsInSession(b)
 	calls := map[string]int{}
 	tools := map[string]int{}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "assistant":
-			require_True(t, m.Content != nil || len(m.ToolCalls) > 0, "empty assistant message %d", i)
+			testutil.True(t, m.Content != nil || len(m.ToolCalls) > 0, "empty assistant message %d", i)
 			for _, c := range m.ToolCalls {
-				require_Equal(t, c.Type, "function", "tool call type")
-				require_True(t, json.Valid([]byte(c.Function.Arguments)), "arguments of %s not JSON", c.ID)
+				testutil.Equal(t, c.Type, "function", "tool call type")
+				testutil.True(t, json.Valid([]byte(c.Function.Arguments)), "arguments of %s not JSON", c.ID)
 				calls[c.ID] = i
 			}
 		case "tool":
 			at, ok := calls[m.ToolCallID]
-			require_True(t, ok && at < i, "tool message %s without an earlier tool call", m.ToolCallID)
-			require_True(t, m.Content != nil, "tool message without content")
+			testutil.True(t, ok && at < i, "tool message %s without an earlier tool call", m.ToolCallID)
+			testutil.True(t, m.Content != nil, "tool message without content")
 			tools[m.ToolCallID]++
 		case "system", "user":
-			require_True(t, m.Content != nil, "%s message without content", m.Role)
+			testutil.True(t, m.Content != nil, "%s message without content", m.Role)
 		default:
 			t.Fatalf("unexpected role %q", m.Role)
 		}
@@ -127,9 +128,9 @@ func TestOpenAIInvariants(t *testing.T) {
 		if want[id] {
 			n = 1
 		}
-		require_Equal(t, tools[id], n, "tool messages for "+id)
+		testutil.Equal(t, tools[id], n, "tool messages for "+id)
 	}
-	require_Equal(t, len(calls), 10, "tool calls")
+	testutil.Equal(t, len(calls), 10, "tool calls")
 }
 
 var textTotal = regexp.MustCompile(`── end: (\d+) items, (\d+) tok rendered`)
@@ -141,9 +142,9 @@ func TestTokenInvariants(t *testing.T) {
 	fx := loadFixture(t)
 	s := feed(fx.events)
 	st, err := s.Stats(context.Background(), nil, fx.tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	tk := st.Tokens
-	require_Equal(t, tk.Rendered, tk.Raw-tk.HostCompacted-tk.HostPruned+tk.HostPlaceholder-tk.Removed+tk.Placeholder, "Rendered by definition")
+	testutil.Equal(t, tk.Rendered, tk.Raw-tk.HostCompacted-tk.HostPruned+tk.HostPlaceholder-tk.Removed+tk.Placeholder, "Rendered by definition")
 
 	b := s.Bundle()
 	sum, raw := 0, 0
@@ -161,17 +162,17 @@ func TestTokenInvariants(t *testing.T) {
 			sum += bi.Tokens
 		}
 	}
-	require_Equal(t, tk.Raw, raw, "Raw is the sum of stored counts")
-	require_Equal(t, tk.Rendered, sum, "Rendered is the sum over rendered items")
-	require_True(t, tk.Removed > 0 && tk.Placeholder > 0 && tk.HostCompacted > 0 && tk.HostPruned > 0, "fixture should exercise every part: %+v", tk)
+	testutil.Equal(t, tk.Raw, raw, "Raw is the sum of stored counts")
+	testutil.Equal(t, tk.Rendered, sum, "Rendered is the sum over rendered items")
+	testutil.True(t, tk.Removed > 0 && tk.Placeholder > 0 && tk.HostCompacted > 0 && tk.HostPruned > 0, "fixture should exercise every part: %+v", tk)
 
 	txt, err := RenderText(context.Background(), b, fx.blobs, fx.tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	m := textTotal.FindSubmatch(txt)
-	require_True(t, m != nil, "text rendering has no total line")
+	testutil.True(t, m != nil, "text rendering has no total line")
 	n, _ := strconv.Atoi(string(m[2]))
-	require_Equal(t, n, tk.Rendered, "text total")
-	require_Equal(t, string(m[1]), fmt.Sprint(st.RenderedItems), "text item count")
+	testutil.Equal(t, n, tk.Rendered, "text total")
+	testutil.Equal(t, string(m[1]), fmt.Sprint(st.RenderedItems), "text item count")
 }
 
 // Placeholders are counted once per distinct text.
@@ -180,12 +181,12 @@ func TestPlaceholderTokensCached(t *testing.T) {
 	s := feed(fx.events)
 	tc := &wordCounter{}
 	_, err := s.Stats(context.Background(), nil, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	first := tc.Calls()
-	require_Equal(t, first, 3, "distinct placeholder texts counted (two ours, one host)")
+	testutil.Equal(t, first, 3, "distinct placeholder texts counted (two ours, one host)")
 	_, err = s.Stats(context.Background(), nil, tc)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	_, err = RenderText(context.Background(), s.Bundle(), fx.blobs, tc)
-	require_NoError(t, err)
-	require_Equal(t, tc.Calls(), first, "counts after caching")
+	testutil.NoError(t, err)
+	testutil.Equal(t, tc.Calls(), first, "counts after caching")
 }

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func TestArgsSummary(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			require_Equal(t, ArgsSummary(json.RawMessage(c.in), ArgsSummaryBytes), c.want, "summary")
+			testutil.Equal(t, ArgsSummary(json.RawMessage(c.in), ArgsSummaryBytes), c.want, "summary")
 		})
 	}
 
@@ -36,15 +37,15 @@ func TestArgsSummary(t *testing.T) {
 	}
 	b.WriteString("}")
 	got := ArgsSummary(json.RawMessage(b.String()), ArgsSummaryBytes)
-	require_True(t, len(got) <= ArgsSummaryBytes+len(",…}"), "summary too long (%d): %s", len(got), got)
-	require_True(t, strings.HasSuffix(got, ",…}"), "cut not marked: %s", got)
-	require_True(t, !strings.Contains(ArgsSummary(json.RawMessage(`{"c":"`+big+`"}`), ArgsSummaryBytes), "secret"), "bulk copied")
+	testutil.True(t, len(got) <= ArgsSummaryBytes+len(",…}"), "summary too long (%d): %s", len(got), got)
+	testutil.True(t, strings.HasSuffix(got, ",…}"), "cut not marked: %s", got)
+	testutil.True(t, !strings.Contains(ArgsSummary(json.RawMessage(`{"c":"`+big+`"}`), ArgsSummaryBytes), "secret"), "bulk copied")
 }
 
 func TestTruncUTF8(t *testing.T) {
 	s := strings.Repeat("é", 100) // 200 bytes
 	got := truncUTF8(s, 11)
-	require_True(t, len(got) <= 11, "too long: %d", len(got))
-	require_True(t, strings.HasSuffix(got, "…") && !strings.ContainsRune(got, '\uFFFD'), "bad cut %q", got)
-	require_Equal(t, truncUTF8("short", 11), "short", "no cut")
+	testutil.True(t, len(got) <= 11, "too long: %d", len(got))
+	testutil.True(t, strings.HasSuffix(got, "…") && !strings.ContainsRune(got, '\uFFFD'), "bad cut %q", got)
+	testutil.Equal(t, truncUTF8("short", 11), "short", "no cut")
 }

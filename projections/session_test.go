@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
 
@@ -45,8 +46,8 @@ func TestRebuild(t *testing.T) {
 	dup := renderAll(t, redelivered, fx.blobs, &wordCounter{})
 
 	for k, want := range first {
-		require_True(t, bytes.Equal(again[k], want), "rebuild changed %s", k)
-		require_True(t, bytes.Equal(dup[k], want), "redelivery changed %s", k)
+		testutil.True(t, bytes.Equal(again[k], want), "rebuild changed %s", k)
+		testutil.True(t, bytes.Equal(dup[k], want), "redelivery changed %s", k)
 	}
 }
 
@@ -73,34 +74,34 @@ func TestSemantics(t *testing.T) {
 	}
 	for _, c := range cases {
 		it, ok := items[c.item]
-		require_True(t, ok, "item %s missing", c.item)
-		require_Equal(t, it.Pruned, c.pruned, c.item+" pruned")
-		require_Equal(t, it.HostPruned, c.hostPruned, c.item+" host_pruned")
-		require_Equal(t, it.HostCompacted, c.hostCompacte, c.item+" host_compacted")
+		testutil.True(t, ok, "item %s missing", c.item)
+		testutil.Equal(t, it.Pruned, c.pruned, c.item+" pruned")
+		testutil.Equal(t, it.HostPruned, c.hostPruned, c.item+" host_pruned")
+		testutil.Equal(t, it.HostCompacted, c.hostCompacte, c.item+" host_compacted")
 	}
-	require_True(t, items["toolu_08"].Restored, "toolu_08 not restored")
-	require_True(t, items["toolu_06"].LatestMark != nil && !items["toolu_06"].LatestMark.Applied, "toolu_06 mark should be pending")
+	testutil.True(t, items["toolu_08"].Restored, "toolu_08 not restored")
+	testutil.True(t, items["toolu_06"].LatestMark != nil && !items["toolu_06"].LatestMark.Applied, "toolu_06 mark should be pending")
 
 	dec := map[string]Decision{}
 	for _, d := range s.Decisions() {
 		dec[d.Item] = d
 	}
 	d := dec["toolu_01"]
-	require_True(t, d.Applied && d.InEffect && d.AppliedAt == "r4" && d.Trigger == events.TriggerNextRequest, "toolu_01 decision: %+v", d)
-	require_Equal(t, d.Application.FirstDivergence, 180, "first divergence")
-	require_Equal(t, d.Application.MutationRadius, 420, "mutation radius")
-	require_True(t, dec["toolu_03/input"].Residue != nil, "residue missing")
-	require_True(t, !dec["toolu_06"].Applied, "pending mark shown applied")
-	require_True(t, dec["toolu_08"].Applied && !dec["toolu_08"].InEffect, "restored item: %+v", dec["toolu_08"])
+	testutil.True(t, d.Applied && d.InEffect && d.AppliedAt == "r4" && d.Trigger == events.TriggerNextRequest, "toolu_01 decision: %+v", d)
+	testutil.Equal(t, d.Application.FirstDivergence, 180, "first divergence")
+	testutil.Equal(t, d.Application.MutationRadius, 420, "mutation radius")
+	testutil.True(t, dec["toolu_03/input"].Residue != nil, "residue missing")
+	testutil.True(t, !dec["toolu_06"].Applied, "pending mark shown applied")
+	testutil.True(t, dec["toolu_08"].Applied && !dec["toolu_08"].InEffect, "restored item: %+v", dec["toolu_08"])
 
 	st, err := s.Stats(context.Background(), nil, fx.tc)
-	require_NoError(t, err)
-	require_Equal(t, st.DanglingMarks, 1, "dangling marks")
-	require_Equal(t, st.PrunedItems, 2, "pruned items")
-	require_Equal(t, st.HostPrunedItems, 1, "host-pruned items")
-	require_Equal(t, st.HostCompactedItems, 4, "host-compacted items")
-	require_Equal(t, st.Pending, 1, "pending")
-	require_Equal(t, st.ToolCalls, 11, "tool calls")
+	testutil.NoError(t, err)
+	testutil.Equal(t, st.DanglingMarks, 1, "dangling marks")
+	testutil.Equal(t, st.PrunedItems, 2, "pruned items")
+	testutil.Equal(t, st.HostPrunedItems, 1, "host-pruned items")
+	testutil.Equal(t, st.HostCompactedItems, 4, "host-compacted items")
+	testutil.Equal(t, st.Pending, 1, "pending")
+	testutil.Equal(t, st.ToolCalls, 11, "tool calls")
 }
 
 // A pending mark changes nothing; applying it prunes; a later applied KEEP
@@ -112,7 +113,7 @@ func TestApplyKeepRestore(t *testing.T) {
 	ctx := context.Background()
 	render := func() string {
 		b, err := RenderAnthropic(ctx, s.Bundle(), fx.blobs, fx.tc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		return string(b)
 	}
 	at := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
@@ -145,30 +146,30 @@ func TestApplyKeepRestore(t *testing.T) {
 
 	before := render()
 	pending := mark("toolu_07", events.Prune, events.ReasonDuplicateOutput)
-	require_Equal(t, render(), before, "bundle after a pending mark")
+	testutil.Equal(t, render(), before, "bundle after a pending mark")
 
 	apply(pending)
-	require_True(t, pruned("toolu_07"), "applied prune not in effect")
-	require_True(t, strings.Contains(render(), ", context_recover #"), "placeholder missing")
+	testutil.True(t, pruned("toolu_07"), "applied prune not in effect")
+	testutil.True(t, strings.Contains(render(), ", context_recover #"), "placeholder missing")
 
 	keep := mark("toolu_07", events.Keep, events.ReasonUnique)
-	require_True(t, pruned("toolu_07"), "pending KEEP changed the bundle")
+	testutil.True(t, pruned("toolu_07"), "pending KEEP changed the bundle")
 	apply(keep)
-	require_True(t, !pruned("toolu_07"), "applied KEEP did not bring it back")
+	testutil.True(t, !pruned("toolu_07"), "applied KEEP did not bring it back")
 
 	apply(pending) // re-applying the old PRUNE puts it back into effect
-	require_True(t, pruned("toolu_07"), "re-applied prune not in effect")
+	testutil.True(t, pruned("toolu_07"), "re-applied prune not in effect")
 	add(&events.Restore{Item: "toolu_07"})
-	require_True(t, !pruned("toolu_07"), "restore not immediate")
+	testutil.True(t, !pruned("toolu_07"), "restore not immediate")
 	apply(pending) // older than the restore: stale
-	require_True(t, !pruned("toolu_07"), "stale prune applied")
+	testutil.True(t, !pruned("toolu_07"), "stale prune applied")
 	st, err := s.Stats(ctx, nil, fx.tc)
-	require_NoError(t, err)
-	require_Equal(t, st.StaleApplications, 1, "stale applications")
+	testutil.NoError(t, err)
+	testutil.Equal(t, st.StaleApplications, 1, "stale applications")
 
 	// A prune on a thinking block is never rendered.
 	apply(mark("a1", events.Prune, events.ReasonDuplicateOutput))
-	require_True(t, !pruned("a1"), "thinking block pruned")
+	testutil.True(t, !pruned("a1"), "thinking block pruned")
 }
 
 func TestObserveIgnoresOtherSessions(t *testing.T) {
@@ -176,20 +177,20 @@ func TestObserveIgnoresOtherSessions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	s.Observe(events.New("e1", "", "two", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
 	s.Observe(events.New("e2", "acme", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
-	require_Equal(t, len(s.Items()), 0, "items from other sessions")
+	testutil.Equal(t, len(s.Items()), 0, "items from other sessions")
 	s.Observe(events.New("e3", "default", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "x"}))
 	s.Observe(events.New("e4", "", "one", at, &events.Message{Item: "m", Role: events.RoleUser, Text: "y"}))
-	require_Equal(t, len(s.Items()), 1, "items")
+	testutil.Equal(t, len(s.Items()), 1, "items")
 	st, err := s.Stats(context.Background(), nil, nil)
-	require_NoError(t, err)
-	require_Equal(t, st.DuplicateItems, 1, "duplicate items")
+	testutil.NoError(t, err)
+	testutil.Equal(t, st.DuplicateItems, 1, "duplicate items")
 }
 
 func TestMissingBlobIsAnError(t *testing.T) {
 	fx := loadFixture(t)
 	s := feed(fx.events)
 	_, err := RenderAnthropic(context.Background(), s.Bundle(), newMemBlobs(), nil)
-	require_True(t, err != nil && strings.Contains(err.Error(), "output of item"), "got %v", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "output of item"), "got %v", err)
 }
 
 // One writer and several readers at once (run with -race).
@@ -211,9 +212,9 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 		default:
 		}
 		_, err := RenderText(ctx, s.Bundle(), fx.blobs, fx.tc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_, err = s.Stats(ctx, nil, fx.tc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_ = s.Decisions()
 	}
 }
@@ -243,7 +244,7 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 	s := feed(evs)
 	text := func() string {
 		b, err := RenderText(context.Background(), s.Bundle(), newMemBlobs(), nil)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		return string(b)
 	}
 	handle := func(id string) string {
@@ -254,7 +255,7 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 		}
 		return "?"
 	}
-	require_True(t, strings.Contains(text(), "copy "+handle("r2")+", context_recover"), "placeholder does not name the kept copy:\n%s", text())
+	testutil.True(t, strings.Contains(text(), "copy "+handle("r2")+", context_recover"), "placeholder does not name the kept copy:\n%s", text())
 
 	n2 := len(evs)
 	m2 := add(&events.Mark{Item: "r2", Decision: events.Prune, Rung: events.L2, Reason: events.ReasonSuperseded,
@@ -264,8 +265,8 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 		s.Observe(e)
 	}
 	got := text()
-	require_True(t, !strings.Contains(got, "copy "+handle("r2")+", context_recover"), "placeholder still claims r2 is kept:\n%s", got)
-	require_True(t, strings.Contains(got, "copy "+handle("r2")+" (since removed: L2 SUPERSEDED, see "+handle("r3")+")"), "placeholder does not say r2 was removed:\n%s", got)
+	testutil.True(t, !strings.Contains(got, "copy "+handle("r2")+", context_recover"), "placeholder still claims r2 is kept:\n%s", got)
+	testutil.True(t, strings.Contains(got, "copy "+handle("r2")+" (since removed: L2 SUPERSEDED, see "+handle("r3")+")"), "placeholder does not say r2 was removed:\n%s", got)
 }
 
 // TestDecisionControl: a certificate names who decided it, by
@@ -295,6 +296,6 @@ func TestDecisionControl(t *testing.T) {
 		got[d.Item] = d.Control
 	}
 	for _, c := range marks {
-		require_Equal(t, got[c.item], c.want, c.item+" control")
+		testutil.Equal(t, got[c.item], c.want, c.item+" control")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
 
@@ -51,8 +52,8 @@ func spanSession(t *testing.T) ([]events.Event, *memBlobs) {
 	tc := &wordCounter{}
 	for i, e := range evs {
 		p, err := events.Prepare(context.Background(), e, blobs, tc)
-		require_NoError(t, err)
-		require_NoError(t, p.Validate())
+		testutil.NoError(t, err)
+		testutil.NoError(t, p.Validate())
 		evs[i] = p
 	}
 	return evs, blobs
@@ -68,14 +69,14 @@ func TestSpanRender(t *testing.T) {
 		s.Observe(e)
 	}
 	txt, err := RenderText(ctx, s.Bundle(), blobs, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	goldenCompare(t, "span.txt", txt)
 	an, err := RenderAnthropic(ctx, s.Bundle(), blobs, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	goldenCompare(t, "span.anthropic.json", an)
 	want := "[prunesched: lines 1-30 = #1 lines 20-49, sha256:"
-	require_True(t, strings.Contains(string(txt), want), "no reference line %q in\n%s", want, txt)
-	require_True(t, strings.Contains(string(txt), "    50→\t// new"), "new lines not verbatim")
+	testutil.True(t, strings.Contains(string(txt), want), "no reference line %q in\n%s", want, txt)
+	testutil.True(t, strings.Contains(string(txt), "    50→\t// new"), "new lines not verbatim")
 
 	// The earlier read is pruned: the reference no longer applies.
 	at := evs[len(evs)-1].Time
@@ -84,12 +85,12 @@ func TestSpanRender(t *testing.T) {
 	s.Observe(prune)
 	s.Observe(events.New("x2", "", "span", at.Add(2*time.Second), &events.Application{Request: "r2", Marks: []string{"x1"}, Items: []string{"c1"}, Trigger: events.TriggerManual, PolicyVersion: "p"}))
 	txt2, err := RenderText(ctx, s.Bundle(), blobs, nil)
-	require_NoError(t, err)
-	require_True(t, !strings.Contains(string(txt2), "lines 1-30 = #1"), "reference still applied after #1 was pruned:\n%s", txt2)
-	require_True(t, strings.Contains(string(txt2), numberedLines(20, 49)), "c2 not rendered whole:\n%s", txt2)
+	testutil.NoError(t, err)
+	testutil.True(t, !strings.Contains(string(txt2), "lines 1-30 = #1"), "reference still applied after #1 was pruned:\n%s", txt2)
+	testutil.True(t, strings.Contains(string(txt2), numberedLines(20, 49)), "c2 not rendered whole:\n%s", txt2)
 	for _, bi := range s.Bundle().Items {
 		if bi.ID == "c2" {
-			require_True(t, !bi.Pruned && len(bi.Spans) == 0, "c2 still pruned: %+v", bi.Item)
+			testutil.True(t, !bi.Pruned && len(bi.Spans) == 0, "c2 still pruned: %+v", bi.Item)
 		}
 	}
 }
@@ -99,5 +100,5 @@ func TestSpanRender(t *testing.T) {
 func TestApplySpansWhole(t *testing.T) {
 	text := numberedLines(1, 10)
 	_, err := placeholder.ApplySpans(text, []placeholder.Span{{From: 1, To: 5, Item: "#0", SrcFrom: 1, SrcTo: 5, Hash: "sha256:00"}})
-	require_True(t, err != nil, "a wrong hash was applied")
+	testutil.True(t, err != nil, "a wrong hash was applied")
 }

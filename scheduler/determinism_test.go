@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -111,11 +112,11 @@ func TestReplayFromLog(t *testing.T) {
 		log = append(log, ev)
 	}
 	c2, again := drive(t, pol(policy.ModeScheduled), log)
-	require_eq(t, "new applications on replay", len(again), 0)
+	testutil.Equal(t, len(again), 0, "new applications on replay")
 	a, b := c1.Economics(), c2.Economics()
-	require_eq(t, "total cost", a.Total.Cost, b.Total.Cost)
-	require_eq(t, "tokens", a.Total.Tokens, b.Total.Tokens)
-	require_eq(t, "applications", len(a.Applications), len(b.Applications))
+	testutil.Equal(t, a.Total.Cost, b.Total.Cost, "total cost")
+	testutil.Equal(t, a.Total.Tokens, b.Total.Tokens, "tokens")
+	testutil.Equal(t, len(a.Applications), len(b.Applications), "applications")
 }
 
 func TestScheduledTriggersOnDetSession(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -29,16 +30,16 @@ func TestRecoveryPriced(t *testing.T) {
 	c, _ := drive(t, pol(policy.ModeScheduled), b.evs)
 	l := c.Economics()
 	r := l.Requests
-	require_eq(t, "requests", len(r), 4)
-	require_eq(t, "r1 recovery tokens", r[0].RecoveryTokens, 0)
-	require_eq(t, "r2 recoveries", r[1].Recoveries, 1)
-	require_eq(t, "r2 recovery tokens", r[1].RecoveryTokens, 1000)
-	require_near(t, "r2 recovery cost (written)", r[1].RecoveryCost, 1000*3.75/1e6)
-	require_eq(t, "r3 recoveries", r[2].Recoveries, 0)
-	require_near(t, "r3 recovery cost (read)", r[2].RecoveryCost, 1000*0.30/1e6)
-	require_near(t, "r4 recovery cost (cache expired: written again)", r[3].RecoveryCost, 1000*3.75/1e6)
-	require_eq(t, "total recoveries", l.Total.Recoveries, 1)
-	require_eq(t, "total recovery tokens", l.Total.RecoveryTokens, 3000)
+	testutil.Equal(t, len(r), 4, "requests")
+	testutil.Equal(t, r[0].RecoveryTokens, 0, "r1 recovery tokens")
+	testutil.Equal(t, r[1].Recoveries, 1, "r2 recoveries")
+	testutil.Equal(t, r[1].RecoveryTokens, 1000, "r2 recovery tokens")
+	testutil.Near(t, r[1].RecoveryCost, 1000*3.75/1e6, "r2 recovery cost (written)")
+	testutil.Equal(t, r[2].Recoveries, 0, "r3 recoveries")
+	testutil.Near(t, r[2].RecoveryCost, 1000*0.30/1e6, "r3 recovery cost (read)")
+	testutil.Near(t, r[3].RecoveryCost, 1000*3.75/1e6, "r4 recovery cost (cache expired: written again)")
+	testutil.Equal(t, l.Total.Recoveries, 1, "total recoveries")
+	testutil.Equal(t, l.Total.RecoveryTokens, 3000, "total recovery tokens")
 	if l.Total.RecoveryCost >= l.Total.Cost {
 		t.Fatalf("recovery cost %v is part of the cost %v", l.Total.RecoveryCost, l.Total.Cost)
 	}

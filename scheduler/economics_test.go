@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -55,26 +56,26 @@ func TestEconomicsImmediateCostsMoreThanScheduled(t *testing.T) {
 	if !(sch.Total.Tokens < none.Total.Tokens && imm.Total.Tokens < sch.Total.Tokens) {
 		t.Fatalf("tokens: none %d immediate %d scheduled %d", none.Total.Tokens, imm.Total.Tokens, sch.Total.Tokens)
 	}
-	require_eq(t, "provider", sch.Provider, "anthropic")
-	require_eq(t, "immediate applications", len(imm.Applications), 1)
-	require_eq(t, "immediate trigger", imm.Applications[0].Trigger, events.TriggerImmediate)
-	require_eq(t, "immediate at request", imm.Applications[0].Request, 1)
-	require_eq(t, "scheduled applications", len(sch.Applications), 1)
-	require_eq(t, "scheduled trigger", sch.Applications[0].Trigger, events.TriggerCacheExpired)
-	require_eq(t, "scheduled at request", sch.Applications[0].Request, 5)
-	require_eq(t, "scheduled radius", sch.Applications[0].MutationRadius, 0)
-	require_eq(t, "none applications", len(none.Applications), 0)
+	testutil.Equal(t, sch.Provider, "anthropic", "provider")
+	testutil.Equal(t, len(imm.Applications), 1, "immediate applications")
+	testutil.Equal(t, imm.Applications[0].Trigger, events.TriggerImmediate, "immediate trigger")
+	testutil.Equal(t, imm.Applications[0].Request, 1, "immediate at request")
+	testutil.Equal(t, len(sch.Applications), 1, "scheduled applications")
+	testutil.Equal(t, sch.Applications[0].Trigger, events.TriggerCacheExpired, "scheduled trigger")
+	testutil.Equal(t, sch.Applications[0].Request, 5, "scheduled at request")
+	testutil.Equal(t, sch.Applications[0].MutationRadius, 0, "scheduled radius")
+	testutil.Equal(t, len(none.Applications), 0, "none applications")
 
 	// Per-request ledger of the warm second request under none, by hand:
 	// bundle r0 = 30,000 (all written); w1 = 35,500, reads 30,000 and
 	// writes 5,500.
 	r := none.Requests[1]
-	require_eq(t, "w1 tokens", r.Tokens, 35500)
-	require_eq(t, "w1 read", r.CacheRead, 30000)
-	require_eq(t, "w1 write", r.CacheWrite, 5500)
-	require_near(t, "w1 cost", r.Cost, 30000*0.30/1e6+5500*3.75/1e6)
+	testutil.Equal(t, r.Tokens, 35500, "w1 tokens")
+	testutil.Equal(t, r.CacheRead, 30000, "w1 read")
+	testutil.Equal(t, r.CacheWrite, 5500, "w1 write")
+	testutil.Near(t, r.Cost, 30000*0.30/1e6+5500*3.75/1e6, "w1 cost")
 	// After the gap everything is written again.
-	require_eq(t, "c1 read", none.Requests[5].CacheRead, 0)
+	testutil.Equal(t, none.Requests[5].CacheRead, 0, "c1 read")
 }
 
 func TestEconomicsOpenAIAutomaticCaching(t *testing.T) {
@@ -85,13 +86,13 @@ func TestEconomicsOpenAIAutomaticCaching(t *testing.T) {
 	b.msg("u", 100)
 	b.at(time.Minute).req("r2")
 	l := Simulate(policy.Default(), b.evs, StrategyNone)
-	require_eq(t, "provider", l.Provider, "openai")
-	require_eq(t, "r1 write", l.Requests[0].CacheWrite, 0)
-	require_eq(t, "r1 uncached", l.Requests[0].Uncached, 1500)
+	testutil.Equal(t, l.Provider, "openai", "provider")
+	testutil.Equal(t, l.Requests[0].CacheWrite, 0, "r1 write")
+	testutil.Equal(t, l.Requests[0].Uncached, 1500, "r1 uncached")
 	// cached prefix in 128-token steps past 1,024: 1,024 + 3x128 = 1,408.
-	require_eq(t, "r2 read", l.Requests[1].CacheRead, 1408)
-	require_eq(t, "r2 uncached", l.Requests[1].Uncached, 1600-1408)
-	require_near(t, "r2 cost", l.Requests[1].Cost, 1408*0.50/1e6+192*2.0/1e6)
+	testutil.Equal(t, l.Requests[1].CacheRead, 1408, "r2 read")
+	testutil.Equal(t, l.Requests[1].Uncached, 1600-1408, "r2 uncached")
+	testutil.Near(t, l.Requests[1].Cost, 1408*0.50/1e6+192*2.0/1e6, "r2 cost")
 }
 
 func TestUnknownProviderAndModelFallBack(t *testing.T) {
@@ -100,20 +101,20 @@ func TestUnknownProviderAndModelFallBack(t *testing.T) {
 	b.msg("sys", 1500)
 	b.req("r1")
 	l := Simulate(policy.Default(), b.evs, StrategyNone)
-	require_eq(t, "provider", l.Provider, "acme")
-	require_eq(t, "unpriced", l.Unpriced, true)
-	require_near(t, "r1 cost (unpriced, never anthropic's rates)", l.Requests[0].Cost, 0)
+	testutil.Equal(t, l.Provider, "acme", "provider")
+	testutil.Equal(t, l.Unpriced, true, "unpriced")
+	testutil.Near(t, l.Requests[0].Cost, 0, "r1 cost (unpriced, never anthropic's rates)")
 	b = &sb{now: t0}
 	b.fact(&events.SessionStarted{Format: "native"})
 	b.msg("sys", 1500)
 	b.req("r1")
 	l = Simulate(policy.Default(), b.evs, StrategyNone)
-	require_eq(t, "no provider, no model", l.Provider, "anthropic")
-	require_near(t, "r1 cost (the configured default, 5m write)", l.Requests[0].Cost, 1500*3.75/1e6)
+	testutil.Equal(t, l.Provider, "anthropic", "no provider, no model")
+	testutil.Near(t, l.Requests[0].Cost, 1500*3.75/1e6, "r1 cost (the configured default, 5m write)")
 	p := policy.Default()
 	pr, _ := p.Scheduler.Provider("anthropic")
-	require_eq(t, "dated model finds prefix entry", pr.Price("claude-haiku-4-5-20251001").Input, 1.0)
-	require_eq(t, "haiku 4.5 min cacheable", pr.Price("claude-haiku-4-5-20251001").MinCacheable, 4096)
+	testutil.Equal(t, pr.Price("claude-haiku-4-5-20251001").Input, 1.0, "dated model finds prefix entry")
+	testutil.Equal(t, pr.Price("claude-haiku-4-5-20251001").MinCacheable, 4096, "haiku 4.5 min cacheable")
 }
 
 func TestCalibrate(t *testing.T) {
@@ -123,18 +124,18 @@ func TestCalibrate(t *testing.T) {
 	b.msg("u", 1000)
 	b.at(time.Minute).reqWith(&events.ModelRequest{Request: "r2", Usage: &events.Usage{InputTokens: 5, CacheReadTokens: 12000, CacheWriteTokens: 1000, OutputTokens: 10}})
 	cal := Calibrate(policy.Default(), b.evs)
-	require_eq(t, "reported", cal.Reported, 2)
-	require_eq(t, "predicted read without head", cal.PredictedReadNoHead, 2000)
-	require_eq(t, "predicted write without head", cal.PredictedWriteNoHead, 3000)
+	testutil.Equal(t, cal.Reported, 2, "reported")
+	testutil.Equal(t, cal.PredictedReadNoHead, 2000, "predicted read without head")
+	testutil.Equal(t, cal.PredictedWriteNoHead, 3000, "predicted write without head")
 	// With the head (10,005, see below) in front of every bundle.
-	require_eq(t, "predicted read", cal.PredictedRead, 12005)
-	require_eq(t, "predicted write", cal.PredictedWrite, 13005)
-	require_eq(t, "reported read", cal.ReportedRead, 12000)
-	require_eq(t, "reported write", cal.ReportedWrite, 13000)
+	testutil.Equal(t, cal.PredictedRead, 12005, "predicted read")
+	testutil.Equal(t, cal.PredictedWrite, 13005, "predicted write")
+	testutil.Equal(t, cal.ReportedRead, 12000, "reported read")
+	testutil.Equal(t, cal.ReportedWrite, 13000, "reported write")
 	// Hidden prefix (system prompt and tools the log does not hold):
 	// reported 12,005 vs rendered 2,000, 13,005 vs 3,000: median 10,005.
-	require_eq(t, "hidden prefix", cal.HiddenPrefix, 10005)
-	require_eq(t, "head", cal.Head, 10005)
+	testutil.Equal(t, cal.HiddenPrefix, 10005, "hidden prefix")
+	testutil.Equal(t, cal.Head, 10005, "head")
 }
 
 // TestSimulateHeadFromUnprunedReplay: pruning must never make a strategy
@@ -152,7 +153,7 @@ func TestSimulateHeadFromUnprunedReplay(t *testing.T) {
 	b.reqWith(&events.ModelRequest{Request: "r3", Usage: &events.Usage{InputTokens: 100, CacheReadTokens: 40100}})
 	none := Simulate(pol(policy.ModeScheduled), b.evs, StrategyNone)
 	imm := Simulate(pol(policy.ModeScheduled), b.evs, StrategyImmediate)
-	require_eq(t, "head", imm.Head, none.Head)
+	testutil.Equal(t, imm.Head, none.Head, "head")
 	if imm.Total.Tokens >= none.Total.Tokens {
 		t.Fatalf("immediate sends %d tokens, none %d: pruning must send fewer", imm.Total.Tokens, none.Total.Tokens)
 	}
@@ -181,10 +182,10 @@ func TestEconomicsPricesEachSessionWithItsOwnModel(t *testing.T) {
 		b.msg("more", 500)
 		b.at(time.Minute).req("r1")
 		l := Simulate(policy.Default(), b.evs, StrategyNone)
-		require_eq(t, tc.model+" provider", l.Provider, tc.wantProv)
-		require_eq(t, tc.model+" unpriced", l.Unpriced, tc.unpriced)
-		require_eq(t, tc.model+" priced iff cost", l.Total.Cost > 0, !tc.unpriced)
-		require_eq(t, tc.model+" tokens counted", l.Total.Tokens, 2*3000+500)
+		testutil.Equal(t, l.Provider, tc.wantProv, tc.model+" provider")
+		testutil.Equal(t, l.Unpriced, tc.unpriced, tc.model+" unpriced")
+		testutil.Equal(t, l.Total.Cost > 0, !tc.unpriced, tc.model+" priced iff cost")
+		testutil.Equal(t, l.Total.Tokens, 2*3000+500, tc.model+" tokens counted")
 	}
 }
 
@@ -208,20 +209,20 @@ func TestHindsight(t *testing.T) {
 	p.Scheduler.HorizonRequests = 5
 	ls := SimulateAll(p, b.evs, StrategyNone, StrategyImmediate, StrategyScheduled, StrategyHindsight)
 	h := ls[StrategyHindsight]
-	require_eq(t, "strategy", h.Strategy, StrategyHindsight)
+	testutil.Equal(t, h.Strategy, StrategyHindsight, "strategy")
 	for _, st := range []string{StrategyNone, StrategyImmediate, StrategyScheduled} {
 		if h.Total.Cost > ls[st].Total.Cost+1e-12 {
 			t.Errorf("hindsight %.6f costs more than %s %.6f", h.Total.Cost, st, ls[st].Total.Cost)
 		}
 	}
-	require_eq(t, "scheduled waits (fixed horizon 5)", len(ls[StrategyScheduled].Applications), 0)
-	require_eq(t, "hindsight applies", len(h.Applications), 1)
-	require_eq(t, "at the first request after the mark", h.Applications[0].Request, 1)
+	testutil.Equal(t, len(ls[StrategyScheduled].Applications), 0, "scheduled waits (fixed horizon 5)")
+	testutil.Equal(t, len(h.Applications), 1, "hindsight applies")
+	testutil.Equal(t, h.Applications[0].Request, 1, "at the first request after the mark")
 	if !(h.Total.Cost < ls[StrategyScheduled].Total.Cost) {
 		t.Fatalf("hindsight %.6f should beat the fixed-horizon scheduler %.6f", h.Total.Cost, ls[StrategyScheduled].Total.Cost)
 	}
 
 	// On dupSession the best is the cache expiry, which the scheduler finds.
 	ls = SimulateAll(policy.Default(), dupSession().evs, StrategyScheduled, StrategyHindsight)
-	require_near(t, "dupSession: scheduled is the best", ls[StrategyHindsight].Total.Cost, ls[StrategyScheduled].Total.Cost)
+	testutil.Near(t, ls[StrategyHindsight].Total.Cost, ls[StrategyScheduled].Total.Cost, "dupSession: scheduled is the best")
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -33,11 +34,11 @@ func TestFeed(t *testing.T) {
 				before := c.Facts()
 				if a := c.Feed(ev); a != nil {
 					app := appOf(*a)
-					require_eq(t, "application's fact index", app.AfterIndex, before)
+					testutil.Equal(t, app.AfterIndex, before, "application's fact index")
 					got = append(got, *a)
 				}
 			}
-			require_eq(t, "applications", encodeAll(t, got), encodeAll(t, want))
+			testutil.Equal(t, encodeAll(t, got), encodeAll(t, want), "applications")
 		})
 	}
 }

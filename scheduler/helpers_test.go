@@ -3,7 +3,6 @@ package scheduler
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -96,20 +95,6 @@ func drive(t testing.TB, p policy.Policy, evs []events.Event) (*Core, []events.E
 }
 
 func appOf(ev events.Event) *events.Application { return ev.Data.(*events.Application) }
-
-func require_eq[T comparable](t testing.TB, name string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s: got %v, want %v", name, got, want)
-	}
-}
-
-func require_near(t testing.TB, name string, got, want float64) {
-	t.Helper()
-	if math.Abs(got-want) > 1e-9 {
-		t.Fatalf("%s: got %.9f, want %.9f", name, got, want)
-	}
-}
 
 func encodeAll(t testing.TB, evs []events.Event) string {
 	t.Helper()

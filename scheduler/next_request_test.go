@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -36,19 +37,19 @@ func TestNextRequestAppliesEligibleRespectingCauseIndex(t *testing.T) {
 		}
 		c.Observe(ev)
 	}
-	require_eq(t, "applications", len(apps), 2)
+	testutil.Equal(t, len(apps), 2, "applications")
 	a0, a1 := appOf(apps[0]), appOf(apps[1])
-	require_eq(t, "app0 request", a0.Request, "r2")
-	require_eq(t, "app0 marks", len(a0.Marks), 1)
-	require_eq(t, "app0 mark", a0.Marks[0], ma)
-	require_eq(t, "app0 trigger", a0.Trigger, events.TriggerNextRequest)
-	require_eq(t, "app0 after", a0.AfterIndex, r2)
+	testutil.Equal(t, a0.Request, "r2", "app0 request")
+	testutil.Equal(t, len(a0.Marks), 1, "app0 marks")
+	testutil.Equal(t, a0.Marks[0], ma, "app0 mark")
+	testutil.Equal(t, a0.Trigger, events.TriggerNextRequest, "app0 trigger")
+	testutil.Equal(t, a0.AfterIndex, r2, "app0 after")
 	ph := PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000)
-	require_eq(t, "app0 placeholder (placeholder.Tokens, not an assumed 60)", a0.PlaceholderTokens, ph)
-	require_eq(t, "app0 tokens removed", a0.TokensRemoved, 2000-ph)
-	require_eq(t, "app1 request", a1.Request, "r3")
-	require_eq(t, "app1 mark", a1.Marks[0], mb)
-	require_eq(t, "app id", apps[0].ID, events.DerivedID("apply", "", "s1", "r2"))
+	testutil.Equal(t, a0.PlaceholderTokens, ph, "app0 placeholder (placeholder.Tokens, not an assumed 60)")
+	testutil.Equal(t, a0.TokensRemoved, 2000-ph, "app0 tokens removed")
+	testutil.Equal(t, a1.Request, "r3", "app1 request")
+	testutil.Equal(t, a1.Marks[0], mb, "app1 mark")
+	testutil.Equal(t, apps[0].ID, events.DerivedID("apply", "", "s1", "r2"), "app id")
 	// Deciding the same request again applies nothing twice.
 	if a := c.Decide(t0, "r2", r2); a != nil {
 		t.Fatalf("second Decide for r2 returned %v", a)
@@ -68,12 +69,12 @@ func TestNextRequestFirstDivergenceAndRadius(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(time.Minute).req("r2")
 	_, apps := drive(t, pol(policy.ModeNextRequest), b.evs)
-	require_eq(t, "applications", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications")
 	a := appOf(apps[0])
-	require_eq(t, "first divergence", a.FirstDivergence, 1500)
-	require_eq(t, "mutation radius", a.MutationRadius, 4000-1500)
+	testutil.Equal(t, a.FirstDivergence, 1500, "first divergence")
+	testutil.Equal(t, a.MutationRadius, 4000-1500, "mutation radius")
 	// sonnet 5m: (3.75 - 0.30) per MTok.
-	require_near(t, "cache cost", a.CacheCost, 2500*3.45/1e6)
+	testutil.Near(t, a.CacheCost, 2500*3.45/1e6, "cache cost")
 }
 
 func TestLatestMarkWinsAndDeferCancels(t *testing.T) {
@@ -85,7 +86,7 @@ func TestLatestMarkWinsAndDeferCancels(t *testing.T) {
 	b.add(&events.Mark{Item: "a", Decision: events.Abstain, Reason: events.ReasonStateChanged, Cause: "e9", CauseIndex: c2, PolicyVersion: "test@1"})
 	b.req("r1")
 	_, apps := drive(t, pol(policy.ModeNextRequest), b.evs)
-	require_eq(t, "applications", len(apps), 0)
+	testutil.Equal(t, len(apps), 0, "applications")
 }
 
 func TestKeepRestoresAppliedPrune(t *testing.T) {
@@ -99,11 +100,11 @@ func TestKeepRestoresAppliedPrune(t *testing.T) {
 	mk := b.mark("a", events.Keep, c2)
 	b.req("r2")
 	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 2)
+	testutil.Equal(t, len(apps), 2, "applications")
 	a := appOf(apps[1])
-	require_eq(t, "restore mark", a.Marks[0], mk)
-	require_eq(t, "restore trigger", a.Trigger, events.TriggerNextRequest)
-	require_eq(t, "restore net", a.TokensRemoved, -(2000 - PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000)))
+	testutil.Equal(t, a.Marks[0], mk, "restore mark")
+	testutil.Equal(t, a.Trigger, events.TriggerNextRequest, "restore trigger")
+	testutil.Equal(t, a.TokensRemoved, -(2000 - PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000)), "restore net")
 	l := c.Economics()
-	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 3000+2000+20)
+	testutil.Equal(t, l.Requests[1].Tokens, 3000+2000+20, "r2 tokens")
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -24,21 +25,21 @@ scheduler:
 		t.Fatal(err)
 	}
 	s := p.Scheduler
-	require_eq(t, "mode", s.Mode, policy.ModeImmediate)
-	require_eq(t, "horizon", s.HorizonRequests, 3)
+	testutil.Equal(t, s.Mode, policy.ModeImmediate, "mode")
+	testutil.Equal(t, s.HorizonRequests, 3, "horizon")
 	pr, name := s.Provider("anthropic")
-	require_eq(t, "name", name, "anthropic")
-	require_eq(t, "ttl", pr.TTL, "1h")
-	require_eq(t, "caching default", pr.Caching, policy.CachingExplicit)
-	require_eq(t, "min", pr.Price("claude-sonnet-4-5").MinCacheable, 2048)
-	require_eq(t, "default write falls back to input", pr.Price("other").CacheWrite5m, 1.0)
+	testutil.Equal(t, name, "anthropic", "name")
+	testutil.Equal(t, pr.TTL, "1h", "ttl")
+	testutil.Equal(t, pr.Caching, policy.CachingExplicit, "caching default")
+	testutil.Equal(t, pr.Price("claude-sonnet-4-5").MinCacheable, 2048, "min")
+	testutil.Equal(t, pr.Price("other").CacheWrite5m, 1.0, "default write falls back to input")
 	_, name = s.Provider("openai")
-	require_eq(t, "openai still shipped", name, "openai")
+	testutil.Equal(t, name, "openai", "openai still shipped")
 
 	d := policy.Default()
-	require_eq(t, "default mode", d.Scheduler.Mode, policy.ModeScheduled)
-	require_eq(t, "default horizon: estimated", d.Scheduler.HorizonRequests, 0)
-	require_eq(t, "fixed horizon", s.Horizon(40), 3)
+	testutil.Equal(t, d.Scheduler.Mode, policy.ModeScheduled, "default mode")
+	testutil.Equal(t, d.Scheduler.HorizonRequests, 0, "default horizon: estimated")
+	testutil.Equal(t, s.Horizon(40), 3, "fixed horizon")
 
 	for _, bad := range []string{"scheduler: {mode: eager}", "scheduler: {providers: {x: {ttl: 2m}}}", "scheduler: {default_provider: nope}"} {
 		if _, err := policy.Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "scheduler.") {

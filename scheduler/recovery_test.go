@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -146,18 +147,18 @@ func TestPriceRecoveries(t *testing.T) {
 			for _, ev := range all {
 				c.Observe(ev)
 			}
-			require_near(t, "baseline cost", c.ledger(l.Head).Total.Cost, l.Total.Cost)
+			testutil.Near(t, c.ledger(l.Head).Total.Cost, l.Total.Cost, "baseline cost")
 			got, err := PriceRecoveries(p, all, l.Head, tc.recs, answer)
 			if err != nil {
 				t.Fatal(err)
 			}
-			require_eq(t, "recoveries", got.Recoveries, tc.recoveries)
-			require_eq(t, "extra requests", got.Requests, tc.requests)
-			require_eq(t, "tokens added", got.Tokens, tc.tokens)
-			require_eq(t, "output tokens", got.Output, answer*tc.recoveries)
-			require_near(t, "prompt cost added", got.PromptCost, tc.prompt)
-			require_near(t, "output cost", got.OutputCost, m(answer*tc.recoveries, tc.outPrice))
-			require_near(t, "cost", got.Cost, tc.prompt+m(answer*tc.recoveries, tc.outPrice))
+			testutil.Equal(t, got.Recoveries, tc.recoveries, "recoveries")
+			testutil.Equal(t, got.Requests, tc.requests, "extra requests")
+			testutil.Equal(t, got.Tokens, tc.tokens, "tokens added")
+			testutil.Equal(t, got.Output, answer*tc.recoveries, "output tokens")
+			testutil.Near(t, got.PromptCost, tc.prompt, "prompt cost added")
+			testutil.Near(t, got.OutputCost, m(answer*tc.recoveries, tc.outPrice), "output cost")
+			testutil.Near(t, got.Cost, tc.prompt+m(answer*tc.recoveries, tc.outPrice), "cost")
 		})
 	}
 }
@@ -172,8 +173,8 @@ func TestPriceRecoveriesUnpricedAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	require_eq(t, "unpriced tokens", got.Tokens, 10500+4*5060)
-	require_near(t, "unpriced cost", got.Cost, 0)
+	testutil.Equal(t, got.Tokens, 10500+4*5060, "unpriced tokens")
+	testutil.Near(t, got.Cost, 0, "unpriced cost")
 	for _, tc := range []struct {
 		recs   []Recovery
 		answer int

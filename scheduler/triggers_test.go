@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -107,11 +108,11 @@ func TestScheduledTriggers(t *testing.T) {
 				c.Observe(ev)
 			}
 			if !tc.want.apply {
-				require_eq(t, "applications", len(apps), 0)
+				testutil.Equal(t, len(apps), 0, "applications")
 				pend := c.Pending()
-				require_eq(t, "pending", len(pend), tc.want.pending)
+				testutil.Equal(t, len(pend), tc.want.pending, "pending")
 				n, oldest := c.PendingSummary()
-				require_eq(t, "pending summary", n, len(pend))
+				testutil.Equal(t, n, len(pend), "pending summary")
 				var want time.Time
 				for _, pm := range pend {
 					if want.IsZero() || pm.Since.Before(want) {
@@ -126,17 +127,17 @@ func TestScheduledTriggers(t *testing.T) {
 				}
 				return
 			}
-			require_eq(t, "applications", len(apps), 1)
+			testutil.Equal(t, len(apps), 1, "applications")
 			a := apps[0]
-			require_eq(t, "trigger", a.Trigger, tc.want.trigger)
+			testutil.Equal(t, a.Trigger, tc.want.trigger, "trigger")
 			if tc.want.zero {
-				require_near(t, "cache cost", a.CacheCost, 0)
+				testutil.Near(t, a.CacheCost, 0, "cache cost")
 			}
 			if tc.want.radius >= 0 {
-				require_eq(t, "radius", a.MutationRadius, tc.want.radius)
+				testutil.Equal(t, a.MutationRadius, tc.want.radius, "radius")
 			}
-			require_eq(t, "first divergence", a.FirstDivergence, 2000)
-			require_eq(t, "pending after", len(c.Pending()), 0)
+			testutil.Equal(t, a.FirstDivergence, 2000, "first divergence")
+			testutil.Equal(t, len(c.Pending()), 0, "pending after")
 			if n, oldest := c.PendingSummary(); n != 0 || !oldest.IsZero() {
 				t.Fatalf("pending summary after = %d, %v; want 0, zero", n, oldest)
 			}
@@ -147,12 +148,12 @@ func TestScheduledTriggers(t *testing.T) {
 func TestWarmDeferReasonNumbers(t *testing.T) {
 	b := warmSession(30*time.Second, nil)
 	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 0)
+	testutil.Equal(t, len(apps), 0, "applications")
 	// R = 22,000 - 2,000 = 20,000 -> 20,000 x 3.45 / 1e6 = 0.069 USD;
 	// n = 2,000 - 27 (placeholder.Tokens of the mark's placeholder) = 1,973
 	// -> 1,973 x (3.75 + 5 x 0.30) / 1e6 = 0.01035825 USD.
-	require_eq(t, "placeholder", PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000), 27)
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.069 USD > saving 0.0104 USD over 5 requests")
+	testutil.Equal(t, PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 2000), 27, "placeholder")
+	testutil.Equal(t, c.Pending()[0].Reason, "cache warm: break 0.069 USD > saving 0.0104 USD over 5 requests", "reason")
 }
 
 func TestNeverSentAppliesAtOnce(t *testing.T) {
@@ -165,12 +166,12 @@ func TestNeverSentAppliesAtOnce(t *testing.T) {
 	b.mark("x", events.Prune, cy)
 	b.at(20 * time.Second).req("r2")
 	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications")
 	a := appOf(apps[0])
-	require_eq(t, "trigger", a.Trigger, events.TriggerNeverSent)
-	require_eq(t, "first divergence", a.FirstDivergence, 20000)
-	require_eq(t, "radius", a.MutationRadius, 0)
-	require_near(t, "cost", a.CacheCost, 0)
+	testutil.Equal(t, a.Trigger, events.TriggerNeverSent, "trigger")
+	testutil.Equal(t, a.FirstDivergence, 20000, "first divergence")
+	testutil.Equal(t, a.MutationRadius, 0, "radius")
+	testutil.Near(t, a.CacheCost, 0, "cost")
 }
 
 func TestNoRequestYetIsNeverSent(t *testing.T) {
@@ -180,8 +181,8 @@ func TestNoRequestYetIsNeverSent(t *testing.T) {
 	b.mark("x", events.Prune, cy)
 	b.req("r1")
 	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
-	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerNeverSent)
+	testutil.Equal(t, len(apps), 1, "applications")
+	testutil.Equal(t, appOf(apps[0]).Trigger, events.TriggerNeverSent, "trigger")
 }
 
 // TestBreakEvenByHand checks the break-even rule on numbers worked by hand
@@ -202,25 +203,25 @@ func TestBreakEvenByHand(t *testing.T) {
 	// break = 3,500 x 3.45 / 1e6 = 0.012075
 	// saving = 2,973 x (3.75 + 5 x 0.30) / 1e6 = 0.01560825 > break: apply.
 	_, apps := drive(t, pol(policy.ModeScheduled), build(500).evs)
-	require_eq(t, "applications", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications")
 	a := appOf(apps[0])
-	require_eq(t, "trigger", a.Trigger, events.TriggerBreakEven)
-	require_eq(t, "divergence", a.FirstDivergence, 10000)
-	require_eq(t, "radius", a.MutationRadius, 3500)
-	require_eq(t, "removed", a.TokensRemoved, 2973)
-	require_near(t, "cache cost", a.CacheCost, 0.012075)
-	require_near(t, "saving", a.ExpectedSaving, 0.01560825)
+	testutil.Equal(t, a.Trigger, events.TriggerBreakEven, "trigger")
+	testutil.Equal(t, a.FirstDivergence, 10000, "divergence")
+	testutil.Equal(t, a.MutationRadius, 3500, "radius")
+	testutil.Equal(t, a.TokensRemoved, 2973, "removed")
+	testutil.Near(t, a.CacheCost, 0.012075, "cache cost")
+	testutil.Near(t, a.ExpectedSaving, 0.01560825, "saving")
 
 	// tail 2,000: R = 5,000, break = 0.01725 > 0.01560825: defer.
 	c, apps := drive(t, pol(policy.ModeScheduled), build(2000).evs)
-	require_eq(t, "applications", len(apps), 0)
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.0173 USD > saving 0.0156 USD over 5 requests")
+	testutil.Equal(t, len(apps), 0, "applications")
+	testutil.Equal(t, c.Pending()[0].Reason, "cache warm: break 0.0173 USD > saving 0.0156 USD over 5 requests", "reason")
 
 	// The same with horizon 10: saving = 2,975 x 6.75 / 1e6 = 0.02008125 > 0.01725.
 	p := pol(policy.ModeScheduled)
 	p.Scheduler.HorizonRequests = 10
 	_, apps = drive(t, p, build(2000).evs)
-	require_eq(t, "applications (H=10)", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications (H=10)")
 }
 
 // TestBreakEvenPicksBestSuffix: a late mark that pays for itself applies,
@@ -237,14 +238,14 @@ func TestBreakEvenPicksBestSuffix(t *testing.T) {
 	ml := b.mark("late", events.Prune, cu)
 	b.at(time.Minute).req("r2")
 	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications")
 	a := appOf(apps[0])
-	require_eq(t, "marks", len(a.Marks), 1)
-	require_eq(t, "mark", a.Marks[0], ml)
-	require_eq(t, "radius", a.MutationRadius, 3200)
+	testutil.Equal(t, len(a.Marks), 1, "marks")
+	testutil.Equal(t, a.Marks[0], ml, "mark")
+	testutil.Equal(t, a.MutationRadius, 3200, "radius")
 	pend := c.Pending()
-	require_eq(t, "pending", len(pend), 1)
-	require_eq(t, "pending mark", pend[0].Mark, me)
+	testutil.Equal(t, len(pend), 1, "pending")
+	testutil.Equal(t, pend[0].Mark, me, "pending mark")
 }
 
 func TestOneHourTier(t *testing.T) {
@@ -267,7 +268,7 @@ func TestOneHourTier(t *testing.T) {
 			b.mark("a", events.Prune, cb)
 			b.at(10 * time.Minute).req("r2")
 			_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-			require_eq(t, "applications", len(apps), tc.want)
+			testutil.Equal(t, len(apps), tc.want, "applications")
 		})
 	}
 	// The 1h tier prices the break at the 1h write price (6.00 - 0.30).
@@ -280,7 +281,7 @@ func TestOneHourTier(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(10 * time.Minute).req("r2")
 	c, _ := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "reason", c.Pending()[0].Reason, "cache warm: break 0.114 USD > saving 0.0148 USD over 5 requests")
+	testutil.Equal(t, c.Pending()[0].Reason, "cache warm: break 0.114 USD > saving 0.0148 USD over 5 requests", "reason")
 }
 
 func TestUsageReportCalibratesCachedPrefix(t *testing.T) {
@@ -295,8 +296,8 @@ func TestUsageReportCalibratesCachedPrefix(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(time.Minute).req("r2")
 	_, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
-	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerCacheExpired)
+	testutil.Equal(t, len(apps), 1, "applications")
+	testutil.Equal(t, appOf(apps[0]).Trigger, events.TriggerCacheExpired, "trigger")
 
 	// The report says only the first 2,500 tokens were cached (input
 	// tail 19,500): the radius is 500, not 20,000.
@@ -309,9 +310,9 @@ func TestUsageReportCalibratesCachedPrefix(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(time.Minute).req("r2")
 	_, apps = drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
-	require_eq(t, "radius", appOf(apps[0]).MutationRadius, 500)
-	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
+	testutil.Equal(t, len(apps), 1, "applications")
+	testutil.Equal(t, appOf(apps[0]).MutationRadius, 500, "radius")
+	testutil.Equal(t, appOf(apps[0]).Trigger, events.TriggerBreakEven, "trigger")
 }
 
 func TestHostCompactionResets(t *testing.T) {
@@ -329,17 +330,17 @@ func TestHostCompactionResets(t *testing.T) {
 	b.mark("n", events.Prune, cn)
 	b.at(30 * time.Second).req("r2")
 	c, apps := drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications", len(apps), 1)
+	testutil.Equal(t, len(apps), 1, "applications")
 	a := appOf(apps[0])
-	require_eq(t, "marks", len(a.Marks), 1)
-	require_eq(t, "item", a.Items[0], "n")
-	require_eq(t, "trigger", a.Trigger, events.TriggerCacheExpired)
-	require_eq(t, "divergence (offset in new context)", a.FirstDivergence, 1500)
-	require_eq(t, "radius", a.MutationRadius, 0)
+	testutil.Equal(t, len(a.Marks), 1, "marks")
+	testutil.Equal(t, a.Items[0], "n", "item")
+	testutil.Equal(t, a.Trigger, events.TriggerCacheExpired, "trigger")
+	testutil.Equal(t, a.FirstDivergence, 1500, "divergence (offset in new context)")
+	testutil.Equal(t, a.MutationRadius, 0, "radius")
 	l := c.Economics()
-	require_eq(t, "r2 tokens", l.Requests[1].Tokens, 1500+PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 3000)+10)
-	require_eq(t, "r2 cache read", l.Requests[1].CacheRead, 0)
-	require_eq(t, "pending", len(c.Pending()), 0)
+	testutil.Equal(t, l.Requests[1].Tokens, 1500+PlaceholderEstimate(&events.Mark{Rung: events.L0, Reason: events.ReasonDuplicateOutput}, 3000)+10, "r2 tokens")
+	testutil.Equal(t, l.Requests[1].CacheRead, 0, "r2 cache read")
+	testutil.Equal(t, len(c.Pending()), 0, "pending")
 }
 
 // TestHorizonFromSession: the break-even horizon is the session's own
@@ -362,9 +363,9 @@ func TestHorizonFromSession(t *testing.T) {
 		return b
 	}
 	c, apps := drive(t, pol(policy.ModeScheduled), build().evs)
-	require_eq(t, "applications (estimated horizon 30)", len(apps), 1)
-	require_eq(t, "trigger", appOf(apps[0]).Trigger, events.TriggerBreakEven)
-	require_eq(t, "pending", len(c.Pending()), 0)
+	testutil.Equal(t, len(apps), 1, "applications (estimated horizon 30)")
+	testutil.Equal(t, appOf(apps[0]).Trigger, events.TriggerBreakEven, "trigger")
+	testutil.Equal(t, len(c.Pending()), 0, "pending")
 
 	// The run restarts at a cold cache: 30 requests, a gap past the TTL,
 	// then the mark after two warm requests: the horizon is 5 again.
@@ -381,7 +382,7 @@ func TestHorizonFromSession(t *testing.T) {
 	b.mark("a", events.Prune, cb)
 	b.at(20*time.Minute + 20*time.Second).req("r")
 	c, apps = drive(t, pol(policy.ModeScheduled), b.evs)
-	require_eq(t, "applications (new warm run)", len(apps), 0)
+	testutil.Equal(t, len(apps), 0, "applications (new warm run)")
 	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
 		t.Fatalf("reason %q", r)
 	}
@@ -389,7 +390,7 @@ func TestHorizonFromSession(t *testing.T) {
 	p := pol(policy.ModeScheduled)
 	p.Scheduler.HorizonRequests = 5
 	c, apps = drive(t, p, build().evs)
-	require_eq(t, "applications (fixed horizon 5)", len(apps), 0)
+	testutil.Equal(t, len(apps), 0, "applications (fixed horizon 5)")
 	if r := c.Pending()[0].Reason; !strings.Contains(r, "over 5 requests") {
 		t.Fatalf("reason %q", r)
 	}

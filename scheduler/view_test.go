@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -63,7 +64,7 @@ func TestViewIsTheSumOfItsParts(t *testing.T) {
 						CacheCost: a.CacheCost, ExpectedSaving: a.ExpectedSaving})
 				}
 			}
-			require_eq(t, "applications", len(v.Applications), len(want))
+			testutil.Equal(t, len(v.Applications), len(want), "applications")
 			for i, got := range v.Applications {
 				w := want[i]
 				if w.RequestID != "nowhere" {

@@ -28,6 +28,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/pipeline"
 )
 
@@ -81,18 +82,15 @@ func startCluster(t *testing.T) []*server.Server {
 		}
 	}
 	// Wait for a JetStream meta leader.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, func() error {
 		for _, s := range srvs {
 			if s.JetStreamIsLeader() {
-				return srvs
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no JetStream meta leader after 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("no JetStream meta leader")
+	})
+	return srvs
 }
 
 func clusterURLs(srvs []*server.Server) string {
@@ -241,22 +239,17 @@ func chunks(sessions [][]events.Event, n int) [][]events.Event {
 // half way through publishing a batch (a retry would reorder its facts).
 func appendRetry(t *testing.T, ctx context.Context, st *store.Store, evs []events.Event) {
 	t.Helper()
-	var err error
-	deadline := time.Now().Add(2 * time.Minute)
-	for attempt := 1; time.Now().Before(deadline); attempt++ {
+	attempt := 0
+	testutil.Eventually(t, func() error {
+		attempt++
 		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err = st.Append(actx, evs)
-		cancel()
-		if err == nil {
-			return
+		defer cancel()
+		if _, err := st.Append(actx, evs); err != nil {
+			t.Logf("append attempt %d: %v (retrying)", attempt, err)
+			return fmt.Errorf("append: %w", err)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		t.Logf("append attempt %d: %v (retrying)", attempt, err)
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("append: %v", err)
+		return nil
+	}, testutil.Within(2*time.Minute), testutil.Until(ctx))
 }
 
 // views fetches what the API shows of a session: decisions and bundles.
@@ -296,7 +289,7 @@ func bounded[T any](ctx context.Context, f func(ctx context.Context) (T, error))
 // consuming every partition (the server pins it at the first fact).
 func waitPulling(t *testing.T, ctx context.Context, st *store.Store, prefix string) {
 	t.Helper()
-	waitFor(t, ctx, 60*time.Second, func() error {
+	testutil.Eventually(t, func() error {
 		for p := 0; p < st.Partitions(); p++ {
 			durable := pipeline.DurableName(prefix, p)
 			ci, err := bounded(ctx, func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
@@ -314,7 +307,8 @@ func waitPulling(t *testing.T, ctx context.Context, st *store.Store, prefix stri
 			}
 		}
 		return nil
-	})
+	}, testutil.Within(60*time.Second), testutil.Until(ctx))
+
 }
 
 // fleetIdle reports whether every partition consumer is done and the
@@ -399,7 +393,7 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 	}
 	// Midway, while events still flow: SIGKILL the eligibility worker that
 	// holds the partitions, and shut down one NATS server.
-	waitFor(t, ctx, 30*time.Second, func() error {
+	testutil.Eventually(t, func() error {
 		last, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
 			return st.LastSeq(ctx, "", sessionNames[0], events.KindMark)
 		})
@@ -407,7 +401,8 @@ func TestClusterFleetMatchesEmbedded(t *testing.T) {
 			return errors.New("no mark yet")
 		}
 		return nil
-	})
+	}, testutil.Within(30*time.Second), testutil.Until(ctx))
+
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -485,24 +480,6 @@ func firstDiff(a, b []byte) (at int, wa, wb string) {
 		return "..." + string(x[lo:hi]) + "..."
 	}
 	return at, window(a), window(b)
-}
-
-// waitFor polls f until it succeeds or the timeout passes.
-func waitFor(t *testing.T, ctx context.Context, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	delay := 10 * time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(delay)
-		delay = min(2*delay, 250*time.Millisecond)
-	}
 }
 
 // embeddedViews replays input through the embedded single process and
@@ -628,20 +605,21 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 	// The meta leader can be elected before it knows every peer (a loaded
 	// machine): the stream's three replicas are placed once it does.
 	var st *store.Store
-	waitFor(t, ctx, time.Minute, func() error {
+	testutil.Eventually(t, func() error {
 		var err error
 		st, err = bounded(ctx, func(ctx context.Context) (*store.Store, error) {
 			return store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
 		})
 		return err
-	})
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+
 	return srvs, urls, st
 }
 
 // waitFleetIdle waits until the fleet is idle (fleetIdle).
 func waitFleetIdle(t *testing.T, ctx context.Context, st *store.Store, projector string) {
 	t.Helper()
-	waitFor(t, ctx, 3*time.Minute, func() error {
+	testutil.Eventually(t, func() error {
 		ok, err := fleetIdle(ctx, st, projector)
 		if err != nil {
 			return err
@@ -650,5 +628,6 @@ func waitFleetIdle(t *testing.T, ctx context.Context, st *store.Store, projector
 			return errors.New("fleet busy")
 		}
 		return nil
-	})
+	}, testutil.Within(3*time.Minute), testutil.Until(ctx))
+
 }

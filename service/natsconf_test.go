@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestClusterConfigsParse checks that deploy/nats holds three JetStream
@@ -94,21 +95,18 @@ func startDeployCluster(t *testing.T) []*server.Server {
 		srvs = append(srvs, srv)
 		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.Eventually(t, func() error {
 		leader, routed := false, true
 		for _, s := range srvs {
 			leader = leader || s.JetStreamIsLeader()
 			routed = routed && s.NumRoutes() >= len(srvs)-1
 		}
 		if leader && routed {
-			return srvs
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the deploy cluster did not form within a minute (meta leader %v, all routed %v)", leader, routed)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the deploy cluster has not formed (meta leader %v, all routed %v)", leader, routed)
+	})
+	return srvs
 }
 
 // TestDeployClusterRoutesAuthenticated: deploy/nats's nodes form a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/permtest"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestEmbeddedListensNowhereByDefault: without Listen the server has no
@@ -19,13 +20,13 @@ import (
 func TestEmbeddedListensNowhereByDefault(t *testing.T) {
 	t.Parallel()
 	e := startEmbedded(t, "", false)
-	require_Equal(t, e.ClientURL(), "")
-	require_True(t, e.Server().Addr() == nil, "server listens on %v", e.Server().Addr())
+	testutil.Equal(t, e.ClientURL(), "")
+	testutil.True(t, e.Server().Addr() == nil, "server listens on %v", e.Server().Addr())
 	// In-process without credentials is refused too.
 	_, err := nats.Connect("", nats.InProcessServer(e.Server()))
-	require_Error(t, err)
+	testutil.Error(t, err)
 	nc, err := e.Connect("test")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	nc.Close()
 }
 
@@ -35,10 +36,10 @@ func TestEmbeddedListensNowhereByDefault(t *testing.T) {
 func TestEmbeddedRefusesUnauthenticatedClients(t *testing.T) {
 	t.Parallel()
 	e, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: t.TempDir(), Listen: true}, testLogger(t))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(e.Shutdown)
 	url := e.ClientURL()
-	require_True(t, url != "", "no client URL while listening")
+	testutil.True(t, url != "", "no client URL while listening")
 	for name, opts := range map[string][]nats.Option{
 		"no credentials":    nil,
 		"wrong password":    {nats.UserInfo(ServiceUser, "guess-guess-guess")},
@@ -51,10 +52,10 @@ func TestEmbeddedRefusesUnauthenticatedClients(t *testing.T) {
 			t.Errorf("%s: connected", name)
 			continue
 		}
-		require_Contains(t, strings.ToLower(err.Error()), "authorization")
+		testutil.Contains(t, strings.ToLower(err.Error()), "authorization")
 	}
 	nc, err := nats.Connect(e.ServiceURL(), nats.Timeout(ConnectTimeout))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	nc.Close()
 }
 
@@ -69,11 +70,11 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 	openStore(t, connectAdmin(t, e), Config{})
 	onErr, viol := permtest.Violations()
 	svc, err := e.Connect("svc", onErr)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(svc.Close)
 	s := openStore(t, svc, Config{})
 	stored, err := s.Append(ctx, sessionEvents("acme", "s1"))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 
 	js := s.JS()
 	denied := func(subject string, op func(ctx context.Context) error) {
@@ -81,7 +82,7 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 		permtest.Denied(t, ctx, viol, subject, "\""+subject+"\"", op)
 	}
 	st, err := js.Stream(ctx, events.StreamName)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	cfg := st.CachedInfo().Config
 	cfg.MaxMsgs = 1
 	denied("$JS.API.STREAM.DELETE.PRUNESCHED", func(ctx context.Context) error { return js.DeleteStream(ctx, events.StreamName) })
@@ -91,11 +92,11 @@ func TestServiceUserCannotDeleteOrPurge(t *testing.T) {
 	denied("$JS.API.STREAM.MSG.DELETE.PRUNESCHED", func(ctx context.Context) error { return st.DeleteMsg(ctx, stored[0].Seq) })
 
 	got, err := s.ReadSession(ctx, "acme", "s1")
-	require_NoError(t, err)
-	require_Equal(t, len(got), len(stored))
+	testutil.NoError(t, err)
+	testutil.Equal(t, len(got), len(stored))
 	// The service still makes its own durable consumers.
 	_, err = js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{Durable: "svc-test", AckPolicy: jetstream.AckExplicitPolicy})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 }
 
 // TestCredentialsFilePrivateAndReused: the service password lives in the
@@ -107,17 +108,17 @@ func TestCredentialsFilePrivateAndReused(t *testing.T) {
 	e := startEmbedded(t, dir, false)
 	path := filepath.Join(dir, CredentialsFile)
 	fi, err := os.Stat(path)
-	require_NoError(t, err)
-	require_Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
+	testutil.NoError(t, err)
+	testutil.Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
 	first := e.servicePass
 	e.Shutdown()
 	e2 := startEmbedded(t, dir, false)
-	require_Equal(t, e2.servicePass, first)
+	testutil.Equal(t, e2.servicePass, first)
 	e2.Shutdown()
-	require_NoError(t, os.Chmod(path, 0o644))
+	testutil.NoError(t, os.Chmod(path, 0o644))
 	_, err = StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
-	require_Error(t, err)
-	require_Contains(t, err.Error(), "chmod 600")
+	testutil.Error(t, err)
+	testutil.Contains(t, err.Error(), "chmod 600")
 }
 
 // TestDataDirLocked: a second open of a data directory in use fails with
@@ -127,10 +128,10 @@ func TestDataDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	e := startEmbedded(t, dir, false)
 	_, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
-	require_Error(t, err)
-	require_Contains(t, err.Error(), "in use by another prunesched process")
+	testutil.Error(t, err)
+	testutil.Contains(t, err.Error(), "in use by another prunesched process")
 	e.Shutdown()
 	e2, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir}, nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	e2.Shutdown()
 }

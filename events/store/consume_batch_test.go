@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestConsumeBatch: batches hold events in delivery order; a failed or
@@ -25,11 +26,11 @@ func TestConsumeBatch(t *testing.T) {
 		facts = append(facts, msgEvent("", sess, fmt.Sprintf("e%02d", i), "text"))
 	}
 	stored, err := s.Append(ctx, facts[:20])
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	_, err = s.Append(ctx, []events.Event{markEvent("", sess, "m1", "x", "e00")})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	// Garbage on the session's fact subject: terminated, not handled.
-	require_NoError(t, nc.Publish(events.StoredSubject(events.DefaultTenant, sess, events.KindFact, s.PartitionOf("", sess)), []byte("{not json")))
+	testutil.NoError(t, nc.Publish(events.StoredSubject(events.DefaultTenant, sess, events.KindFact, s.PartitionOf("", sess)), []byte("{not json")))
 
 	var (
 		mu       sync.Mutex
@@ -73,24 +74,24 @@ func TestConsumeBatch(t *testing.T) {
 			WithDecodeErrorHook(func(error) { mu.Lock(); decodes++; mu.Unlock() }))
 	}()
 	more, err := s.Append(ctx, facts[20:])
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	last := more[len(more)-1].Seq
 	drainConsumer(t, ctx, s, durable, last, cancel, res)
 	mu.Lock()
 	defer mu.Unlock()
-	require_Equal(t, attempts["e05"], 2)
-	require_Equal(t, attempts["e25"], 2)
-	require_Equal(t, len(done), len(stored)+len(more))
+	testutil.Equal(t, attempts["e05"], 2)
+	testutil.Equal(t, attempts["e25"], 2)
+	testutil.Equal(t, len(done), len(stored)+len(more))
 	seen := map[string]bool{}
 	for _, id := range done {
-		require_True(t, !seen[id], "%s handled twice after success", id)
+		testutil.True(t, !seen[id], "%s handled twice after success", id)
 		seen[id] = true
 	}
 	_, seenMark := attempts["m1"]
-	require_True(t, !seenMark, "filter leaked a mark")
-	require_Equal(t, decodes, 1)
-	require_True(t, batches > 2 && batches < len(facts), "%d batches for %d events", batches, len(facts))
-	require_Equal(t, acked, last)
-	require_Error(t, s.ConsumeBatch(ctx, "bad.name", "", handler))
-	require_Error(t, s.ConsumeBatch(ctx, "ok", "", nil))
+	testutil.True(t, !seenMark, "filter leaked a mark")
+	testutil.Equal(t, decodes, 1)
+	testutil.True(t, batches > 2 && batches < len(facts), "%d batches for %d events", batches, len(facts))
+	testutil.Equal(t, acked, last)
+	testutil.Error(t, s.ConsumeBatch(ctx, "bad.name", "", handler))
+	testutil.Error(t, s.ConsumeBatch(ctx, "ok", "", nil))
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,63 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
-
-// Small require_* helpers in the nats-server style: no assertion library.
-
-func require_NoError(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
-
-func require_Error(t testing.TB, err error, wants ...error) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("expected an error, got nil")
-	}
-	for _, w := range wants {
-		if !errors.Is(err, w) {
-			t.Fatalf("error %v is not %v", err, w)
-		}
-	}
-}
-
-func require_True(t testing.TB, ok bool, format string, args ...any) {
-	t.Helper()
-	if !ok {
-		t.Fatalf(format, args...)
-	}
-}
-
-func require_Equal[T comparable](t testing.TB, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-}
-
-func require_Contains(t testing.TB, s, sub string) {
-	t.Helper()
-	if !strings.Contains(s, sub) {
-		t.Fatalf("%q does not contain %q", s, sub)
-	}
-}
-
-// checkFor polls f until it returns nil or the deadline passes.
-func checkFor(t testing.TB, total, every time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(every)
-	}
-	t.Fatalf("condition not met after %s: %v", total, err)
-}
 
 // testLogger writes to the test log only with -v, so CI output stays quiet.
 func testLogger(t testing.TB) *slog.Logger {
@@ -100,7 +44,7 @@ func startEmbedded(t testing.TB, dir string, sync bool) *Embedded {
 		dir = t.TempDir()
 	}
 	e, err := StartEmbedded(testCtx(t), EmbeddedConfig{DataDir: dir, SyncAlways: sync}, testLogger(t))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(e.Shutdown)
 	return e
 }
@@ -110,7 +54,7 @@ func startEmbedded(t testing.TB, dir string, sync bool) *Embedded {
 func connectAdmin(t testing.TB, e *Embedded) *nats.Conn {
 	t.Helper()
 	nc, err := e.ConnectAdmin("prunesched-store-test")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
 }
@@ -135,7 +79,7 @@ func (lenCounter) Count(s string) int { return (len(s) + 3) / 4 }
 func openStore(t testing.TB, nc *nats.Conn, cfg Config) *Store {
 	t.Helper()
 	s, err := Open(testCtx(t), nc, cfg, testLogger(t))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	return s
 }
 
@@ -207,7 +151,7 @@ func ids(evs []events.Event) string {
 // the consumer and checks that it returns cleanly.
 func drainConsumer(t *testing.T, ctx context.Context, s *Store, durable string, last uint64, cancel context.CancelFunc, res <-chan error) {
 	t.Helper()
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testutil.Eventually(t, func() error {
 		floor, err := s.AckFloor(ctx, durable)
 		if err != nil {
 			return err
@@ -217,10 +161,11 @@ func drainConsumer(t *testing.T, ctx context.Context, s *Store, durable string, 
 		}
 		return nil
 	})
+
 	cancel()
 	select {
 	case err := <-res:
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the consumer did not return after cancel")
 	}

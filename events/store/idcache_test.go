@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"testing"
 )
 
@@ -27,9 +28,9 @@ func TestIDCacheEvictsWholeSessions(t *testing.T) {
 	if _, ok := c.sessions["a"]; !ok {
 		t.Error("a, recently used, was evicted")
 	}
-	require_Equal(t, c.n, 5)
+	testutil.Equal(t, c.n, 5)
 	big := fill("d", 9) // over the bound on its own: kept, the rest go
-	require_Equal(t, len(c.sessions), 1)
-	require_True(t, c.sessions["d"] == big, "the growing session was evicted")
-	require_Equal(t, c.n, 9)
+	testutil.Equal(t, len(c.sessions), 1)
+	testutil.True(t, c.sessions["d"] == big, "the growing session was evicted")
+	testutil.Equal(t, c.n, 9)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestMarksSince: a session's marks after any sequence, in order, whether
@@ -22,12 +23,12 @@ func TestMarksSince(t *testing.T) {
 			markEvent("", other, fmt.Sprintf("o%d", i), "x", "y"),
 		}
 		stored, err := s.Append(ctx, batch)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		marks = append(marks, stored[1])
 	}
 	got, err := s.MarksSince(ctx, "", "never-marked", 0)
-	require_NoError(t, err)
-	require_Equal(t, len(got), 0)
+	testutil.NoError(t, err)
+	testutil.Equal(t, len(got), 0)
 	for i := range len(marks) + 1 {
 		after := uint64(0)
 		if i > 0 {
@@ -38,20 +39,20 @@ func TestMarksSince(t *testing.T) {
 				continue
 			}
 			got, err := s.MarksSince(ctx, "", sess, from)
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			var want []events.Event
 			for _, m := range marks {
 				if m.Seq > from {
 					want = append(want, m)
 				}
 			}
-			require_Equal(t, ids(got), ids(want))
+			testutil.Equal(t, ids(got), ids(want))
 			for j := range got {
-				require_Equal(t, got[j].Seq, want[j].Seq)
-				require_True(t, got[j].Type == events.TypeMark, "%s is a %s", got[j].ID, got[j].Type)
+				testutil.Equal(t, got[j].Seq, want[j].Seq)
+				testutil.True(t, got[j].Type == events.TypeMark, "%s is a %s", got[j].ID, got[j].Type)
 			}
 		}
 	}
 	_, err = s.MarksSince(ctx, "", "bad.session", 0)
-	require_Error(t, err)
+	testutil.Error(t, err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // The server's partition(n,1,2) transform and events.Partition must agree,
@@ -18,37 +19,37 @@ func TestPartitionTransformMatchesClient(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	s := openStore(t, connectEmbedded(t), Config{Tokens: lenCounter{}, Partitions: 5})
-	require_Equal(t, s.Partitions(), 5)
+	testutil.Equal(t, s.Partitions(), 5)
 	seen := map[int]bool{}
 	for i := 0; i < 40; i++ {
 		tenant := []string{"", "acme", "t-2"}[i%3]
 		sess := fmt.Sprintf("s%d", i)
 		stored, err := s.Append(ctx, []events.Event{msgEvent(tenant, sess, "e1", "x")})
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		msg, err := s.stream.GetMsg(ctx, stored[0].Seq)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		tn, sn, kind, p, err := events.ParseStoredSubject(msg.Subject)
-		require_NoError(t, err)
-		require_Equal(t, sn, sess)
-		require_Equal(t, kind, events.KindFact)
-		require_Equal(t, p, events.Partition(tn, sn, 5))
-		require_Equal(t, p, s.PartitionOf(tenant, sess))
+		testutil.NoError(t, err)
+		testutil.Equal(t, sn, sess)
+		testutil.Equal(t, kind, events.KindFact)
+		testutil.Equal(t, p, events.Partition(tn, sn, 5))
+		testutil.Equal(t, p, s.PartitionOf(tenant, sess))
 		seen[p] = true
 		got, err := s.ReadSession(ctx, tenant, sess)
-		require_NoError(t, err)
-		require_Equal(t, len(got), 1)
+		testutil.NoError(t, err)
+		testutil.Equal(t, len(got), 1)
 		last, err := s.LastSeq(ctx, tenant, sess, events.KindFact)
-		require_NoError(t, err)
-		require_Equal(t, last, stored[0].Seq)
+		testutil.NoError(t, err)
+		testutil.Equal(t, last, stored[0].Seq)
 	}
-	require_True(t, len(seen) == 5, "40 sessions used only partitions %v", seen)
+	testutil.True(t, len(seen) == 5, "40 sessions used only partitions %v", seen)
 
 	// The count is fixed at creation: a different one is refused, zero adopts.
 	_, err := Open(ctx, s.nc, Config{Tokens: lenCounter{}, Partitions: 7}, nil)
-	require_Error(t, err)
-	require_Contains(t, err.Error(), "has 5 partitions")
+	testutil.Error(t, err)
+	testutil.Contains(t, err.Error(), "has 5 partitions")
 	again := openStore(t, s.nc, Config{Tokens: lenCounter{}})
-	require_Equal(t, again.Partitions(), 5)
+	testutil.Equal(t, again.Partitions(), 5)
 }
 
 // Two consumers of one pinned priority group: only one gets messages; when
@@ -115,35 +116,35 @@ func TestPinnedGroupFailover(t *testing.T) {
 	go func() { aDone <- a.Consume(actx, "pinned", filter, handler("a"), opts...) }()
 	// a alone: the server pins it with the first delivery.
 	_, err := a.Append(ctx, evs[:2])
-	require_NoError(t, err)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, handled(2))
+	testutil.NoError(t, err)
+	testutil.Eventually(t, handled(2))
 	// b pulls too (its pull request is waiting on the server); the pin
 	// still sends everything to a.
 	bctx, stopB := context.WithCancel(ctx)
 	defer stopB()
 	bDone := make(chan error, 1)
 	go func() { bDone <- b.Consume(bctx, "pinned", filter, handler("b"), opts...) }()
-	checkFor(t, 10*time.Second, 20*time.Millisecond, waiting(2))
+	testutil.Eventually(t, waiting(2))
 	_, err = a.Append(ctx, evs[2:5])
-	require_NoError(t, err)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, handled(5))
+	testutil.NoError(t, err)
+	testutil.Eventually(t, handled(5))
 	stopA()
-	require_NoError(t, <-aDone)
+	testutil.NoError(t, <-aDone)
 	_, err = a.Append(ctx, evs[5:])
-	require_NoError(t, err)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, handled(10))
+	testutil.NoError(t, err)
+	testutil.Eventually(t, handled(10))
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 0; i < 5; i++ {
-		require_Equal(t, got[fmt.Sprintf("e%d", i)], "a")
+		testutil.Equal(t, got[fmt.Sprintf("e%d", i)], "a")
 	}
 	for i := 5; i < 10; i++ {
-		require_Equal(t, got[fmt.Sprintf("e%d", i)], "b")
+		testutil.Equal(t, got[fmt.Sprintf("e%d", i)], "b")
 	}
-	require_True(t, len(dup) == 0, "handled twice: %v", dup)
+	testutil.True(t, len(dup) == 0, "handled twice: %v", dup)
 	c, err := a.js.Consumer(ctx, events.StreamName, "pinned")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	ci, err := c.Info(ctx)
-	require_NoError(t, err)
-	require_Equal(t, ci.Config.PriorityPolicy, jetstream.PriorityPolicyPinned)
+	testutil.NoError(t, err)
+	testutil.Equal(t, ci.Config.PriorityPolicy, jetstream.PriorityPolicyPinned)
 }

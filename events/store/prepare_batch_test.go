@@ -10,6 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // countedBatch is a batch in input form with more text to count than
@@ -50,25 +51,25 @@ func TestAppendPreparesBatchInParallel(t *testing.T) {
 		t.Fatalf("batch has %d bytes to count, want at least %d", n, parallelCountBytes)
 	}
 	stored, err := s.Append(ctx, in)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 
 	// The same events prepared one by one, with a fresh counter.
 	tc := tokens.New()
 	read, err := s.ReadSession(ctx, "", sess)
-	require_NoError(t, err)
-	require_Equal(t, len(stored), len(in))
-	require_Equal(t, len(read), len(in))
+	testutil.NoError(t, err)
+	testutil.Equal(t, len(stored), len(in))
+	testutil.Equal(t, len(read), len(in))
 	for i, e := range in {
 		want, err := events.Prepare(ctx, e, s, tc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		wantB, err := events.Encode(want)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		for _, got := range []events.Event{stored[i], read[i]} {
 			gotB, err := events.Encode(got)
-			require_NoError(t, err)
-			require_True(t, bytes.Equal(gotB, wantB), "event %d: stored\n%s\nwant\n%s", i, gotB, wantB)
+			testutil.NoError(t, err)
+			testutil.True(t, bytes.Equal(gotB, wantB), "event %d: stored\n%s\nwant\n%s", i, gotB, wantB)
 		}
-		require_True(t, read[i].Seq == stored[i].Seq, "event %d: read at seq %d, appended at %d", i, read[i].Seq, stored[i].Seq)
+		testutil.True(t, read[i].Seq == stored[i].Seq, "event %d: read at seq %d, appended at %d", i, read[i].Seq, stored[i].Seq)
 	}
 }
 
@@ -79,7 +80,7 @@ func TestAppendParallelPrepareFailsFirst(t *testing.T) {
 	atLeastProcs(t, 4)
 	ctx := testCtx(t)
 	emb, err := StartEmbedded(ctx, EmbeddedConfig{DataDir: t.TempDir(), MaxPayload: 64 << 10}, testLogger(t))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	s := openStore(t, connectAdmin(t, emb), suiteConfig())
 	sess := uniqueSession("parallel-fail")
@@ -88,12 +89,12 @@ func TestAppendParallelPrepareFailsFirst(t *testing.T) {
 	in[7] = msgEvent("", sess, "big7", big)
 	in[30] = msgEvent("", sess, "big30", big)
 	_, err = s.Append(ctx, in)
-	require_Error(t, err, ErrTooLarge)
+	testutil.Error(t, err, ErrTooLarge)
 	var ee *EventError
-	require_True(t, errors.As(err, &ee), "error %v is not an *EventError", err)
-	require_Equal(t, ee.Index, 7)
-	require_Equal(t, ee.ID, "big7")
+	testutil.True(t, errors.As(err, &ee), "error %v is not an *EventError", err)
+	testutil.Equal(t, ee.Index, 7)
+	testutil.Equal(t, ee.ID, "big7")
 	read, err := s.ReadSession(ctx, "", sess)
-	require_NoError(t, err)
-	require_Equal(t, len(read), 0)
+	testutil.NoError(t, err)
+	testutil.Equal(t, len(read), 0)
 }

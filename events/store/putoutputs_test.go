@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestAppendPutsOutputsConcurrently: a batch with several inline outputs
@@ -27,24 +28,24 @@ func TestAppendPutsOutputsConcurrently(t *testing.T) {
 		outputs[call] = out
 	}
 	stored, err := s.Append(ctx, in)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	for _, e := range stored {
 		tr, ok := e.Data.(*events.ToolResult)
 		if !ok {
 			continue
 		}
-		require_True(t, tr.Output == nil && tr.OutputRef != nil, "%s: output not moved to the blob store", e.ID)
+		testutil.True(t, tr.Output == nil && tr.OutputRef != nil, "%s: output not moved to the blob store", e.ID)
 		want := outputs[tr.CallID]
-		require_Equal(t, tr.OutputRef.Hash, events.HashBytes([]byte(want)))
-		require_True(t, s.cache.has(tr.OutputRef.Hash), "%s: blob not cached after the put", e.ID)
+		testutil.Equal(t, tr.OutputRef.Hash, events.HashBytes([]byte(want)))
+		testutil.True(t, s.cache.has(tr.OutputRef.Hash), "%s: blob not cached after the put", e.ID)
 		got, err := s.GetBlob(ctx, tr.OutputRef.Hash)
-		require_NoError(t, err)
-		require_Equal(t, string(got), want)
+		testutil.NoError(t, err)
+		testutil.Equal(t, string(got), want)
 	}
 	// A put of a cached blob is a no-op, even with the bucket gone.
-	require_NoError(t, s.JS().DeleteObjectStore(ctx, s.cfg.BlobBucket))
+	testutil.NoError(t, s.JS().DeleteObjectStore(ctx, s.cfg.BlobBucket))
 	data := []byte(outputs["c1"])
-	require_NoError(t, s.PutBlob(ctx, events.HashBytes(data), data))
+	testutil.NoError(t, s.PutBlob(ctx, events.HashBytes(data), data))
 }
 
 // TestPutBlobString: a blob put as a string is stored under its content
@@ -58,16 +59,16 @@ func TestPutBlobString(t *testing.T) {
 	s := openStore(t, connectEmbedded(t), cfg)
 	data := strings.Repeat("0123456789abcdef\n", 40000) + "\xff" // 680 KB, not UTF-8
 	h := events.HashString(data)
-	require_NoError(t, s.PutBlobString(ctx, h, data))
-	require_True(t, !s.cache.has(h), "a blob over a quarter of the cache was cached")
+	testutil.NoError(t, s.PutBlobString(ctx, h, data))
+	testutil.True(t, !s.cache.has(h), "a blob over a quarter of the cache was cached")
 	got, err := s.GetBlob(ctx, h)
-	require_NoError(t, err)
-	require_True(t, string(got) == data, "blob read back differs")
+	testutil.NoError(t, err)
+	testutil.True(t, string(got) == data, "blob read back differs")
 	wrong := events.HashString("other")
 	err = s.PutBlobString(ctx, wrong, data)
-	require_Error(t, err)
+	testutil.Error(t, err)
 	_, err = s.GetBlob(ctx, wrong)
-	require_Error(t, err, ErrNotFound)
+	testutil.Error(t, err, ErrNotFound)
 }
 
 // TestPutBlobRepairsObjectWithoutChunks: the object store's put purges an
@@ -82,19 +83,19 @@ func TestPutBlobRepairsObjectWithoutChunks(t *testing.T) {
 	s := openStore(t, nc, suiteConfig())
 	data := []byte("a tool output whose put failed half way\n")
 	hash := events.HashBytes(data)
-	require_NoError(t, s.PutBlob(ctx, hash, data))
+	testutil.NoError(t, s.PutBlob(ctx, hash, data))
 	info, err := s.blobs.GetInfo(ctx, hash)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	// What the failed put leaves: the description without its chunks.
-	require_NoError(t, s.blobStream.Purge(ctx, jetstream.WithPurgeSubject("$O."+s.cfg.BlobBucket+".C."+info.NUID)))
+	testutil.NoError(t, s.blobStream.Purge(ctx, jetstream.WithPurgeSubject("$O."+s.cfg.BlobBucket+".C."+info.NUID)))
 	whole, err := s.blobWhole(ctx, info)
-	require_NoError(t, err)
-	require_True(t, !whole, "an object without chunks counted whole")
+	testutil.NoError(t, err)
+	testutil.True(t, !whole, "an object without chunks counted whole")
 
 	// The writer retries from another process (nothing cached).
 	retry := openStore(t, nc, suiteConfig())
-	require_NoError(t, retry.PutBlob(ctx, hash, data))
+	testutil.NoError(t, retry.PutBlob(ctx, hash, data))
 	got, err := openStore(t, nc, suiteConfig()).GetBlob(ctx, hash)
-	require_NoError(t, err)
-	require_Equal(t, string(got), string(data))
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(got), string(data))
 }
