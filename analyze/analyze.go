@@ -351,7 +351,7 @@ func writeBundles(ctx context.Context, svc *service.Service, dir, session string
 	svc.Pipeline.Projection.View(events.DefaultTenant, session, func(p *projections.Session) { b = p.Bundle() })
 	renders := []struct {
 		ext    string
-		render func(context.Context, projections.Bundle, projections.BlobGetter, projections.TokenCounter) ([]byte, error)
+		render func(context.Context, projections.Bundle, projections.BlobGetter, events.TokenCounter) ([]byte, error)
 	}{
 		{"anthropic.json", projections.RenderAnthropic},
 		{"openai.json", projections.RenderOpenAI},

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -215,11 +213,6 @@ type PrevalenceReport struct {
 	HostTotal     HostAgreement       `json:"host_agreement_total"`
 }
 
-// TokenCounter counts the tokens of a payload.
-type TokenCounter interface {
-	Count(s string) int
-}
-
 // RunPrevalence runs the analysis (Run) and measures the prevalence of each
 // shape in the analysed sessions against the policy's decisions.
 func RunPrevalence(ctx context.Context, cfg Config) (*PrevalenceReport, error) {
@@ -241,7 +234,7 @@ func RunPrevalenceReport(ctx context.Context, cfg Config) (*PrevalenceReport, *R
 // Prevalence measures the shapes in sessions (the imported sessions, in the
 // order of rep.Sessions) against the decisions in rep. pol is the policy the
 // report ran: the host agreement replays the eligibility core under it.
-func Prevalence(rep *Report, sessions []importers.Session, pol policy.Policy, tc TokenCounter) (*PrevalenceReport, error) {
+func Prevalence(rep *Report, sessions []importers.Session, pol policy.Policy, tc events.TokenCounter) (*PrevalenceReport, error) {
 	if len(sessions) != len(rep.Sessions) {
 		return nil, fmt.Errorf("prevalence: %d imported sessions for %d reported", len(sessions), len(rep.Sessions))
 	}
@@ -350,7 +343,7 @@ type callFacts struct {
 
 // measure detects the shapes of one session and joins the policy's
 // decisions.
-func measure(s importers.Session, sr SessionReport, pol policy.Policy, tc TokenCounter) SessionPrevalence {
+func measure(s importers.Session, sr SessionReport, pol policy.Policy, tc events.TokenCounter) SessionPrevalence {
 	sp := SessionPrevalence{Source: s.Source, Format: s.Format, Session: sr.Session, Items: []ShapedItem{}}
 	g := newGroup(sr.Session)
 	g.Sessions = 1
@@ -527,10 +520,6 @@ func hostAgreement(s importers.Session, sr SessionReport, pol policy.Policy, tok
 	return h
 }
 
-// installPrograms are package managers whose install output is a log.
-var installPrograms = map[string]bool{"pip": true, "pip3": true, "npm": true, "yarn": true, "pnpm": true, "bun": true,
-	"apt": true, "apt-get": true, "conda": true, "poetry": true, "uv": true, "cargo": true, "go": true, "gem": true, "brew": true}
-
 // classifyCall classifies a call with the eligibility core's own tool table
 // and shell classifier (package toolspec). A Codex code-mode exec snippet
 // running one command is classified as that command.
@@ -538,13 +527,7 @@ func classifyCall(tool string, input json.RawMessage, cwd string) *callFacts {
 	cf := &callFacts{tool: tool}
 	canon, _, _ := toolspec.CanonicalJSON(input)
 	cf.canon = tool + "\x00" + canon
-	cls := toolspec.ClassifyCall(tool, input)
-	if tool == "exec" {
-		if cmds := toolspec.ExecCommands(input); len(cmds) == 1 {
-			cls = toolspec.ClassifyShellCommand(cmds[0])
-			cls.Known = true
-		}
-	}
+	cls := toolspec.ClassifyRun(tool, input)
 	cf.cls = cls
 	if cls.Command != "" {
 		// A shell call is its command (Claude Code's Bash also carries a
@@ -569,16 +552,7 @@ func classifyCall(tool string, input json.RawMessage, cwd string) *callFacts {
 			cf.rangeKey = tool + ":" + cf.rangeKey
 		}
 	}
-	if cls.Command != "" || tool == "exec" {
-		words := strings.Fields(cls.Command)
-		if len(words) > 1 && installPrograms[path.Base(cls.Program)] {
-			for _, w := range words[1:] {
-				if w == "install" || w == "add" || w == "i" || w == "get" {
-					cf.install = true
-				}
-			}
-		}
-	}
+	cf.install = toolspec.IsInstall(cls.Command, cls.Program)
 	return cf
 }
 
@@ -737,13 +711,11 @@ func countAll(ss []ShapeStats) int {
 	return n
 }
 
-var outputFilterRe = regexp.MustCompile(`\s*(2>&1|\|\s*(head|tail)(\s+-n)?(\s+-?\d+)?)\s*`)
-
 // testKey is what identifies a test run: its command without output
 // redirection and head/tail filters, or the tool and input.
 func testKey(c *callFacts) string {
 	if c.cls.Command == "" {
 		return c.canon
 	}
-	return strings.TrimSpace(outputFilterRe.ReplaceAllString(c.cls.Command, " "))
+	return toolspec.RunKey(c.cls.Command)
 }

@@ -139,7 +139,7 @@ type BlobGetter interface {
 
 // Run compares rows over sessions. progress, when set, is called after each
 // session with the number done.
-func Run(ctx context.Context, rows []lab.Row, sessions []Input, blobs BlobGetter, tc projections.TokenCounter, progress func(done, total int)) (*Report, error) {
+func Run(ctx context.Context, rows []lab.Row, sessions []Input, blobs BlobGetter, tc events.TokenCounter, progress func(done, total int)) (*Report, error) {
 	rep := &Report{Note: Note, RecoveryNote: recoveryNote(), RecoveryAnswerTokens: RecoveryAnswerTokens}
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, RowInfo{Name: r.Name, Kind: r.Kind, Timing: r.Timing, Description: r.Description})
@@ -215,7 +215,7 @@ func addEntry(t *Entry, e Entry) {
 	}
 }
 
-func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter, tc projections.TokenCounter) (Session, error) {
+func runSession(ctx context.Context, rows []lab.Row, in Input, blobs BlobGetter, tc events.TokenCounter) (Session, error) {
 	s := Session{Source: in.Source}
 	if len(in.Facts) == 0 {
 		return s, nil
@@ -305,7 +305,7 @@ func recoveries(p policy.Policy, facts, marks []events.Event, l scheduler.Ledger
 
 // removed fills what the final bundle leaves out, from the production
 // projection over the merged log.
-func removed(ctx context.Context, facts, marks, apps []events.Event, blobs BlobGetter, tc projections.TokenCounter, e *Entry) error {
+func removed(ctx context.Context, facts, marks, apps []events.Event, blobs BlobGetter, tc events.TokenCounter, e *Entry) error {
 	sess := projections.NewSession(facts[0].Tenant, facts[0].Session)
 	for _, ev := range events.MergeLog(facts, marks, apps) {
 		sess.Observe(ev)

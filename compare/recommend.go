@@ -8,9 +8,9 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/lab"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
@@ -110,7 +110,7 @@ type Recommendation struct {
 // earlier candidate, on a tie), within lim: at most lim.Risk later-used
 // items and, with a budget, at most that many recoveries per 100 model
 // requests. Best is nil when no candidate is within.
-func Recommend(ctx context.Context, sessions []Input, blobs BlobGetter, tc projections.TokenCounter, lim Limits, progress func(done, total int)) (*Recommendation, error) {
+func Recommend(ctx context.Context, sessions []Input, blobs BlobGetter, tc events.TokenCounter, lim Limits, progress func(done, total int)) (*Recommendation, error) {
 	if err := lim.check(); err != nil {
 		return nil, fmt.Errorf("recommend: %w", err)
 	}

@@ -91,7 +91,7 @@ func strategiesOf(c condition) []string {
 }
 
 // evaluate runs one condition on one session.
-func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixtures.Session, tc projections.TokenCounter) (*sessionRun, error) {
+func evaluate(ctx context.Context, c condition, fx *fixtures.Fixture, s *fixtures.Session, tc events.TokenCounter) (*sessionRun, error) {
 	if c.script != nil {
 		g, err := c.script(s)
 		if err != nil {
@@ -278,7 +278,7 @@ func latestPrunes(marks []events.Event) []string {
 // names no original). visit, when set, is called at each probe with the
 // bundle rendered for its request and the outcome. It returns the
 // outcomes and the final projection.
-func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc projections.TokenCounter, ownPlaceholder bool, visit func(p fixtures.Probe, b projections.Bundle, present, recoverable bool) error) (behCounts, *projections.Session, error) {
+func behaviour(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, facts, marks, apps []events.Event, tc events.TokenCounter, ownPlaceholder bool, visit func(p fixtures.Probe, b projections.Bundle, present, recoverable bool) error) (behCounts, *projections.Session, error) {
 	b := behCounts{byKind: map[string][3]int{}}
 	probesAt := map[int][]fixtures.Probe{}
 	for _, p := range s.Probes {
@@ -423,7 +423,7 @@ func unrecoverable(s *fixtures.Session, pruned map[string]bool, final *projectio
 // the placeholders that replaced it, by class, category and reason, and
 // whether every placeholder's recover reference resolves (never, for a
 // peer whose own placeholder names no original).
-func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, final *projections.Session, tc projections.TokenCounter, ownPlaceholder bool, red *redCounts, pres *presCounts) error {
+func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, final *projections.Session, tc events.TokenCounter, ownPlaceholder bool, red *redCounts, pres *presCounts) error {
 	st, err := final.Stats(ctx, fx.Blobs, tc)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)

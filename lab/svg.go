@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/prunesched/prunesched/internal/chart"
 )
 
 // Chart colours, by row kind and by strategy.
@@ -64,20 +66,6 @@ func (s *svgDoc) write(w io.Writer) error {
 	s.b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, s.b.String())
 	return err
-}
-
-// niceMax rounds v up to 1, 2 or 5 times a power of ten.
-func niceMax(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
 }
 
 // axes draws a plot frame with ticks; it returns the mapping functions.
@@ -234,7 +222,7 @@ func WriteSavedVsFalseSVG(w io.Writer, r *Results) error {
 		xmax = math.Max(xmax, c.Reduction.NetPercentOfRaw)
 		ymax = math.Max(ymax, float64(c.Preservation.FalsePrunes))
 	}
-	xmax, ymax = niceMax(xmax*1.05), niceMax(ymax*1.1)
+	xmax, ymax = chart.NiceCeil(xmax*1.05), chart.NiceCeil(ymax*1.1)
 	const x0, y0, pw, ph = 90.0, 50.0, 700.0, 420.0
 	fx, fy := s.axes(x0, y0, pw, ph, xmax, ymax, "net tokens removed from the final bundle (% of raw tokens)", "false prunes (needed or trap items removed)", true)
 	s.text(x0+pw-4, y0+14, "end", 11, "normal", "better: right (more removed) and low (nothing needed removed)")
@@ -304,7 +292,7 @@ func WriteCostSVG(w io.Writer, r *Results) error {
 				}
 			}
 		}
-		ymax = niceMax(ymax * 1.1)
+		ymax = chart.NiceCeil(ymax * 1.1)
 		highlight(top, panelH)
 		_, fy := s.axes(x0, top, pw, panelH, 1, ymax, "", prov+" cost (USD)", false)
 		s.text(x0+pw/2, top-8, "middle", 13, "bold", prov)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/prunesched/prunesched/internal/chart"
 )
 
 // Point is one labelled point of a scatter chart (WritePointsSVG).
@@ -35,7 +37,7 @@ func WritePointsSVG(w io.Writer, title, xlabel, ylabel, note, altLegend string, 
 			xmax = max(xmax, p.Alt)
 		}
 	}
-	xmax, ymax = niceMax(xmax*1.05), niceMax(ymax*1.1)
+	xmax, ymax = chart.NiceCeil(xmax*1.05), chart.NiceCeil(ymax*1.1)
 	fx, fy := s.axes(90, 50, 560, 380, xmax, ymax, xlabel, ylabel, true)
 	var kinds []string
 	seen := map[string]bool{}

@@ -41,7 +41,7 @@ type logView struct {
 	ids   []string
 }
 
-func viewOf(t *testing.T, ctx context.Context, p *Pipeline, tc projections.TokenCounter, sessions ...string) logView {
+func viewOf(t *testing.T, ctx context.Context, p *Pipeline, tc events.TokenCounter, sessions ...string) logView {
 	t.Helper()
 	var v logView
 	for _, s := range sessions {

@@ -52,11 +52,11 @@ func loadSample(t *testing.T) []events.Event {
 }
 
 // snapshot renders every view of a session projection.
-func snapshot(t *testing.T, ctx context.Context, s *projections.Session, blobs projections.BlobGetter, tc projections.TokenCounter) [][]byte {
+func snapshot(t *testing.T, ctx context.Context, s *projections.Session, blobs projections.BlobGetter, tc events.TokenCounter) [][]byte {
 	t.Helper()
 	b := s.Bundle()
 	var out [][]byte
-	for _, r := range []func(context.Context, projections.Bundle, projections.BlobGetter, projections.TokenCounter) ([]byte, error){
+	for _, r := range []func(context.Context, projections.Bundle, projections.BlobGetter, events.TokenCounter) ([]byte, error){
 		projections.RenderAnthropic, projections.RenderOpenAI, projections.RenderText,
 	} {
 		x, err := r(ctx, b, blobs, tc)

@@ -127,7 +127,7 @@ func (sn Snapshot) Bundle() Bundle {
 }
 
 // RenderAnthropic is RenderAnthropic of the snapshot's bundle.
-func (sn Snapshot) RenderAnthropic(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func (sn Snapshot) RenderAnthropic(ctx context.Context, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderAnthropic(ctx, nil, &sn.hdr, itemList{ptrs: sn.items}, blobs)
 }
 
@@ -140,12 +140,12 @@ func (sn Snapshot) AppendAnthropic(ctx context.Context, dst []byte, blobs BlobGe
 }
 
 // RenderOpenAI is RenderOpenAI of the snapshot's bundle.
-func (sn Snapshot) RenderOpenAI(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func (sn Snapshot) RenderOpenAI(ctx context.Context, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderOpenAI(ctx, &sn.hdr, itemList{ptrs: sn.items}, blobs)
 }
 
 // RenderText is RenderText of the snapshot's bundle.
-func (sn Snapshot) RenderText(ctx context.Context, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func (sn Snapshot) RenderText(ctx context.Context, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderText(ctx, &sn.hdr, itemList{ptrs: sn.items}, blobs, tc)
 }
 
@@ -370,7 +370,7 @@ func (bi *BundleItem) withSpans(out string) string {
 // renderedTokens is what the item costs in the rendered bundle: the stored
 // count, or the placeholder's count (counted once per distinct text). An
 // input prune is counted as the rendered input object.
-func (bi *BundleItem) renderedTokens(cache *tokenCache, tc TokenCounter) int {
+func (bi *BundleItem) renderedTokens(cache *tokenCache, tc events.TokenCounter) int {
 	if len(bi.Spans) > 0 {
 		// The certificate's count: the runs minus their reference lines.
 		return max(bi.Tokens-bi.spanSaved, 0)

@@ -95,7 +95,7 @@ func feed(evs []events.Event) *Session {
 }
 
 // renderAll renders every view of a session, keyed by golden file suffix.
-func renderAll(t testing.TB, s *Session, blobs BlobGetter, tc TokenCounter) map[string][]byte {
+func renderAll(t testing.TB, s *Session, blobs BlobGetter, tc events.TokenCounter) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	b := s.Bundle()

@@ -27,17 +27,17 @@ func stripBundle(b Bundle) Bundle {
 	return b
 }
 
-type renderFunc func(context.Context, Bundle, BlobGetter, TokenCounter) ([]byte, error)
+type renderFunc func(context.Context, Bundle, BlobGetter, events.TokenCounter) ([]byte, error)
 
 var (
 	renderers         = map[string]renderFunc{"anthropic": RenderAnthropic, "openai": RenderOpenAI, "text": RenderText}
 	reference         = map[string]renderFunc{"anthropic": refRenderAnthropic, "openai": refRenderOpenAI, "text": refRenderText}
-	snapshotRenderers = map[string]func(Snapshot, context.Context, BlobGetter, TokenCounter) ([]byte, error){
+	snapshotRenderers = map[string]func(Snapshot, context.Context, BlobGetter, events.TokenCounter) ([]byte, error){
 		"anthropic": Snapshot.RenderAnthropic, "openai": Snapshot.RenderOpenAI, "text": Snapshot.RenderText,
 	}
 )
 
-func snapshotOrErr(r func(Snapshot, context.Context, BlobGetter, TokenCounter) ([]byte, error), sn Snapshot, blobs BlobGetter, tc TokenCounter) string {
+func snapshotOrErr(r func(Snapshot, context.Context, BlobGetter, events.TokenCounter) ([]byte, error), sn Snapshot, blobs BlobGetter, tc events.TokenCounter) string {
 	out, err := r(sn, context.Background(), blobs, tc)
 	if err != nil {
 		return "error: " + err.Error()
@@ -47,7 +47,7 @@ func snapshotOrErr(r func(Snapshot, context.Context, BlobGetter, TokenCounter) (
 
 // renderOrErr renders and folds an error into the output, so that errors
 // are compared too.
-func renderOrErr(r renderFunc, b Bundle, blobs BlobGetter, tc TokenCounter) string {
+func renderOrErr(r renderFunc, b Bundle, blobs BlobGetter, tc events.TokenCounter) string {
 	out, err := r(context.Background(), b, blobs, tc)
 	if err != nil {
 		return "error: " + err.Error()
@@ -60,7 +60,7 @@ func renderOrErr(r renderFunc, b Bundle, blobs BlobGetter, tc TokenCounter) stri
 // from the cache) against a fresh session fed the same prefix and against
 // the reference renderers; it also re-renders the previous bundle, which
 // must not have changed.
-func checkIncremental(t *testing.T, evs []events.Event, blobs BlobGetter, tc TokenCounter) {
+func checkIncremental(t *testing.T, evs []events.Event, blobs BlobGetter, tc events.TokenCounter) {
 	t.Helper()
 	inc := NewSession("", evs[0].Session)
 	var prev Bundle
@@ -155,7 +155,7 @@ func TestIncrementalRandom(t *testing.T) {
 		evs := randomSession(t, uint64(seed), n, blobs)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			var tc TokenCounter
+			var tc events.TokenCounter
 			if seed%2 == 0 {
 				tc = &wordCounter{}
 			}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/prunesched/prunesched/internal/testutil"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // resultsInSession returns the call ids that have a rendered tool result.

@@ -2,9 +2,10 @@ package projections
 
 import (
 	"encoding/json"
-	"github.com/prunesched/prunesched/internal/testutil"
 	"strings"
 	"testing"
+
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 func TestArgsSummary(t *testing.T) {

@@ -59,7 +59,7 @@ type anthropicToolResult struct {
 // object {"prunesched_pruned": placeholder, residue fields}. max_tokens is
 // the bundle's (DefaultMaxTokens by default); no cache_control is written.
 // The output is deterministic. tc is not needed and may be nil.
-func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func RenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderAnthropic(ctx, nil, &b, itemList{vals: b.Items}, blobs)
 }
 

@@ -79,7 +79,7 @@ type fragment struct {
 	residue *events.Residue
 	spans   string // spanKey of the span references applied
 	gen     uint64
-	counted bool // text: tokens counted with a TokenCounter
+	counted bool // text: tokens counted with a events.TokenCounter
 	tokens  int  // text: the item's rendered token count
 	b       []byte
 }

@@ -43,7 +43,7 @@ type openaiFunction struct {
 // them), and so is is_error (no field either: the output text stands). An
 // assistant run of thinking only yields no message. The output is
 // deterministic. tc is not needed and may be nil.
-func RenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func RenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderOpenAI(ctx, &b, itemList{vals: b.Items}, blobs)
 }
 

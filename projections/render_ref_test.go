@@ -13,7 +13,7 @@ import (
 // The renderers as they were before fragment caching, kept as the
 // reference the cached renderers must match byte for byte.
 
-func refRenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func refRenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	req := anthropicRequest{Model: b.Model, MaxTokens: b.maxTokens(), Messages: []anthropicMessage{}}
 	size := 0
 	for i := range b.Items {
@@ -53,7 +53,7 @@ func refRenderAnthropic(ctx context.Context, b Bundle, blobs BlobGetter, tc Toke
 	return encodeAnthropic(&req, size+len(b.Items)*64)
 }
 
-func refRenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func refRenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	req := openaiRequest{Model: b.Model, Messages: []openaiMessage{}}
 	var texts []string
 	var calls []openaiToolCall
@@ -115,7 +115,7 @@ func refRenderOpenAI(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCo
 	return marshalJSON(req)
 }
 
-func refRenderText(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func refRenderText(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	var w bytes.Buffer
 	fmt.Fprintf(&w, "prunesched bundle  tenant=%s session=%s model=%s\n", b.Tenant, b.Session, orDash(b.Model))
 	if hc := b.HostCompacted; hc.Items > 0 {

@@ -23,11 +23,11 @@ import (
 // next_request)", and pending marks, restores and host-pruned outputs are
 // noted too (notes only: a pending mark changes no content). A closing line
 // gives the totals.
-func RenderText(ctx context.Context, b Bundle, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func RenderText(ctx context.Context, b Bundle, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	return renderText(ctx, &b, itemList{vals: b.Items}, blobs, tc)
 }
 
-func renderText(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter, tc TokenCounter) ([]byte, error) {
+func renderText(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter, tc events.TokenCounter) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func renderText(ctx context.Context, b *Bundle, items itemList, blobs BlobGetter
 // textFragment returns bi's block of the transcript (header line and
 // content) with its rendered token count, cached per view of the item
 // (its generation) and whether tokens were counted.
-func (bi *BundleItem) textFragment(ctx context.Context, b *Bundle, blobs BlobGetter, tc TokenCounter) (*fragment, error) {
+func (bi *BundleItem) textFragment(ctx context.Context, b *Bundle, blobs BlobGetter, tc events.TokenCounter) (*fragment, error) {
 	if f := bi.cached(textFragment); f != nil && bi.gen != 0 && f.gen == bi.gen && f.counted == (tc != nil) {
 		return f, nil
 	}

@@ -14,13 +14,6 @@ type BlobGetter interface {
 	GetBlob(ctx context.Context, hash string) ([]byte, error)
 }
 
-// TokenCounter counts tokens. The projection only counts text it writes
-// itself (placeholders), once per distinct text; payload counts are the
-// stored ones. events.TokenCounter and tokens.Counter satisfy it.
-type TokenCounter interface {
-	Count(s string) int
-}
-
 // ItemKind is the shape of an item in the rendered bundle.
 type ItemKind string
 

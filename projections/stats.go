@@ -72,7 +72,7 @@ type TokenStats struct {
 // Stats computes the ledger. Payload counts are the stored ones; tc counts
 // placeholders, once per distinct text (cached in the Session). blobs is
 // not consulted (no payload is read) and may be nil.
-func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc TokenCounter) (Stats, error) {
+func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc events.TokenCounter) (Stats, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st := Stats{
@@ -140,7 +140,7 @@ func newTokenCache() *tokenCache {
 
 // count returns tc's count of s, cached. A nil tc counts zero and caches
 // nothing; a nil cache counts without caching.
-func (c *tokenCache) count(s string, tc TokenCounter) int {
+func (c *tokenCache) count(s string, tc events.TokenCounter) int {
 	if tc == nil {
 		return 0
 	}

@@ -146,7 +146,7 @@ func ExtractArgs(spec Spec, v any) Args {
 		if spec.Kind == KindSWEStrReplace {
 			a.Sub = str(m, "command")
 		} else {
-			a.Command = commandOf(m)
+			a.Command = CommandOf(m)
 		}
 		for _, k := range []string{"patchText", "patch", "input", "diff", "patch_text"} {
 			if s := str(m, k); s != "" && spec.Kind == KindWrite {
@@ -189,9 +189,9 @@ func ExtractArgs(spec Spec, v any) Args {
 	return a
 }
 
-// commandOf returns the shell command of a shell tool's arguments: "command"
+// CommandOf returns the shell command of a shell tool's arguments: "command"
 // or "cmd", as a string or an argv array (["bash","-lc","..."]).
-func commandOf(m map[string]any) string {
+func CommandOf(m map[string]any) string {
 	for _, k := range []string{"command", "cmd"} {
 		switch c := m[k].(type) {
 		case string:

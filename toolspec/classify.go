@@ -90,3 +90,17 @@ func ClassifyShellCommand(command string) CallClass {
 	in, _ := json.Marshal(map[string]string{"command": command})
 	return ClassifyCall("bash", in)
 }
+
+// ClassifyRun classifies a call as ClassifyCall does, and a Codex
+// code-mode exec snippet that runs exactly one command (ExecCommands) as
+// that command, known.
+func ClassifyRun(tool string, input json.RawMessage) CallClass {
+	if tool == "exec" {
+		if cmds := ExecCommands(input); len(cmds) == 1 {
+			cc := ClassifyShellCommand(cmds[0])
+			cc.Known = true
+			return cc
+		}
+	}
+	return ClassifyCall(tool, input)
+}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/prunesched/prunesched/internal/chart"
 )
 
 // WriteCSV writes the samples as CSV (seconds, rss_bytes, events, renders).
@@ -51,7 +53,7 @@ func WriteSVG(w io.Writer, c Chart) error {
 		}
 	}
 	maxY = math.Max(maxY, c.Limit)
-	maxX, maxY = niceCeil(maxX), niceCeil(maxY*1.05)
+	maxX, maxY = chart.NiceCeil(maxX), chart.NiceCeil(maxY*1.05)
 	pw, ph := float64(width-left-right), float64(height-top-bott)
 	px := func(x float64) float64 { return left + x/maxX*pw }
 	py := func(y float64) float64 { return top + ph - y/maxY*ph }
@@ -87,20 +89,6 @@ func WriteSVG(w io.Writer, c Chart) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if v <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
 }
 
 func fmtNum(v float64) string {

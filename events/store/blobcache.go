@@ -1,8 +1,9 @@
 package store
 
 import (
-	"container/list"
 	"sync"
+
+	"github.com/prunesched/prunesched/internal/lru"
 )
 
 // blobCache is a least-recently-used cache of blobs bounded by their total
@@ -10,15 +11,7 @@ import (
 // invalidation. A nil *blobCache caches nothing.
 type blobCache struct {
 	mu    sync.Mutex
-	limit int64
-	size  int64
-	order *list.List // of *blobEntry, most recent first
-	byKey map[string]*list.Element
-}
-
-type blobEntry struct {
-	hash string
-	data []byte
+	blobs *lru.Cache[string, []byte] // cost: bytes
 }
 
 // newBlobCache returns a cache of at most limit bytes, or nil when limit
@@ -27,7 +20,7 @@ func newBlobCache(limit int64) *blobCache {
 	if limit <= 0 {
 		return nil
 	}
-	return &blobCache{limit: limit, order: list.New(), byKey: map[string]*list.Element{}}
+	return &blobCache{blobs: lru.New[string, []byte](limit)}
 }
 
 // get returns a copy of the cached blob, so callers may keep or modify it.
@@ -37,12 +30,10 @@ func (c *blobCache) get(hash string) ([]byte, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.byKey[hash]
+	data, ok := c.blobs.Get(hash)
 	if !ok {
 		return nil, false
 	}
-	c.order.MoveToFront(el)
-	data := el.Value.(*blobEntry).data
 	return append(make([]byte, 0, len(data)), data...), true
 }
 
@@ -54,25 +45,15 @@ func (c *blobCache) put(hash string, data []byte) { cachePut(c, hash, data) }
 // cachePut is put for data held as bytes or as a string: the data is
 // copied only when it is cached.
 func cachePut[T string | []byte](c *blobCache, hash string, data T) {
-	if c == nil || int64(len(data)) > c.limit/4 {
+	if c == nil || int64(len(data)) > c.blobs.Limit()/4 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byKey[hash]; ok {
-		c.order.MoveToFront(el)
+	if _, ok := c.blobs.Get(hash); ok {
 		return
 	}
-	e := &blobEntry{hash: hash, data: append(make([]byte, 0, len(data)), data...)}
-	c.byKey[hash] = c.order.PushFront(e)
-	c.size += int64(len(data))
-	for c.size > c.limit {
-		last := c.order.Back()
-		old := last.Value.(*blobEntry)
-		c.order.Remove(last)
-		delete(c.byKey, old.hash)
-		c.size -= int64(len(old.data))
-	}
+	c.blobs.Add(hash, append(make([]byte, 0, len(data)), data...), int64(len(data)))
 }
 
 // has reports whether hash is cached, without copying or reordering: a
@@ -84,6 +65,6 @@ func (c *blobCache) has(hash string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.byKey[hash]
+	_, ok := c.blobs.Peek(hash)
 	return ok
 }

@@ -2,8 +2,9 @@ package store
 
 import (
 	"fmt"
-	"github.com/prunesched/prunesched/internal/testutil"
 	"testing"
+
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestIDCacheEvictsWholeSessions: over its bound the cache drops the least
@@ -22,15 +23,16 @@ func TestIDCacheEvictsWholeSessions(t *testing.T) {
 	fill("b", 2)
 	c.get("a") // a is now more recent than b
 	fill("c", 3)
-	if _, ok := c.sessions["b"]; ok {
+	if _, ok := c.sessions.Peek("b"); ok {
 		t.Error("b, least recently used, was kept")
 	}
-	if _, ok := c.sessions["a"]; !ok {
+	if _, ok := c.sessions.Peek("a"); !ok {
 		t.Error("a, recently used, was evicted")
 	}
-	testutil.Equal(t, c.n, 5)
+	testutil.Equal(t, c.sessions.Cost(), 5)
 	big := fill("d", 9) // over the bound on its own: kept, the rest go
-	testutil.Equal(t, len(c.sessions), 1)
-	testutil.True(t, c.sessions["d"] == big, "the growing session was evicted")
-	testutil.Equal(t, c.n, 9)
+	testutil.Equal(t, c.sessions.Len(), 1)
+	held, _ := c.sessions.Peek("d")
+	testutil.True(t, held == big, "the growing session was evicted")
+	testutil.Equal(t, c.sessions.Cost(), 9)
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/lru"
 )
 
 // ErrIDConflict is returned (wrapped, inside an *EventError naming the
@@ -47,34 +47,28 @@ type sessionIDs struct {
 	loaded bool
 	last   uint64 // every fact of the session through this sequence is in ids
 	ids    map[string]idEntry
-	elem   *list.Element
 }
 
 // idCache holds sessionIDs, least recently used out first once more than
 // max ids are held.
 type idCache struct {
 	mu       sync.Mutex
-	max, n   int
-	sessions map[string]*sessionIDs
-	lru      *list.List // of *sessionIDs, most recent first
+	sessions *lru.Cache[string, *sessionIDs] // cost: ids held
 }
 
 func newIDCache(maxEntries int) *idCache {
-	return &idCache{max: maxEntries, sessions: map[string]*sessionIDs{}, lru: list.New()}
+	return &idCache{sessions: lru.New[string, *sessionIDs](int64(maxEntries))}
 }
 
 // get returns the session's entry (new and empty if absent), most recent.
 func (c *idCache) get(key string) *sessionIDs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, ok := c.sessions[key]
-	if !ok {
-		s = &sessionIDs{key: key, ids: map[string]idEntry{}}
-		s.elem = c.lru.PushFront(s)
-		c.sessions[key] = s
+	if s, ok := c.sessions.Get(key); ok {
 		return s
 	}
-	c.lru.MoveToFront(s.elem)
+	s := &sessionIDs{key: key, ids: map[string]idEntry{}}
+	c.sessions.Add(key, s, 0)
 	return s
 }
 
@@ -84,20 +78,10 @@ func (c *idCache) get(key string) *sessionIDs {
 func (c *idCache) grew(s *sessionIDs, d int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sessions[s.key] != s {
+	if held, _ := c.sessions.Peek(s.key); held != s {
 		return // evicted meanwhile: no longer counted
 	}
-	c.n += d
-	for c.n > c.max {
-		back := c.lru.Back()
-		victim := back.Value.(*sessionIDs)
-		if victim == s {
-			return
-		}
-		c.lru.Remove(back)
-		delete(c.sessions, victim.key)
-		c.n -= len(victim.ids)
-	}
+	c.sessions.Grow(s.key, int64(d))
 }
 
 // sessionLock is one session's ids, locked for an Append.

@@ -38,6 +38,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of Aider chat histories.
@@ -351,7 +352,7 @@ func (c *converter) flushRun() {
 	}
 	c.runCall = nil
 	out := strings.Join(p.output, "\n")
-	c.add(p.line, 2, &events.ToolResult{Item: p.id, CallID: p.id, Tool: p.tool, Output: &out, Source: build.ShellSource(p.command)})
+	c.add(p.line, 2, &events.ToolResult{Item: p.id, CallID: p.id, Tool: p.tool, Output: &out, Source: toolspec.ShellSource(p.command)})
 }
 
 // flushEdit emits the pending edit call's result: text (success or

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // call is a tool_use seen on the main thread, waiting for its result.
@@ -170,7 +171,7 @@ func (e *emitter) result(bl block) (*events.ToolResult, error) {
 	case c != nil:
 		c.resolved = true
 		res.Item, res.CallID, res.Tool = c.id, c.id, c.tool
-		res.Source = source(c)
+		res.Source = toolspec.ToolSource(c.tool, c.input, c.cwd)
 	default:
 		// A result whose call is not on the main thread (or repeated):
 		// keep it, under an id of its own.
@@ -178,7 +179,7 @@ func (e *emitter) result(bl block) (*events.ToolResult, error) {
 		if len(prev) > 0 {
 			last := prev[len(prev)-1]
 			res.CallID, res.Tool = last.id, last.tool
-			res.Source = source(last)
+			res.Source = toolspec.ToolSource(last.tool, last.input, last.cwd)
 		} else {
 			res.CallID = build.SanitizeID(bl.ToolUseID)
 		}
@@ -259,37 +260,6 @@ func classify(out string) (*events.ToolError, *int) {
 		return &events.ToolError{Type: typ, Message: build.ErrorSummary(inner)}, nil
 	}
 	return &events.ToolError{Type: "tool_error", Message: build.ErrorSummary(t)}, nil
-}
-
-// source names what a read, search or fetch call observed.
-func source(c *call) *events.SourceIdentity {
-	switch c.tool {
-	case "Read", "Grep", "Glob", "LS", "WebFetch":
-	default:
-		return nil
-	}
-	in := build.InputMap(c.input)
-	switch c.tool {
-	case "Read":
-		p := build.Str(in["file_path"])
-		if p == "" {
-			return nil
-		}
-		return &events.SourceIdentity{Kind: "file", Path: p, Offset: build.Int(in["offset"]), Limit: build.Int(in["limit"])}
-	case "Grep", "Glob", "LS":
-		p := build.Str(in["path"])
-		if p == "" {
-			p = c.cwd
-		}
-		return &events.SourceIdentity{Kind: "search", Path: p}
-	case "WebFetch":
-		u := build.Str(in["url"])
-		if u == "" {
-			return nil
-		}
-		return &events.SourceIdentity{Kind: "url", URL: u}
-	}
-	return nil
 }
 
 func countMessageBlocks(bs []block) int {

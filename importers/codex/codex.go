@@ -440,7 +440,7 @@ func source(tool string, input json.RawMessage) *events.SourceIdentity {
 	case "exec":
 		cmds := toolspec.ExecCommands(input)
 		if len(cmds) == 1 {
-			return build.ShellSource(cmds[0])
+			return toolspec.ShellSource(cmds[0])
 		}
 		if len(cmds) > 1 {
 			return &events.SourceIdentity{Kind: "command"}
@@ -449,32 +449,7 @@ func source(tool string, input json.RawMessage) *events.SourceIdentity {
 	case "apply_patch", "update_plan", "wait", "write_stdin", "view_image":
 		return nil
 	}
-	in := build.InputMap(input)
-	cmd := commandString(in["command"])
-	if cmd == "" {
-		cmd = commandString(in["cmd"])
-	}
-	return build.ShellSource(cmd)
-}
-
-// commandString reads a command given as a string or an argv array
-// (["bash", "-lc", "..."] gives the script).
-func commandString(v any) string {
-	switch c := v.(type) {
-	case string:
-		return c
-	case []any:
-		parts := make([]string, 0, len(c))
-		for _, p := range c {
-			s, _ := p.(string)
-			parts = append(parts, s)
-		}
-		if len(parts) >= 3 && (strings.HasSuffix(parts[0], "bash") || strings.HasSuffix(parts[0], "sh")) && strings.HasPrefix(parts[1], "-") {
-			return parts[2]
-		}
-		return strings.Join(parts, " ")
-	}
-	return ""
+	return toolspec.ShellSource(toolspec.CommandOf(build.InputMap(input)))
 }
 
 // isMeta reports harness-injected user text (environment context, AGENTS.md

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of mini-swe-agent trajectories.
@@ -270,7 +271,7 @@ var returncodeRe = regexp.MustCompile(`^\s*<returncode>(-?\d+)</returncode>`)
 // format error) makes it an error too.
 func result(p *pending, text string, x *extra) *events.ToolResult {
 	out := text
-	res := &events.ToolResult{Item: p.id, CallID: p.id, Tool: "bash", Output: &out, Source: build.ShellSource(p.command)}
+	res := &events.ToolResult{Item: p.id, CallID: p.id, Tool: "bash", Output: &out, Source: toolspec.ShellSource(p.command)}
 	code, ok := 0, false
 	if x != nil {
 		code, ok = intValue(x.Returncode)

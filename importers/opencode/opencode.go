@@ -18,6 +18,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of OpenCode exports.
@@ -289,7 +290,7 @@ func toolPart(b *build.Builder, p *part, loc string, id func(int) string, cwd st
 	input := build.Input(s.Input)
 	b.Add(id(0), start, loc, &events.ToolCall{Item: events.CallInputItem(cid), CallID: cid, Tool: p.Tool, Input: input})
 
-	res := &events.ToolResult{Item: cid, CallID: cid, Tool: p.Tool, Source: source(p.Tool, input, cwd), HostPruned: s.Time != nil && s.Time.Compacted != nil}
+	res := &events.ToolResult{Item: cid, CallID: cid, Tool: p.Tool, Source: toolspec.ToolSource(p.Tool, input, cwd), HostPruned: s.Time != nil && s.Time.Compacted != nil}
 	switch s.Status {
 	case "completed":
 		out, err := text(s.Output)
@@ -368,35 +369,4 @@ func errorType(msg string) string {
 		return "not_found"
 	}
 	return "tool_error"
-}
-
-// source names what a read, search or fetch call observed.
-func source(tool string, input json.RawMessage, cwd string) *events.SourceIdentity {
-	switch tool {
-	case "read", "grep", "glob", "list", "webfetch":
-	default:
-		return nil
-	}
-	in := build.InputMap(input)
-	switch tool {
-	case "read":
-		p := build.Str(in["filePath"])
-		if p == "" {
-			return nil
-		}
-		return &events.SourceIdentity{Kind: "file", Path: p, Offset: build.Int(in["offset"]), Limit: build.Int(in["limit"])}
-	case "grep", "glob", "list":
-		p := build.Str(in["path"])
-		if p == "" {
-			p = cwd
-		}
-		return &events.SourceIdentity{Kind: "search", Path: p}
-	case "webfetch":
-		u := build.Str(in["url"])
-		if u == "" {
-			return nil
-		}
-		return &events.SourceIdentity{Kind: "url", URL: u}
-	}
-	return nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of OpenHands event lists.
@@ -250,7 +251,7 @@ func result(p *pending, e *event) (*events.ToolResult, error) {
 	_ = json.Unmarshal(e.Extras, &extras)
 	switch {
 	case e.Observation == "run" || p.action == "run":
-		res.Source = build.ShellSource(build.Str(p.args["command"]))
+		res.Source = toolspec.ShellSource(build.Str(p.args["command"]))
 	case e.Observation == "read" || p.action == "read":
 		path := extras.Path
 		if path == "" {

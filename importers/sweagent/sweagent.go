@@ -28,6 +28,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/importers/internal/build"
+	"github.com/prunesched/prunesched/toolspec"
 )
 
 // Format is the format name of SWE-agent trajectories.
@@ -431,15 +432,9 @@ func source(tool string, input json.RawMessage) *events.SourceIdentity {
 	in := build.InputMap(input)
 	switch tool {
 	case "bash":
-		return build.ShellSource(build.Str(in["command"]))
-	case "open":
-		if p := build.Str(in["path"]); p != "" {
-			return &events.SourceIdentity{Kind: "file", Path: p}
-		}
-	case "search_file":
-		return &events.SourceIdentity{Kind: "search", Path: build.Str(in["file"])}
-	case "search_dir", "find_file":
-		return &events.SourceIdentity{Kind: "search", Path: build.Str(in["dir"])}
+		return toolspec.ShellSource(build.Str(in["command"]))
+	case "open", "search_file", "search_dir", "find_file":
+		return toolspec.ToolSource(tool, input, "")
 	case "str_replace_editor":
 		if build.Str(in["command"]) == "view" {
 			if p := build.Str(in["path"]); p != "" {

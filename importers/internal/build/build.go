@@ -296,16 +296,6 @@ func ErrorSummary(s string) string {
 	return out
 }
 
-// Int reads a non-negative integer argument from a decoded tool input (JSON
-// numbers decode as float64). Anything else gives 0.
-func Int(v any) int {
-	f, ok := v.(float64)
-	if !ok || f < 0 || f > 1<<31 || f != float64(int(f)) {
-		return 0
-	}
-	return int(f)
-}
-
 // Str reads a string argument from a decoded tool input.
 func Str(v any) string {
 	s, _ := v.(string)
