@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/compare"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/lab"
-	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
@@ -56,7 +56,7 @@ func RunCompare(ctx context.Context, cfg Config, opt CompareOptions) (*CompareRe
 	for _, im := range all {
 		sessions = append(sessions, im.s)
 	}
-	blobs := fixtures.NewBlobs()
+	blobs := store.NewMemBlobs()
 	tc := tokens.New()
 	in, err := compare.Prepare(ctx, sessions, blobs, tc)
 	if err != nil {

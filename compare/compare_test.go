@@ -9,16 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
 	"github.com/prunesched/prunesched/lab"
-	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
 // realInputs imports the two smallest shared Claude Code traces.
-func realInputs(t *testing.T) ([]Input, *fixtures.Blobs) {
+func realInputs(t *testing.T) ([]Input, *store.MemBlobs) {
 	t.Helper()
 	var files []string
 	for _, f := range []string{"entirecli-64-267478c135-0.jsonl", "entirecli-60-1ac0eb4d69-0.jsonl"} {
@@ -32,7 +32,7 @@ func realInputs(t *testing.T) ([]Input, *fixtures.Blobs) {
 		}
 		ss = append(ss, x...)
 	}
-	blobs := fixtures.NewBlobs()
+	blobs := store.NewMemBlobs()
 	in, err := Prepare(context.Background(), ss, blobs, tokens.New())
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
-	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -26,17 +26,17 @@ func ExampleRun() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
+	blobs, tc := store.NewMemBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	var facts []events.Event
 	for _, ev := range sessions[0].Events {
-		fact, err := events.Prepare(ctx, ev, store, tc) // outputs into the blob store, tokens counted
+		fact, err := events.Prepare(ctx, ev, blobs, tc) // outputs into the blob store, tokens counted
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
 		facts = append(facts, fact)
 	}
-	content := func(h string) ([]byte, error) { return store.GetBlob(ctx, h) }
+	content := func(h string) ([]byte, error) { return blobs.GetBlob(ctx, h) }
 	marks, apps := cores.Run(policy.Default(), facts, content)
 	fmt.Println(len(facts), "facts,", len(marks), "marks,", len(apps), "applications")
 
@@ -44,7 +44,7 @@ func ExampleRun() {
 	for _, ev := range events.MergeLog(facts, marks, apps) {
 		sess.Observe(ev)
 	}
-	text, err := sess.Snapshot().RenderText(ctx, store, tc)
+	text, err := sess.Snapshot().RenderText(ctx, blobs, tc)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -6,9 +6,9 @@ import (
 
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
-	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -24,11 +24,11 @@ func ExampleCore() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
+	blobs, tc := store.NewMemBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	core := eligibility.New(policy.Default(), events.DefaultTenant, "sample")
-	core.SetContent(func(h string) ([]byte, error) { return store.GetBlob(ctx, h) })
+	core.SetContent(func(h string) ([]byte, error) { return blobs.GetBlob(ctx, h) })
 	for _, ev := range sessions[0].Events {
-		fact, err := events.Prepare(ctx, ev, store, tc)
+		fact, err := events.Prepare(ctx, ev, blobs, tc)
 		if err != nil {
 			fmt.Println(err)
 			return

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/lab/fixtures"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -15,7 +15,7 @@ import (
 // applications in log order. blobs, when set, gives the eligibility core
 // the stored outputs, as the pipeline's worker does (span references
 // compare their lines).
-func runProduction(p policy.Policy, facts []events.Event, blobs *fixtures.Blobs) (marks, apps []events.Event) {
+func runProduction(p policy.Policy, facts []events.Event, blobs *store.MemBlobs) (marks, apps []events.Event) {
 	var content func(string) ([]byte, error)
 	if blobs != nil {
 		content = func(h string) ([]byte, error) { return blobs.GetBlob(context.Background(), h) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 )
 
 // benchGrower appends rounds of facts to a benchSession, as the render
@@ -17,7 +18,7 @@ import (
 // application of the pending marks.
 type benchGrower struct {
 	s     *Session
-	blobs *memBlobs
+	blobs *store.MemBlobs
 	round int
 	seq   int
 	at    time.Time

@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 )
 
 // benchSession builds a session of n items: a system prompt, a user
 // message, then rounds of assistant text + tool call + tool output (about
 // 2 KB each, by content address), with every fifth output's duplicate
 // pruned by an applied L0 mark.
-func benchSession(b testing.TB, n int) (*Session, *memBlobs) {
+func benchSession(b testing.TB, n int) (*Session, *store.MemBlobs) {
 	ctx := context.Background()
-	blobs := newMemBlobs()
+	blobs := store.NewMemBlobs()
 	s := NewSession("", "bench")
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	seq := 0

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/importers"
-	"github.com/prunesched/prunesched/lab/fixtures"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -24,11 +24,11 @@ func ExampleSession() {
 		fmt.Println(err)
 		return
 	}
-	store, tc := fixtures.NewBlobs(), tokens.New() // an in-memory blob store stands in for the log's
+	blobs, tc := store.NewMemBlobs(), tokens.New() // an in-memory blob store stands in for the log's
 	sess := projections.NewSession(events.DefaultTenant, "sample")
 	var last time.Time
 	for _, ev := range sessions[0].Events {
-		fact, err := events.Prepare(ctx, ev, store, tc)
+		fact, err := events.Prepare(ctx, ev, blobs, tc)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -36,12 +36,12 @@ func ExampleSession() {
 		sess.Observe(fact)
 		last = fact.Time
 	}
-	before, _ := sess.Snapshot().RenderAnthropic(ctx, store, tc)
+	before, _ := sess.Snapshot().RenderAnthropic(ctx, blobs, tc)
 	sess.Observe(events.Event{V: 1, ID: "m1", Type: events.TypeMark, Session: "sample", Time: last,
 		Data: &events.Mark{Item: "t5", Decision: events.Prune, Reason: events.ReasonManualPrune, Part: "output"}})
 	sess.Observe(events.Event{V: 1, ID: "a1", Type: events.TypeApplication, Session: "sample", Time: last,
 		Data: &events.Application{Request: "manual", Marks: []string{"m1"}, Items: []string{"t5"}, Trigger: events.TriggerManual}})
-	after, _ := sess.Snapshot().RenderAnthropic(ctx, store, tc)
+	after, _ := sess.Snapshot().RenderAnthropic(ctx, blobs, tc)
 	for _, d := range sess.Decisions() {
 		fmt.Println(d.Item, d.Decision, d.Reason, "applied:", d.Applied, d.Trigger)
 	}

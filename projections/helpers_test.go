@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -13,35 +12,11 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-// memBlobs is an in-memory blob store.
-type memBlobs struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func newMemBlobs() *memBlobs { return &memBlobs{m: map[string][]byte{}} }
-
-func (b *memBlobs) PutBlob(_ context.Context, h string, data []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m[h] = append([]byte(nil), data...)
-	return nil
-}
-
-func (b *memBlobs) GetBlob(_ context.Context, h string) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	d, ok := b.m[h]
-	if !ok {
-		return nil, errors.New("blob not found")
-	}
-	return d, nil
-}
 
 // wordCounter is a deterministic stand-in tokenizer: one token per
 // whitespace-separated word. It counts its calls.
@@ -66,7 +41,7 @@ func (c *wordCounter) Calls() int {
 // fixture is the hand-built golden session in stored form.
 type fixture struct {
 	events []events.Event
-	blobs  *memBlobs
+	blobs  *store.MemBlobs
 	tc     *wordCounter
 }
 
@@ -77,7 +52,7 @@ func loadFixture(t testing.TB) fixture {
 	defer f.Close()
 	raw, err := events.DecodeJSONL(f, "session.jsonl")
 	testutil.NoError(t, err)
-	fx := fixture{blobs: newMemBlobs(), tc: &wordCounter{}}
+	fx := fixture{blobs: store.NewMemBlobs(), tc: &wordCounter{}}
 	for _, e := range raw {
 		p, err := events.Prepare(context.Background(), e, fx.blobs, fx.tc)
 		testutil.NoError(t, err)

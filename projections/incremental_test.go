@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
@@ -151,7 +152,7 @@ func TestIncrementalRandom(t *testing.T) {
 		seeds = 8
 	}
 	for seed := range seeds {
-		blobs := newMemBlobs()
+		blobs := store.NewMemBlobs()
 		evs := randomSession(t, uint64(seed), n, blobs)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
@@ -164,7 +165,7 @@ func TestIncrementalRandom(t *testing.T) {
 	}
 }
 
-func randomSession(t testing.TB, seed uint64, n int, blobs *memBlobs) []events.Event {
+func randomSession(t testing.TB, seed uint64, n int, blobs *store.MemBlobs) []events.Event {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	var evs []events.Event
@@ -338,7 +339,7 @@ func TestIncrementalLateSurvivor(t *testing.T) {
 		Recoverability: &events.Recoverability{Log: "e4", Survivor: "r3"}, Cause: "e4", PolicyVersion: "pv"})
 	add(&events.Application{Request: "q2", Marks: []string{m2}, Trigger: events.TriggerNextRequest, PolicyVersion: "pv"})
 	result("r3")
-	checkIncremental(t, evs, newMemBlobs(), nil)
+	checkIncremental(t, evs, store.NewMemBlobs(), nil)
 	s := NewSession("", "late")
 	for _, e := range evs {
 		s.Observe(e)
@@ -358,7 +359,7 @@ func TestIncrementalLateSurvivor(t *testing.T) {
 // snapshots of the same session at once (run with -race); every rendering
 // must match the reference of its own snapshot.
 func TestConcurrentSnapshotRenders(t *testing.T) {
-	blobs := newMemBlobs()
+	blobs := store.NewMemBlobs()
 	evs := randomSession(t, 7, 400, blobs)
 	s := NewSession("", "rand")
 	done := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
@@ -189,7 +190,7 @@ func TestObserveIgnoresOtherSessions(t *testing.T) {
 func TestMissingBlobIsAnError(t *testing.T) {
 	fx := loadFixture(t)
 	s := feed(fx.events)
-	_, err := RenderAnthropic(context.Background(), s.Bundle(), newMemBlobs(), nil)
+	_, err := RenderAnthropic(context.Background(), s.Bundle(), store.NewMemBlobs(), nil)
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "output of item"), "got %v", err)
 }
 
@@ -243,7 +244,7 @@ func TestPlaceholderFollowsARemovedSurvivor(t *testing.T) {
 	add(&events.Application{Request: "q1", Marks: []string{m1}, Items: []string{"r1"}, Trigger: events.TriggerNextRequest, PolicyVersion: "pv"})
 	s := feed(evs)
 	text := func() string {
-		b, err := RenderText(context.Background(), s.Bundle(), newMemBlobs(), nil)
+		b, err := RenderText(context.Background(), s.Bundle(), store.NewMemBlobs(), nil)
 		testutil.NoError(t, err)
 		return string(b)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/placeholder"
 )
@@ -25,7 +26,7 @@ func numberedLines(from, to int) string {
 // spanSession is a session where c2 (lines 20-49 of a.go, then two new
 // lines) repeats lines 20-49 of c1 (the whole file, lines 1-60), with an
 // applied span reference on c2.
-func spanSession(t *testing.T) ([]events.Event, *memBlobs) {
+func spanSession(t *testing.T) ([]events.Event, *store.MemBlobs) {
 	t.Helper()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var evs []events.Event
@@ -48,7 +49,7 @@ func spanSession(t *testing.T) ([]events.Event, *memBlobs) {
 		TokensEstimated: 200, Cause: evs[4].ID, CauseIndex: 4, PolicyVersion: "p", By: "eligibility"})
 	add(&events.ModelRequest{Request: "r1"})
 	add(&events.Application{Request: "r1", Marks: []string{evs[5].ID}, Items: []string{"c2"}, Trigger: events.TriggerNeverSent, PolicyVersion: "p"})
-	blobs := newMemBlobs()
+	blobs := store.NewMemBlobs()
 	tc := &wordCounter{}
 	for i, e := range evs {
 		p, err := events.Prepare(context.Background(), e, blobs, tc)

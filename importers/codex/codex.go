@@ -252,7 +252,7 @@ func (c *converter) tokenCount(total, last *tokenUsage) {
 	if u == nil || c.req == nil || c.req.Usage != nil {
 		return
 	}
-	c.req.Usage = build.OpenAIUsage(u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteInputTokens)
+	c.req.Usage = events.OpenAIUsage(u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteInputTokens)
 }
 
 // request emits a model request where the model's output begins.

@@ -53,7 +53,7 @@ func TestShellCommandGeneration(t *testing.T) {
 	if len(reqs) != 4 {
 		t.Fatalf("%d requests", len(reqs))
 	}
-	want := *build.OpenAIUsage(13100, 280, 9400, 0)
+	want := *events.OpenAIUsage(13100, 280, 9400, 0)
 	if got := tracetest.UsageSum(s); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
@@ -74,7 +74,7 @@ func TestCodeModeGeneration(t *testing.T) {
 	if n := len(tracetest.OfType[*events.HostCompaction](s)); n != 1 {
 		t.Errorf("%d compactions", n)
 	}
-	if got, want := tracetest.UsageSum(s), *build.OpenAIUsage(15600, 130, 9900, 5300); got != want {
+	if got, want := tracetest.UsageSum(s), *events.OpenAIUsage(15600, 130, 9900, 5300); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
 	sys := tracetest.OfType[*events.Message](s)[1]

@@ -103,7 +103,7 @@ func (u *usage) events() *events.Usage {
 	case u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil:
 		read = *u.PromptTokensDetails.CachedTokens
 	}
-	return build.OpenAIUsage(u.PromptTokens, u.CompletionTokens, read, u.CacheCreationInputTokens)
+	return events.OpenAIUsage(u.PromptTokens, u.CompletionTokens, read, u.CacheCreationInputTokens)
 }
 
 // Import reads one mini-swe-agent trajectory. name is used in error

@@ -157,7 +157,7 @@ func convert(name string, raws []json.RawMessage) (build.Session, error) {
 						case u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil:
 							read = *u.PromptTokensDetails.CachedTokens
 						}
-						mr.Usage = build.OpenAIUsage(u.PromptTokens, u.CompletionTokens, read, u.CacheCreationInputTokens)
+						mr.Usage = events.OpenAIUsage(u.PromptTokens, u.CompletionTokens, read, u.CacheCreationInputTokens)
 					}
 					if st.Model == "" {
 						st.Model = r.Model
