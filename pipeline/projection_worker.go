@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/lru"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -44,9 +44,9 @@ type ProjectionWorker struct {
 	reader   SessionReader
 	maxBytes int64
 	bytes    int64 // estimated bytes of the sessions held
-	// lruMu guards lru (views move entries under the read lock of mu).
+	// lruMu guards order (views move entries under the read lock of mu).
 	lruMu sync.Mutex
-	lru   *list.List // of *projEntry, most recently used first
+	order *lru.Cache[sessionKey, *projEntry] // the sessions held, in order of use; no bound of its own
 	// evicted holds the sessions dropped from memory; rebuilding the
 	// events applied to a session while it is being rebuilt.
 	evicted    map[sessionKey]struct{}
@@ -59,9 +59,8 @@ type ProjectionWorker struct {
 
 // projEntry is one session held in memory.
 type projEntry struct {
-	key  sessionKey
-	s    *projections.Session
-	elem *list.Element
+	key sessionKey
+	s   *projections.Session
 	// events is the encoded size of the events applied, the basis of the
 	// memory estimate.
 	events int64
@@ -106,7 +105,7 @@ const rebuildTimeout = 30 * time.Second
 func NewProjectionWorker(js jetstream.JetStream, logger *slog.Logger, met *Metrics) *ProjectionWorker {
 	w := &ProjectionWorker{js: js, logger: logger, met: met, sessions: map[sessionKey]*projEntry{},
 		budget:  projections.NewRenderBudget(projections.DefaultRenderCacheSessionBytes, projections.DefaultRenderCacheTotalBytes),
-		lru:     list.New(),
+		order:   lru.New[sessionKey, *projEntry](0),
 		evicted: map[sessionKey]struct{}{}, rebuilding: map[sessionKey]*rebuild{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
@@ -307,7 +306,7 @@ func (w *ProjectionWorker) hold(k sessionKey, s *projections.Session) *projEntry
 	w.sessions[k] = e
 	w.lruMu.Lock()
 	e.gen = w.gen
-	e.elem = w.lru.PushFront(e)
+	w.order.Add(k, e, 0)
 	w.lruMu.Unlock()
 	return e
 }
@@ -320,7 +319,7 @@ func (w *ProjectionWorker) touch(e *projEntry) {
 	e.bytes = est
 	w.lruMu.Lock()
 	e.gen = w.gen
-	w.lru.MoveToFront(e.elem)
+	w.order.Get(e.key)
 	w.lruMu.Unlock()
 }
 
@@ -332,15 +331,16 @@ func (w *ProjectionWorker) evict() {
 	}
 	w.lruMu.Lock()
 	defer w.lruMu.Unlock()
-	for w.bytes > w.maxBytes && w.lru.Len() > 1 {
-		w.evictLocked(w.lru.Back())
+	for w.bytes > w.maxBytes && w.order.Len() > 1 {
+		_, e, _ := w.order.Oldest()
+		w.evictLocked(e)
 	}
 }
 
-// evictLocked moves the entry at el from memory to the evicted set (write
-// lock and lruMu held).
-func (w *ProjectionWorker) evictLocked(el *list.Element) {
-	e := w.lru.Remove(el).(*projEntry)
+// evictLocked moves e from memory to the evicted set (write lock and lruMu
+// held).
+func (w *ProjectionWorker) evictLocked(e *projEntry) {
+	w.order.Remove(e.key)
 	// Cached renderings may have grown since the last touch.
 	w.bytes -= e.bytes
 	delete(w.sessions, e.key)
@@ -363,89 +363,16 @@ func (w *ProjectionWorker) EvictIdle() int {
 	n := 0
 	// Least recently used first: stop at the first entry used since the
 	// last sweep (every entry in front of it was used later).
-	for el := w.lru.Back(); el != nil; {
-		e := el.Value.(*projEntry)
-		if e.gen == w.gen {
+	for {
+		_, e, ok := w.order.Oldest()
+		if !ok || e.gen == w.gen {
 			break
 		}
-		prev := el.Prev()
-		w.evictLocked(el)
+		w.evictLocked(e)
 		n++
-		el = prev
 	}
 	w.gen++
 	return n
-}
-
-// projQueue hands messages from the consumer's callback to the decoder:
-// push waits while max messages are queued; take returns everything
-// queued as one batch, so batches grow only when the decoder falls behind
-// and a lone message is passed on at once.
-type projQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	msgs   []projRaw
-	spare  []projRaw // a taken batch given back, reused by take
-	max    int
-	closed bool
-}
-
-func newProjQueue(max int) *projQueue {
-	q := &projQueue{max: max}
-	q.cond = sync.NewCond(&q.mu)
-	return q
-}
-
-// push queues m; after close it drops it.
-func (q *projQueue) push(m projRaw) {
-	q.mu.Lock()
-	for len(q.msgs) >= q.max && !q.closed {
-		q.cond.Wait()
-	}
-	if !q.closed {
-		q.msgs = append(q.msgs, m)
-		if len(q.msgs) == 1 {
-			q.cond.Broadcast()
-		}
-	}
-	q.mu.Unlock()
-}
-
-// take waits for messages and returns all of them, or nil once the queue
-// is closed and empty.
-func (q *projQueue) take() []projRaw {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.msgs) == 0 && !q.closed {
-		q.cond.Wait()
-	}
-	batch := q.msgs
-	q.msgs, q.spare = q.spare[:0], nil
-	if len(batch) >= q.max {
-		q.cond.Broadcast()
-	}
-	if len(batch) == 0 {
-		return nil
-	}
-	return batch
-}
-
-// recycle gives back a batch returned by take once it is done with.
-func (q *projQueue) recycle(batch []projRaw) {
-	clear(batch)
-	q.mu.Lock()
-	if cap(batch) > cap(q.spare) {
-		q.spare = batch[:0]
-	}
-	q.mu.Unlock()
-}
-
-// close makes push drop and take return nil once the queue is empty.
-func (q *projQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.cond.Broadcast()
-	q.mu.Unlock()
 }
 
 // Seq returns the last stream sequence applied.
@@ -499,9 +426,7 @@ func (w *ProjectionWorker) ViewContext(ctx context.Context, tenant, session stri
 		if ok {
 			w.lruMu.Lock()
 			e.gen = w.gen
-			if e.elem != nil {
-				w.lru.MoveToFront(e.elem)
-			}
+			w.order.Get(k)
 			w.lruMu.Unlock()
 			fn(e.s)
 			w.mu.RUnlock()
