@@ -149,7 +149,7 @@ func TestSessionTableIdleSweep(t *testing.T) {
 	if _, ok := tb.sessions[b]; !ok {
 		t.Error("b, used since the first sweep, was forgotten")
 	}
-	if tb.total != 5 {
-		t.Errorf("total facts %d, want 5 (b's)", tb.total)
+	if tb.total() != 5 {
+		t.Errorf("total facts %d, want 5 (b's)", tb.total())
 	}
 }

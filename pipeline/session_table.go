@@ -1,11 +1,11 @@
 package pipeline
 
 import (
-	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/lru"
 )
 
 // sessionKey identifies a session across tenants.
@@ -53,11 +53,11 @@ type sessionTable[S any] struct {
 	// (see sessionWorker.handle): each must be fed before any fact after
 	// it, or the session's state misses it.
 	ahead map[sessionKey][]uint64
-	// use is each session's last use (a tick of clock); cost its facts.
-	use      map[sessionKey]uint64
-	cost     map[sessionKey]int
+	// order holds the sessions in order of use, each with its last use
+	// (a tick of clock) and the facts it observed as its cost; it has no
+	// bound of its own (evictLocked applies maxFacts).
+	order    *lru.Cache[sessionKey, *sessionUse]
 	clock    uint64
-	total    int
 	maxFacts int // 0: DefaultWorkerFacts
 	// through is the last fact of the partition handled, with every
 	// earlier fact delivered here, since the last failure or gap: a
@@ -67,6 +67,17 @@ type sessionTable[S any] struct {
 	// idleMark is clock at the last idle sweep (see evictIdle): a session
 	// whose last use is at or before it was not used since.
 	idleMark uint64
+}
+
+// sessionUse is a session's last use, a tick of sessionTable.clock.
+type sessionUse struct{ tick uint64 }
+
+// total is the facts the sessions held have observed.
+func (t *sessionTable[S]) total() int {
+	if t.order == nil {
+		return 0
+	}
+	return int(t.order.Cost())
 }
 
 // advanceLocked records a batch handled whole, in order.
@@ -90,13 +101,16 @@ const DefaultWorkerFacts = 16 << 10
 
 // touchLocked records a use of session k that observed n more facts.
 func (t *sessionTable[S]) touchLocked(k sessionKey, n int) {
-	if t.use == nil {
-		t.use, t.cost = map[sessionKey]uint64{}, map[sessionKey]int{}
+	if t.order == nil {
+		t.order = lru.New[sessionKey, *sessionUse](0)
 	}
 	t.clock++
-	t.use[k] = t.clock
-	t.cost[k] += n
-	t.total += n
+	if u, ok := t.order.Get(k); ok {
+		u.tick = t.clock
+		t.order.Grow(k, int64(n))
+		return
+	}
+	t.order.Add(k, &sessionUse{tick: t.clock}, int64(n))
 }
 
 // skipsAheadLocked reports whether feeding session k the fact at stream
@@ -125,45 +139,34 @@ func (t *sessionTable[S]) skipsAheadLocked(k sessionKey, seq uint64) bool {
 func (t *sessionTable[S]) forgetLocked(k sessionKey) {
 	delete(t.sessions, k)
 	delete(t.ahead, k)
-	t.total -= t.cost[k]
-	delete(t.cost, k)
-	delete(t.use, k)
+	if t.order != nil {
+		t.order.Remove(k)
+	}
 }
 
 // clearLocked drops every session.
 func (t *sessionTable[S]) clearLocked() {
 	clear(t.sessions)
 	clear(t.ahead)
-	clear(t.use)
-	clear(t.cost)
-	t.total = 0
+	if t.order != nil {
+		t.order.Clear()
+	}
 	t.through = 0
 }
 
 // evictLocked forgets the least recently used sessions while the facts
-// held exceed the bound, down to three quarters of it (so the sort is paid
-// once per quarter of the bound).
+// held exceed the bound, down to three quarters of it (so eviction runs
+// once per quarter of the bound), keeping the most recent.
 func (t *sessionTable[S]) evictLocked() {
 	limit := t.maxFacts
 	if limit <= 0 {
 		limit = DefaultWorkerFacts
 	}
-	if t.total <= limit || len(t.sessions) <= 1 {
+	if t.total() <= limit || len(t.sessions) <= 1 {
 		return
 	}
-	keys := make([]sessionKey, 0, len(t.use))
-	for k := range t.use {
-		if _, ok := t.sessions[k]; !ok {
-			t.forgetLocked(k) // dropped without accounting
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return t.use[keys[i]] < t.use[keys[j]] })
-	for _, k := range keys[:len(keys)-1] {
-		if t.total <= limit*3/4 {
-			break
-		}
+	for t.order.Len() > 1 && t.total() > limit*3/4 {
+		k, _, _ := t.order.Oldest()
 		t.forgetLocked(k)
 	}
 }
@@ -177,13 +180,16 @@ func (t *sessionTable[S]) evictIdle() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for k, u := range t.use {
-		if u <= t.idleMark {
-			if _, ok := t.sessions[k]; ok {
-				n++
-			}
-			t.forgetLocked(k)
+	// Least recently used first: the ticks grow towards the most recent.
+	for t.order != nil {
+		k, u, ok := t.order.Oldest()
+		if !ok || u.tick > t.idleMark {
+			break
 		}
+		if _, ok := t.sessions[k]; ok {
+			n++
+		}
+		t.forgetLocked(k)
 	}
 	t.idleMark = t.clock
 	return n

@@ -161,7 +161,7 @@ func TestBatchMiddleware(t *testing.T) {
 			if !slices.Equal(order, []string{"outer", "locked"}) {
 				t.Fatalf("order %v", order)
 			}
-			if cleared := len(st.sessions) == 0 && st.total == 0; cleared != tc.cleared {
+			if cleared := len(st.sessions) == 0 && st.total() == 0; cleared != tc.cleared {
 				t.Fatalf("sessions forgotten: %v, want %v", cleared, tc.cleared)
 			}
 			var m dto.Metric
