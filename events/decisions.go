@@ -55,7 +55,7 @@ func (r Rung) valid() bool {
 type Evidence struct {
 	// Kind says what was compared ("content_hash", "canonical_args",
 	// "source_version", "subsumption", "verification", "protection", ...).
-	Kind string `json:"kind"`
+	Kind string `json:"kind" enum:"knownEvidence"`
 	// Item is the other item consulted, if any (the surviving copy).
 	Item   string `json:"item,omitempty"`
 	Hash   string `json:"hash,omitempty"`
@@ -90,17 +90,17 @@ type Residue struct {
 // certificate. The latest mark for an item wins.
 type Mark struct {
 	Item     string   `json:"item"`
-	Decision Decision `json:"decision"`
-	Rung     Rung     `json:"rung,omitempty"`
-	Reason   Reason   `json:"reason"`
+	Decision Decision `json:"decision" enum:"knownDecisions"`
+	Rung     Rung     `json:"rung,omitempty" enum:"knownRungs"`
+	Reason   Reason   `json:"reason" enum:"knownReasons"`
 	// Part is "output" or "input": which half of a tool call the mark
 	// removes ("" for message items).
-	Part     string     `json:"part,omitempty"`
+	Part     string     `json:"part,omitempty" enum:"knownParts"`
 	Evidence []Evidence `json:"evidence,omitempty"`
 	// Recoverability is set on PRUNE marks.
 	Recoverability *Recoverability `json:"recoverability,omitempty"`
 	// Protection lists the protection reasons in force (empty if none).
-	Protection []Reason `json:"protection,omitempty"`
+	Protection []Reason `json:"protection,omitempty" enum:"knownReasons"`
 	Residue    *Residue `json:"residue,omitempty"`
 	// TokensEstimated is the estimated tokens removed net of the placeholder.
 	TokensEstimated int `json:"tokens_estimated"`
@@ -113,7 +113,7 @@ type Mark struct {
 	PolicyVersion string `json:"policy_version"`
 	// By is "eligibility", "agent" (a mark made on the agent's request,
 	// ByAgent) or the person who made a manual decision.
-	By string `json:"by,omitempty"`
+	By string `json:"by,omitempty" enum:"knownBy"`
 }
 
 // EventType implements Payload.
@@ -171,7 +171,7 @@ type Application struct {
 	Marks []string `json:"marks"`
 	Items []string `json:"items"`
 	// Trigger names the rule that allowed the application now.
-	Trigger Trigger `json:"trigger"`
+	Trigger Trigger `json:"trigger" enum:"knownTriggers"`
 	// FirstDivergence is the token offset of the first change against the
 	// previously rendered bundle.
 	FirstDivergence int `json:"first_divergence"`

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prunesched/prunesched/events/internal/fastgen"
 )
 
 // sampleFiles are the sessions checked in across the repository.
@@ -444,4 +446,20 @@ func TestFastDecodeMutations(t *testing.T) {
 		}
 	}
 	t.Logf("%d mutations, %d taken by the fast path", tried, accepted)
+}
+
+// TestFastFieldsGenerated: fastdecode_fields.go is what go generate writes
+// from the payload structs now (the schema has one source).
+func TestFastFieldsGenerated(t *testing.T) {
+	want, err := fastgen.Generate(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(fastgen.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is out of date: run go generate ./events/", fastgen.Output)
+	}
 }

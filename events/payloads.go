@@ -80,8 +80,8 @@ type Message struct {
 	// Item is the item id, unique within the session. Importers use the id
 	// the source gave the message so a user can find it in the original.
 	Item string      `json:"item"`
-	Role Role        `json:"role"`
-	Kind MessageKind `json:"kind,omitempty"`
+	Role Role        `json:"role" enum:"knownRoles"`
+	Kind MessageKind `json:"kind,omitempty" enum:"knownKinds"`
 	Text string      `json:"text"`
 	// Signature is the provider's signature of a thinking block.
 	Signature string `json:"signature,omitempty"`
@@ -188,7 +188,7 @@ func EstimateTokens(bytes int) int { return (bytes + 3) / 4 }
 // SourceIdentity names what a tool observed, as far as it is known.
 type SourceIdentity struct {
 	// Kind is "file", "url", "search", "command" or "other".
-	Kind string `json:"kind"`
+	Kind string `json:"kind" enum:"knownSources"`
 	Path string `json:"path,omitempty"`
 	URL  string `json:"url,omitempty"`
 	// Version is a source version where known (commit, etag, mtime).
@@ -218,11 +218,11 @@ type ToolResult struct {
 	// (JSON strings cannot carry such bytes; encoding/json would replace
 	// them with U+FFFD). Decoding moves it into Output and encoding writes
 	// it in Output's place; Go code reads and sets Output only.
-	OutputBase64 []byte `json:"output_base64,omitempty"`
+	OutputBase64 []byte `json:"output_base64,omitempty" fastdecode:"fOutputBase64"`
 	// OutputRef is the content address of the output (stored form).
 	OutputRef   *ContentRef     `json:"output_ref,omitempty"`
 	Source      *SourceIdentity `json:"source,omitempty"`
-	Determinism Determinism     `json:"determinism,omitempty"`
+	Determinism Determinism     `json:"determinism,omitempty" enum:"knownDeterminism"`
 	ExitCode    *int            `json:"exit_code,omitempty"`
 	// HostPruned is true when the agent host itself had already removed the
 	// output from the model's context (OpenCode's time.compacted).
@@ -291,7 +291,7 @@ func (r *ContentRef) validate(field string) error {
 type Verification struct {
 	// Kind is "test_run" (a passing run recorded in the log), "check" (another
 	// outside check), "user" or "agent" (the agent's own say-so: weakest).
-	Kind string `json:"kind"`
+	Kind string `json:"kind" enum:"knownVerifiers"`
 	// Item is the item holding the evidence (for example the passing run's
 	// tool result).
 	Item   string `json:"item,omitempty"`
