@@ -109,18 +109,12 @@ func (u *usage) events() *events.Usage {
 // Import reads one mini-swe-agent trajectory. name is used in error
 // messages and as the session's source path. A trajectory is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	var tr trajectory
-	if _, err := build.ReadJSON(r, name, &tr); err != nil {
-		return nil, err
-	}
-	if tr.Messages == nil {
-		return nil, fmt.Errorf("%s: %w", name, build.Missing("messages"))
-	}
-	s, err := convert(name, &tr)
-	if err != nil {
-		return nil, err
-	}
-	return []build.Session{s}, nil
+	return build.ImportJSON(r, name, func(tr *trajectory) string {
+		if tr.Messages == nil {
+			return "messages"
+		}
+		return ""
+	}, convert)
 }
 
 // pending is a tool call waiting for its result.

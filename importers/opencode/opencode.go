@@ -102,21 +102,15 @@ type state struct {
 // Import reads one OpenCode export. name is used in error messages and as
 // the session's source path. An export is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	var ex export
-	if _, err := build.ReadJSON(r, name, &ex); err != nil {
-		return nil, err
-	}
-	if ex.Info == nil {
-		return nil, fmt.Errorf("%s: %w", name, build.Missing("info"))
-	}
-	if ex.Messages == nil {
-		return nil, fmt.Errorf("%s: %w", name, build.Missing("messages"))
-	}
-	s, err := convert(name, &ex)
-	if err != nil {
-		return nil, err
-	}
-	return []build.Session{s}, nil
+	return build.ImportJSON(r, name, func(ex *export) string {
+		switch {
+		case ex.Info == nil:
+			return "info"
+		case ex.Messages == nil:
+			return "messages"
+		}
+		return ""
+	}, convert)
 }
 
 // ms converts epoch milliseconds; nil gives the zero time (the builder then

@@ -80,15 +80,9 @@ type usage struct {
 // Import reads one OpenHands event list. name is used in error messages and
 // as the session's source path. An event list is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	var raws []json.RawMessage
-	if _, err := build.ReadJSON(r, name, &raws); err != nil {
-		return nil, err
-	}
-	s, err := convert(name, raws)
-	if err != nil {
-		return nil, err
-	}
-	return []build.Session{s}, nil
+	return build.ImportJSON(r, name, nil, func(name string, raws *[]json.RawMessage) (build.Session, error) {
+		return convert(name, *raws)
+	})
 }
 
 type pending struct {

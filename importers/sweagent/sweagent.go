@@ -74,18 +74,12 @@ type stepState struct {
 // Import reads one SWE-agent trajectory. name is used in error messages and
 // as the session's source path. A trajectory is one session.
 func Import(r io.Reader, name string) ([]build.Session, error) {
-	var tr trajectory
-	if _, err := build.ReadJSON(r, name, &tr); err != nil {
-		return nil, err
-	}
-	if tr.History == nil && tr.Trajectory == nil {
-		return nil, fmt.Errorf("%s: %w", name, build.Missing("history"))
-	}
-	s, err := convert(name, &tr)
-	if err != nil {
-		return nil, err
-	}
-	return []build.Session{s}, nil
+	return build.ImportJSON(r, name, func(tr *trajectory) string {
+		if tr.History == nil && tr.Trajectory == nil {
+			return "history"
+		}
+		return ""
+	}, convert)
 }
 
 type pending struct {

@@ -339,6 +339,27 @@ func ReadJSON(r io.Reader, name string, v any) ([]byte, error) {
 	return data, nil
 }
 
+// ImportJSON imports a whole-file JSON trace that holds one session: it
+// reads r into a T (ReadJSON), reports the first top-level field that
+// missing names (it returns "" when none is missing, nil checks nothing),
+// and converts the trace with convert.
+func ImportJSON[T any](r io.Reader, name string, missing func(*T) string, convert func(name string, trace *T) (Session, error)) ([]Session, error) {
+	var trace T
+	if _, err := ReadJSON(r, name, &trace); err != nil {
+		return nil, err
+	}
+	if missing != nil {
+		if field := missing(&trace); field != "" {
+			return nil, fmt.Errorf("%s: %w", name, Missing(field))
+		}
+	}
+	s, err := convert(name, &trace)
+	if err != nil {
+		return nil, err
+	}
+	return []Session{s}, nil
+}
+
 // Locate formats a JSON decoding error for a whole-file JSON format: a
 // syntax error in the file (path "") by line and column, a type error by
 // the JSON path of the element being decoded and the field.
