@@ -87,12 +87,8 @@ func (s *Savings) AddEconomics(e *Economics) {
 func (s *Savings) Merge(o Savings) {
 	s.Sessions += o.Sessions
 	s.Unpriced += o.Unpriced
-	for k, v := range o.Cost {
-		s.Cost[k] += v
-	}
-	for k, v := range o.Tokens {
-		s.Tokens[k] += v
-	}
+	addCounts(s.Cost, o.Cost)
+	addCounts(s.Tokens, o.Tokens)
 	s.Recoveries += o.Recoveries
 	s.RecoveryTokens += o.RecoveryTokens
 	s.RecoveryCost += o.RecoveryCost

@@ -34,15 +34,9 @@ func WriteSummary(w io.Writer, rep *Report) {
 		tot.Tokens.Placeholder += s.Tokens.Placeholder
 		tot.Applied += s.Applied
 		tot.Pending += s.Pending
-		for k, v := range s.DecisionCounts {
-			tot.DecisionCounts[k] += v
-		}
-		for k, v := range s.PrunesByRung {
-			tot.PrunesByRung[k] += v
-		}
-		for k, v := range s.TokensByRung {
-			tot.TokensByRung[k] += v
-		}
+		addCounts(tot.DecisionCounts, s.DecisionCounts)
+		addCounts(tot.PrunesByRung, s.PrunesByRung)
+		addCounts(tot.TokensByRung, s.TokensByRung)
 	}
 	if n := sumDecisions(tot.DecisionCounts); n > 0 {
 		tot.AbstentionRate = float64(tot.DecisionCounts[events.Abstain]) / float64(n)
@@ -139,3 +133,10 @@ func ratioOf(baseCost, cost float64, baseTok, tok int) float64 {
 }
 
 func name(s SessionReport) string { return filepath.Base(s.Source) }
+
+// addCounts adds every count of src to dst.
+func addCounts[K comparable, V int | float64](dst, src map[K]V) {
+	for k, v := range src {
+		dst[k] += v
+	}
+}

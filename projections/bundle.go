@@ -339,8 +339,18 @@ func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, er
 	case ItemToolUse:
 		return string(bi.wireInput()), nil
 	}
+	out, err := bi.output(ctx, blobs)
+	if err != nil {
+		return "", err
+	}
+	return bi.withSpans(out), nil
+}
+
+// output is a tool output's own bytes: inline, or fetched by content
+// address ("" when it has neither).
+func (bi *BundleItem) output(ctx context.Context, blobs BlobGetter) (string, error) {
 	if bi.Output != nil {
-		return bi.withSpans(*bi.Output), nil
+		return *bi.Output, nil
 	}
 	if bi.Hash == "" {
 		return "", nil
@@ -352,7 +362,7 @@ func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, er
 	if err != nil {
 		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
 	}
-	return bi.withSpans(string(data)), nil
+	return string(data), nil
 }
 
 // withSpans is an output with its span references applied (Spans), or
@@ -470,18 +480,5 @@ func (bi *BundleItem) Original(ctx context.Context, blobs BlobGetter) (string, e
 	case ItemToolUse:
 		return string(bi.Input), nil
 	}
-	if bi.Output != nil {
-		return *bi.Output, nil
-	}
-	if bi.Hash == "" {
-		return "", nil
-	}
-	if blobs == nil {
-		return "", fmt.Errorf("output of item %s (%s): no blob store", bi.ID, bi.Hash)
-	}
-	data, err := blobs.GetBlob(ctx, bi.Hash)
-	if err != nil {
-		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
-	}
-	return string(data), nil
+	return bi.output(ctx, blobs)
 }
