@@ -35,7 +35,23 @@ var shellTraces = map[string]func(args string) string{
 	},
 }
 
-var traceNames = map[string]string{FormatCodex: "x.jsonl", FormatMiniSWE: "x.traj.json", FormatOpenHands: "dir/x.json"}
+var traceNames = map[string]string{FormatCodex: "x.jsonl", FormatMiniSWE: "x.traj.json", FormatOpenHands: "dir/x.json", FormatClaudeCode: "x.jsonl", FormatOpenCode: "x.json"}
+
+// onlySource returns the source of the one tool result imported.
+func onlySource(t *testing.T, ss []Session) *events.SourceIdentity {
+	t.Helper()
+	var got *events.SourceIdentity
+	n := 0
+	for _, e := range ss[0].Events {
+		if r, ok := e.Data.(*events.ToolResult); ok {
+			got, n = r.Source, n+1
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	return got
+}
 
 // TestImportersAgreeWithToolspec feeds the same shell commands through every
 // importer that records a shell call's source and through toolspec: the
@@ -73,17 +89,63 @@ func TestImportersAgreeWithToolspec(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var got *events.SourceIdentity
-				n := 0
-				for _, e := range ss[0].Events {
-					if r, ok := e.Data.(*events.ToolResult); ok {
-						got, n = r.Source, n+1
-					}
+				if got := onlySource(t, ss); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("source %+v, toolspec says %+v", got, want)
 				}
-				if n != 1 {
-					t.Fatalf("%d results, want 1", n)
+			})
+		}
+	}
+}
+
+// callTraces write a one-call trace of a format whose tool tool is given
+// the JSON input in, in working directory /w.
+var callTraces = map[string]func(tool, in string) string{
+	FormatClaudeCode: func(tool, in string) string {
+		return `{"type":"assistant","uuid":"a1","sessionId":"s-1","cwd":"/w","timestamp":"2026-01-01T10:00:02Z","message":{"id":"msg_1","model":"claude-x","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"` + tool + `","input":` + in + `}]}}` + "\n" +
+			`{"type":"user","uuid":"r1","sessionId":"s-1","cwd":"/w","timestamp":"2026-01-01T10:00:03Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]}}` + "\n"
+	},
+	FormatOpenCode: func(tool, in string) string {
+		return `{"info": {"id": "ses_abc", "directory": "/w", "time": {"created": 1700000000000}},
+  "messages": [
+    {"info": {"id": "msg_a1", "role": "assistant", "time": {"created": 1700000002000}, "path": {"cwd": "/w"}},
+     "parts": [{"id": "prt_6", "type": "tool", "callID": "call_1", "tool": "` + tool + `",
+        "state": {"status": "completed", "input": ` + in + `, "output": "ok", "time": {"start": 1700000003000, "end": 1700000003100}}}]}]}`
+	},
+}
+
+// TestImportersAgreeOnSources feeds the same read, search and fetch calls
+// through the Claude Code and OpenCode importers and toolspec.ToolSource:
+// the source each importer records must be toolspec's (one table of what a
+// call observed).
+func TestImportersAgreeOnSources(t *testing.T) {
+	calls := map[string][][2]string{
+		FormatClaudeCode: {
+			{"Read", `{"file_path":"/w/a.go","offset":10,"limit":20}`},
+			{"Read", `{"file_path":"/w/a.go"}`},
+			{"Read", `{}`},
+			{"Grep", `{"pattern":"x","path":"/w/pkg"}`},
+			{"Glob", `{"pattern":"*.go"}`},
+			{"WebFetch", `{"url":"https://example.com"}`},
+			{"Bash", `{"command":"cat a.go"}`},
+			{"Edit", `{"file_path":"/w/a.go"}`},
+		},
+		FormatOpenCode: {
+			{"read", `{"filePath":"/w/a.go","offset":5}`},
+			{"grep", `{"pattern":"x"}`},
+			{"list", `{"path":"/w/pkg"}`},
+			{"webfetch", `{"url":"https://example.com"}`},
+			{"bash", `{"command":"cat a.go"}`},
+		},
+	}
+	for format, cs := range calls {
+		for _, c := range cs {
+			t.Run(format+" "+c[0]+" "+c[1], func(t *testing.T) {
+				want := toolspec.ToolSource(c[0], json.RawMessage(c[1]), "/w")
+				ss, err := ImportReader(strings.NewReader(callTraces[format](c[0], c[1])), traceNames[format], format)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
+				if got := onlySource(t, ss); fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("source %+v, toolspec says %+v", got, want)
 				}
 			})
