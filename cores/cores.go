@@ -11,6 +11,7 @@
 package cores
 
 import (
+	"io"
 	"time"
 
 	"github.com/prunesched/prunesched/eligibility"
@@ -27,12 +28,12 @@ type Session struct {
 
 // NewSession returns the cores of one session under policy p. content,
 // when set, gives the eligibility core the stored outputs by content
-// address (span references compare their lines; see
-// eligibility.Core.SetContent).
-func NewSession(p policy.Policy, tenant, session string, content func(hash string) ([]byte, error)) *Session {
+// address, streamed (span references hash their lines as they are read;
+// see eligibility.Core.SetContentReader).
+func NewSession(p policy.Policy, tenant, session string, content func(hash string) (io.ReadCloser, error)) *Session {
 	s := &Session{elig: eligibility.New(p, tenant, session), sched: scheduler.New(p, tenant, session)}
 	if content != nil {
-		s.elig.SetContent(content)
+		s.elig.SetContentReader(content)
 	}
 	return s
 }
@@ -78,7 +79,10 @@ func Run(p policy.Policy, facts []events.Event, content func(hash string) ([]byt
 	if len(facts) == 0 {
 		return nil, nil
 	}
-	s := NewSession(p, facts[0].Tenant, facts[0].Session, content)
+	s := NewSession(p, facts[0].Tenant, facts[0].Session, nil)
+	if content != nil {
+		s.elig.SetContent(content)
+	}
 	for _, ev := range facts {
 		out, app := s.Feed(ev)
 		marks = append(marks, out...)

@@ -1,7 +1,9 @@
 package eligibility
 
 import (
+	"bytes"
 	"hash/maphash"
+	"io"
 	"path"
 	"strings"
 	"time"
@@ -209,7 +211,7 @@ type call struct {
 	// lines are the FNV-64a hashes of the output's lines (L1 span, only
 	// when span references are on and the output has span_min_lines).
 	lines []uint64
-	nums  []int32 // line numbers of a numbered read (see hashLines)
+	nums  []int32 // line numbers of a numbered read (see lineHasher)
 
 	// fail is set when the call failed (out of line: few calls fail).
 	fail *callFailure
@@ -310,9 +312,10 @@ type Core struct {
 	// must change no decision (tests only).
 	alwaysBuild bool
 
-	// content returns a stored output by content address (SetContent);
-	// L1 span needs the lines of reads stored by reference.
-	content func(hash string) ([]byte, error)
+	// content opens a stored output by content address (SetContent,
+	// SetContentReader); L1 span needs the lines of reads stored by
+	// reference, and reads them as they stream by.
+	content func(hash string) (io.ReadCloser, error)
 	// contentErr is the first failure of content since ContentErr was
 	// last called.
 	contentErr error
@@ -324,7 +327,26 @@ type Core struct {
 // immutable payloads, so decisions stay a function of the log. Without
 // it only inline outputs are compared; when get fails the output is
 // judged as inline-less too and ContentErr reports the failure.
-func (c *Core) SetContent(get func(hash string) ([]byte, error)) { c.content = get }
+func (c *Core) SetContent(get func(hash string) ([]byte, error)) {
+	if get == nil {
+		c.content = nil
+		return
+	}
+	c.content = func(h string) (io.ReadCloser, error) {
+		b, err := get(h)
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+}
+
+// SetContentReader is SetContent for a getter that streams the payload:
+// span references hash a stored output's lines as it is read, a buffer at
+// a time, so a large output is never held whole (the pipeline's worker
+// opens blobs from the object store this way). A read error counts as a
+// failure of the getter (ContentErr).
+func (c *Core) SetContentReader(open func(hash string) (io.ReadCloser, error)) { c.content = open }
 
 // ContentErr returns the first failure of SetContent's getter since the
 // previous call, and forgets it. After a failure the core judged the

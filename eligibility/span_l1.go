@@ -1,8 +1,14 @@
 package eligibility
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
+	"errors"
+	"fmt"
+	"hash"
 	"hash/fnv"
+	"io"
 	"slices"
 	"strings"
 
@@ -57,21 +63,19 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 	if p.Output == nil && (p.OutputRef == nil || p.OutputRef.Bytes < min) {
 		return
 	}
-	text, ok := c.outputText(p)
-	if !ok {
+	// The output is read as a stream, never held whole: once to hash its
+	// lines, and again, only when runs match, for the runs' hashes and
+	// tokens.
+	var lh lineHasher
+	if !c.readOutput(p, lh.readFrom) || lh.n < min {
 		return
 	}
-	lines := strings.Split(text, "\n")
-	if len(lines) < min {
-		return
-	}
-	cl.lines, cl.nums = hashLines(lines)
+	cl.lines, cl.nums = lh.result()
 	defer c.indexSpanLines(n)
 	if wholeCopy(n) {
 		return
 	}
-	var best *spanProposal
-	var surv *item
+	var cands []*spanCand
 	var shared map[uint64]struct{}
 	for _, o := range c.spanCandidates(n) {
 		if shared == nil {
@@ -81,7 +85,7 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 			}
 		}
 		oc := o.call
-		sp := &spanProposal{}
+		sc := &spanCand{o: o}
 		for _, r := range matchRuns(cl.lines, oc.lines, cl.nums, oc.nums, min, shared) {
 			s := placeholder.Span{
 				From: r.i + 1, To: r.i + r.n, Item: placeholder.Handle(int(o.idx)),
@@ -90,14 +94,26 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 			if cl.nums != nil && cl.nums[r.i] > 0 && cl.nums[r.i] != oc.nums[r.j] {
 				s.Renumbered = int(cl.nums[r.i])
 			}
-			run := lines[r.i : r.i+r.n]
-			s.Hash = placeholder.RunHash(run)
-			if save := placeholder.SpanSaving(s, run); save > 0 {
+			sc.runs = append(sc.runs, s)
+		}
+		if len(sc.runs) > 0 {
+			cands = append(cands, sc)
+		}
+	}
+	if len(cands) == 0 || !c.readOutput(p, func(r io.Reader) error { return measureRuns(r, cands) }) {
+		return
+	}
+	var best *spanProposal
+	var surv *item
+	for _, sc := range cands {
+		sp := &spanProposal{}
+		for i, s := range sc.runs {
+			if save := placeholder.SpanSavingOf(s, sc.tokens[i]); save > 0 {
 				sp.spans = append(sp.spans, s)
 				sp.net += save
 			}
 		}
-		if sp.net > 0 && (best == nil || sp.net > best.net || sp.net == best.net && o.idx < surv.idx) {
+		if o := sc.o; sp.net > 0 && (best == nil || sp.net > best.net || sp.net == best.net && o.idx < surv.idx) {
 			best, surv = sp, o
 		}
 	}
@@ -193,47 +209,362 @@ func wholeCopy(n *item) bool {
 	return false
 }
 
-// outputText is a result's output: inline, or fetched by content address
-// through SetContent's getter.
+// outputText is a result's output: inline, or fetched whole by content
+// address through the content getter.
 func (c *Core) outputText(p *events.ToolResult) (string, bool) {
-	switch {
-	case p.Output != nil:
+	if p.Output != nil {
 		return *p.Output, true
-	case p.OutputRef != nil && c.content != nil:
-		b, err := c.content(p.OutputRef.Hash)
-		if err != nil {
-			if c.contentErr == nil {
-				c.contentErr = err
-			}
-			return "", false
-		}
-		return string(b), true
 	}
-	return "", false
+	var b strings.Builder
+	if !c.readOutput(p, func(r io.Reader) error { _, err := io.Copy(&b, r); return err }) {
+		return "", false
+	}
+	return b.String(), true
 }
 
-// hashLines hashes an output's lines for span matching. A numbered read's
-// line (placeholder.LineNumber) is hashed without its number, which nums
-// holds (0 for a line without one; nums is nil when no line has one), so
-// a run that moved, as after an edit above it, still matches and is
-// rendered renumbered.
-func hashLines(lines []string) (hashes []uint64, nums []int32) {
-	hashes = make([]uint64, len(lines))
-	h := fnv.New64a()
-	for i, l := range lines {
-		h.Reset()
-		if num, rest, ok := placeholder.LineNumber(l); ok {
-			if nums == nil {
-				nums = make([]int32, len(lines))
+// readOutput calls read with a result's output: inline, or streamed by
+// content address through the content getter (SetContent,
+// SetContentReader). It reports false when there is no output to read or
+// reading it failed; the first failure is kept for ContentErr.
+func (c *Core) readOutput(p *events.ToolResult, read func(io.Reader) error) bool {
+	var err error
+	switch {
+	case p.Output != nil:
+		err = read(strings.NewReader(*p.Output))
+	case p.OutputRef != nil && c.content != nil:
+		var rc io.ReadCloser
+		if rc, err = c.content(p.OutputRef.Hash); err == nil {
+			err = read(rc)
+			if cerr := rc.Close(); err == nil && cerr != nil {
+				err = cerr
 			}
-			nums[i] = int32(num)
-			h.Write([]byte{0})                                                     // numbered: never equal to an unnumbered line
-			h.Write([]byte(strings.TrimLeft(l[:len(l)-len(rest)], " 0123456789"))) // the separator
-			h.Write([]byte(rest))
-		} else {
-			h.Write([]byte(l))
+			if err != nil {
+				err = fmt.Errorf("read output %s: %w", p.OutputRef.Hash, err)
+			}
 		}
-		hashes[i] = h.Sum64()
+	default:
+		return false
+	}
+	if err != nil {
+		if c.contentErr == nil {
+			c.contentErr = err
+		}
+		return false
+	}
+	return true
+}
+
+// spanCand is an earlier output o with the runs of it a new output
+// repeats and, once measureRuns has read the new output, each run's
+// tokens (and its Hash set).
+type spanCand struct {
+	o      *item
+	runs   []placeholder.Span
+	tokens []int
+}
+
+// readBuf is the buffer an output is read through.
+const readBuf = 64 << 10
+
+// errRunsDone ends measureRuns' read past the last run.
+var errRunsDone = errors.New("runs measured")
+
+// measureRuns reads an output's lines from r, holding one line of a run
+// at a time, and sets each candidate run's Hash (placeholder.RunHash) and
+// tokens (placeholder.LineTokens added up, for SpanSavingOf): what
+// SpanSaving needs, without the output held whole.
+func measureRuns(r io.Reader, cands []*spanCand) error {
+	last := 0
+	next := make([]int, len(cands)) // each candidate's first run not yet ended
+	hs := make([]placeholder.RunHasher, len(cands))
+	for _, sc := range cands {
+		sc.tokens = make([]int, len(sc.runs))
+		last = max(last, sc.runs[len(sc.runs)-1].To)
+	}
+	inRun := func(k int) bool {
+		for ci, sc := range cands {
+			if j := next[ci]; j < len(sc.runs) && sc.runs[j].From <= k {
+				return true
+			}
+		}
+		return false
+	}
+	err := eachLine(r, inRun, func(k int, line string) error {
+		tok := -1
+		for ci, sc := range cands {
+			j := next[ci]
+			if j >= len(sc.runs) || sc.runs[j].From > k {
+				continue
+			}
+			if tok < 0 {
+				tok = placeholder.LineTokens(line)
+			}
+			hs[ci].Line(line)
+			sc.tokens[j] += tok
+			if sc.runs[j].To == k {
+				sc.runs[j].Hash = hs[ci].Sum()
+				hs[ci] = placeholder.RunHasher{}
+				next[ci]++
+			}
+		}
+		if k >= last {
+			return errRunsDone
+		}
+		return nil
+	})
+	switch {
+	case err == errRunsDone:
+		return nil
+	case err == nil:
+		return fmt.Errorf("span references: output ended before line %d", last)
+	}
+	return err
+}
+
+// eachLine reads r's lines, split at "\n" as strings.Split splits them,
+// and calls fn with line k (from 1) when need(k), holding that line only
+// then; the other lines are skipped, never held. fn's error ends the
+// read and is returned.
+func eachLine(r io.Reader, need func(k int) bool, fn func(k int, line string) error) error {
+	br := bufio.NewReaderSize(r, readBuf)
+	var acc []byte
+	for k := 1; ; k++ {
+		want := need(k)
+		acc = acc[:0]
+		for {
+			frag, err := br.ReadSlice('\n')
+			if want {
+				acc = append(acc, frag...)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err == io.EOF {
+				if want {
+					return fn(k, string(acc))
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if want {
+			if err := fn(k, string(acc[:len(acc)-1])); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// lineHasher hashes an output's lines for span matching from its bytes,
+// written in pieces of any size: each line's FNV-64a hash, except that a
+// numbered read's line (placeholder.LineNumber) is hashed without its
+// number, which nums holds (0 for a line without one; nums is nil when no
+// line has one), so a run that moved, as after an edit above it, still
+// matches and is rendered renumbered. A numbered line hashes as a zero
+// byte, its separator, then the rest. The number's prefix (spaces, at
+// most eight digits, a separator) is decided a byte at a time, so no line
+// is held. The hashes are kept in blocks as they come, and copied into
+// one slice of the exact size at the end (result): what is allocated is
+// twice the hashes, not the five times of a slice grown by append.
+type lineHasher struct {
+	h      hash.Hash64
+	phase  uint8
+	spaces int      // leading spaces while undecided
+	pre    [12]byte // digits, then separator bytes, while undecided
+	digits int      // digits in pre
+	npre   int      // bytes in pre
+	sep    string   // the separator being matched (lhSep)
+	num    int32    // the digits' value; the line's number once numbered
+	c1     [1]byte  // a byte to hash
+
+	n        int        // lines ended
+	numbered bool       // a line was numbered
+	blocks   [][]uint64 // full blocks of hashes, then cur
+	nblocks  [][]int32  // the same for numbers
+	cur      []uint64
+	ncur     []int32
+}
+
+// hashBlock is the lines a block of lineHasher's holds.
+const hashBlock = 4096
+
+// lineHasher phases: undecided (leading spaces, digits, separator), then
+// decided (numbered: hashing the rest; plain: hashing the line as is).
+const (
+	lhSpaces uint8 = iota
+	lhDigits
+	lhSep
+	lhRest
+	lhPlain
+)
+
+// readFrom hashes the lines of everything r holds, ending the last line
+// at its end (an empty last line after a final "\n", as strings.Split).
+func (lh *lineHasher) readFrom(r io.Reader) error {
+	buf := make([]byte, readBuf)
+	for {
+		n, err := r.Read(buf)
+		lh.write(buf[:n])
+		if err == io.EOF {
+			lh.end()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// spaceRun is a run of spaces to hash leading spaces from.
+var spaceRun = [64]byte{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '}
+
+// write hashes the next bytes of the output.
+func (lh *lineHasher) write(b []byte) {
+	if lh.h == nil {
+		lh.h = fnv.New64a()
+	}
+	for len(b) > 0 {
+		if lh.phase >= lhRest {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				lh.h.Write(b)
+				return
+			}
+			lh.h.Write(b[:i])
+			lh.end()
+			b = b[i+1:]
+			continue
+		}
+		c := b[0]
+		b = b[1:]
+		if c == '\n' {
+			lh.end()
+			continue
+		}
+		switch lh.phase {
+		case lhSpaces:
+			switch {
+			case c == ' ':
+				lh.spaces++
+			case c >= '0' && c <= '9':
+				lh.pre[0], lh.npre, lh.digits, lh.phase = c, 1, 1, lhDigits
+				lh.num = int32(c - '0')
+			default:
+				lh.plain(c)
+			}
+		case lhDigits:
+			switch {
+			case c >= '0' && c <= '9' && lh.digits < 8:
+				lh.pre[lh.npre] = c
+				lh.npre++
+				lh.digits++
+				lh.num = lh.num*10 + int32(c-'0')
+			case c == '\t':
+				lh.sep = "\t"
+				lh.sepByte(c)
+			case c == ':':
+				lh.sep = ": "
+				lh.sepByte(c)
+			case c == '|':
+				lh.sep = "| "
+				lh.sepByte(c)
+			case c == "→"[0]:
+				lh.sep = "→"
+				lh.sepByte(c)
+			default: // a ninth digit, or no separator
+				lh.plain(c)
+			}
+		case lhSep:
+			lh.sepByte(c)
+		}
+	}
+}
+
+// sepByte matches c against the separator's next byte.
+func (lh *lineHasher) sepByte(c byte) {
+	at := lh.npre - lh.digits
+	if c != lh.sep[at] {
+		lh.plain(c)
+		return
+	}
+	lh.pre[lh.npre] = c
+	lh.npre++
+	lh.phase = lhSep
+	if at+1 < len(lh.sep) {
+		return
+	}
+	if lh.num < 1 {
+		lh.phase, lh.num = lhPlain, 0
+		lh.prefix()
+		return
+	}
+	lh.phase = lhRest
+	lh.c1[0] = 0 // numbered: never equal to an unnumbered line
+	lh.h.Write(lh.c1[:])
+	lh.h.Write(lh.pre[lh.digits:lh.npre])
+}
+
+// plain decides the line is not numbered: its prefix so far, then c, are
+// hashed as they are.
+func (lh *lineHasher) plain(c byte) {
+	lh.phase, lh.num = lhPlain, 0
+	lh.prefix()
+	lh.c1[0] = c
+	lh.h.Write(lh.c1[:])
+}
+
+// prefix hashes the undecided prefix as it is: the spaces, then pre.
+func (lh *lineHasher) prefix() {
+	for n := lh.spaces; n > 0; {
+		k := min(n, len(spaceRun))
+		lh.h.Write(spaceRun[:k])
+		n -= k
+	}
+	lh.h.Write(lh.pre[:lh.npre])
+}
+
+// end ends the line.
+func (lh *lineHasher) end() {
+	if lh.h == nil {
+		lh.h = fnv.New64a()
+	}
+	if lh.phase < lhRest {
+		lh.prefix()
+	}
+	if lh.phase != lhRest {
+		lh.num = 0
+	}
+	if len(lh.cur) == cap(lh.cur) {
+		if lh.cur != nil {
+			lh.blocks, lh.nblocks = append(lh.blocks, lh.cur), append(lh.nblocks, lh.ncur)
+		}
+		lh.cur, lh.ncur = make([]uint64, 0, hashBlock), make([]int32, 0, hashBlock)
+	}
+	lh.cur = append(lh.cur, lh.h.Sum64())
+	lh.ncur = append(lh.ncur, lh.num)
+	lh.numbered = lh.numbered || lh.phase == lhRest
+	lh.n++
+	lh.h.Reset()
+	lh.phase, lh.spaces, lh.npre, lh.digits, lh.num = lhSpaces, 0, 0, 0, 0
+}
+
+// result returns the lines' hashes and numbers (nil when no line is
+// numbered).
+func (lh *lineHasher) result() (hashes []uint64, nums []int32) {
+	hashes = make([]uint64, 0, lh.n)
+	for _, b := range lh.blocks {
+		hashes = append(hashes, b...)
+	}
+	hashes = append(hashes, lh.cur...)
+	if lh.numbered {
+		nums = make([]int32, 0, lh.n)
+		for _, b := range lh.nblocks {
+			nums = append(nums, b...)
+		}
+		nums = append(nums, lh.ncur...)
 	}
 	return hashes, nums
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 
@@ -20,6 +21,12 @@ type eligibilityLog interface {
 // references need their lines).
 type blobGetter interface {
 	GetBlob(ctx context.Context, hash string) ([]byte, error)
+}
+
+// blobOpener is the part of the log that streams stored outputs, so a
+// large one is never held whole.
+type blobOpener interface {
+	OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error)
 }
 
 // EligibilityWorker feeds every fact to its session's eligibility core and
@@ -82,13 +89,24 @@ func (w *EligibilityWorker) open(ctx context.Context, k sessionKey) *eligSession
 		// Span references compare the lines of reads stored by content
 		// address.
 		bctx := context.WithoutCancel(ctx)
-		s.core.SetContent(func(h string) ([]byte, error) {
-			b, err := bl.GetBlob(bctx, h)
-			if err != nil {
-				return nil, fmt.Errorf("span references: output %s: %w", h, err)
-			}
-			return b, nil
-		})
+		if op, ok := bl.(blobOpener); ok {
+			// Streamed: a large output is hashed a buffer at a time.
+			s.core.SetContentReader(func(h string) (io.ReadCloser, error) {
+				r, err := op.OpenBlob(bctx, h)
+				if err != nil {
+					return nil, fmt.Errorf("span references: output %s: %w", h, err)
+				}
+				return r, nil
+			})
+		} else {
+			s.core.SetContent(func(h string) ([]byte, error) {
+				b, err := bl.GetBlob(bctx, h)
+				if err != nil {
+					return nil, fmt.Errorf("span references: output %s: %w", h, err)
+				}
+				return b, nil
+			})
+		}
 	}
 	return s
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -39,14 +41,38 @@ const SpanEvidenceKind = "span"
 // RunHash is the content address of a run of lines: sha256 of the lines
 // joined with "\n", as "sha256:<hex>".
 func RunHash(lines []string) string {
-	h := sha256.New()
-	for i, l := range lines {
-		if i > 0 {
-			h.Write([]byte{'\n'})
-		}
-		h.Write([]byte(l))
+	var h RunHasher
+	for _, l := range lines {
+		h.Line(l)
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return h.Sum()
+}
+
+// RunHasher computes RunHash a line at a time, so a run of a stored
+// output can be hashed as the output streams by. The zero value is ready.
+type RunHasher struct {
+	h     hash.Hash
+	lines int
+}
+
+// Line adds the run's next line (without its line break).
+func (r *RunHasher) Line(l string) {
+	if r.h == nil {
+		r.h = sha256.New()
+	}
+	if r.lines > 0 {
+		r.h.Write([]byte{'\n'})
+	}
+	io.WriteString(r.h, l)
+	r.lines++
+}
+
+// Sum is RunHash of the lines added.
+func (r *RunHasher) Sum() string {
+	if r.h == nil {
+		r.h = sha256.New()
+	}
+	return "sha256:" + hex.EncodeToString(r.h.Sum(nil))
 }
 
 // SpanRanges formats a span's ranges as the evidence value "10-57=3-50":
@@ -174,9 +200,19 @@ func LineNumber(line string) (n int, rest string, ok bool) {
 func SpanSaving(s Span, run []string) int {
 	n := 0
 	for _, l := range run {
-		n += Count(l + "\n")
+		n += LineTokens(l)
 	}
-	return n - Count(RenderSpan(s)+"\n")
+	return SpanSavingOf(s, n)
+}
+
+// LineTokens is one line's tokens in a run (Count of the line with its
+// line break), as SpanSaving adds them.
+func LineTokens(l string) int { return Count(l + "\n") }
+
+// SpanSavingOf is SpanSaving for a run whose lines' LineTokens add up to
+// runTokens: for a run counted a line at a time as its output streams by.
+func SpanSavingOf(s Span, runTokens int) int {
+	return runTokens - Count(RenderSpan(s)+"\n")
 }
 
 // ApplySpans renders text with each span's lines replaced by its reference

@@ -438,14 +438,14 @@ func (p *Proxy) outputText(ctx context.Context, pl *plan, o projections.Original
 	if o.Output != nil {
 		return *o.Output, -1, nil
 	}
-	b, err := p.blobOf(ctx, pl, o.Hash)
+	s, err := p.blobOf(ctx, pl, o.Hash)
 	if err != nil {
 		return "", -1, err
 	}
-	if !utf8.Valid(b) {
-		return "", len(b), nil
+	if !utf8.ValidString(s) {
+		return "", len(s), nil
 	}
-	return string(b), -1, nil
+	return s, -1, nil
 }
 
 // answerOf returns the recorded answer of a context-tool result the log

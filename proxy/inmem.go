@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +61,12 @@ func (b *serviceBackend) PutBlob(ctx context.Context, hash string, data []byte) 
 	return b.st.PutBlob(ctx, hash, data)
 }
 
+// PutBlobString stores an output held as a string without copying it
+// whole (events.StringBlobPutter).
+func (b *serviceBackend) PutBlobString(ctx context.Context, hash string, data string) error {
+	return b.st.PutBlobString(ctx, hash, data)
+}
+
 // memState is a session's state in memory: the cores and the projection.
 type memState struct {
 	cores *cores.Session
@@ -87,19 +95,20 @@ func (p *Proxy) view(pl *plan, fn func(*projections.Session)) bool {
 
 // newMem returns the empty in-memory state of a session.
 func (p *Proxy) newMem(tenant, session string, st *sessState) *memState {
-	var content func(string) ([]byte, error)
+	var content func(string) (io.ReadCloser, error)
 	if p.cfg.Policy.Eligibility.SpanRefsEnabled() {
 		// Span references compare the lines of stored reads: the outputs
-		// still in the write queue first, then the log's.
-		content = func(h string) ([]byte, error) {
-			if b, ok := st.q.blob(h); ok {
-				return b, nil
+		// still in the write queue first (read where they lie), then the
+		// log's.
+		content = func(h string) (io.ReadCloser, error) {
+			if s, ok := st.q.blob(h); ok {
+				return io.NopCloser(strings.NewReader(s)), nil
 			}
 			b, err := p.cfg.Backend.Blob(p.bg.ctx, h)
 			if err != nil {
 				return nil, fmt.Errorf("span references: output %s: %w", h, err)
 			}
-			return b, nil
+			return io.NopCloser(bytes.NewReader(b)), nil
 		}
 	}
 	return &memState{cores: cores.NewSession(*p.cfg.Policy, tenant, session, content), proj: projections.NewSession(tenant, session)}
@@ -237,8 +246,9 @@ func (c counts) content(h, s string) (n int, estimated bool) {
 // append, which carries the same counts so that Append does not count
 // again (an estimated output goes as its content reference, its blob put
 // by the write). A tool output is kept in the write queue until it is in
-// the log (span references may read it meanwhile). est is the output's
-// content address when its count was estimated.
+// the log (span references may read it meanwhile), as the string it was
+// decoded to: hashed and stored from there, never copied whole. est is
+// the output's content address when its count was estimated.
 func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.Event, est string, err error) {
 	stored, input = ev, ev
 	switch d := ev.Data.(type) {
@@ -256,9 +266,9 @@ func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.
 		}
 	case *events.ToolResult:
 		if d.Output != nil {
-			data := []byte(*d.Output)
-			h := events.HashBytes(data)
-			n, estimated := c.content(h, *d.Output)
+			data := *d.Output
+			h := events.HashString(data)
+			n, estimated := c.content(h, data)
 			cp := *d
 			cp.OutputRef = &events.ContentRef{Hash: h, Bytes: len(data), Tokens: n}
 			cp.Output = nil
@@ -295,21 +305,21 @@ type writeQueue struct {
 	// lastSeq is the stream sequence of the last fact the queue appended.
 	lastSeq uint64
 	// blobs are queued tool outputs by content address, until stored.
-	blobs map[string][]byte
+	blobs map[string]string
 }
 
-func (q *writeQueue) blob(h string) ([]byte, bool) {
+func (q *writeQueue) blob(h string) (string, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	b, ok := q.blobs[h]
 	return b, ok
 }
 
-func (q *writeQueue) keepBlob(h string, b []byte) {
+func (q *writeQueue) keepBlob(h string, b string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.blobs == nil {
-		q.blobs = map[string][]byte{}
+		q.blobs = map[string]string{}
 	}
 	q.blobs[h] = b
 }
@@ -463,7 +473,7 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 			if !ok {
 				continue // stored by an earlier write
 			}
-			if err := lb.PutBlob(ctx, h, data); err != nil {
+			if err := putBlobString(ctx, lb, h, data); err != nil {
 				return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
 			}
 		}
@@ -532,13 +542,23 @@ func (q *writeQueue) isStale() bool {
 	return q.stale
 }
 
-// blobOf returns a stored tool output by content address: from the
-// session's write queue while it waits there, else from the log.
-func (p *Proxy) blobOf(ctx context.Context, pl *plan, h string) ([]byte, error) {
-	if b, ok := pl.st.q.blob(h); ok {
-		return b, nil
+// blobOf returns a stored tool output's text by content address: from
+// the session's write queue while it waits there, else from the log.
+func (p *Proxy) blobOf(ctx context.Context, pl *plan, h string) (string, error) {
+	if s, ok := pl.st.q.blob(h); ok {
+		return s, nil
 	}
-	return p.cfg.Backend.Blob(ctx, h)
+	b, err := p.cfg.Backend.Blob(ctx, h)
+	return string(b), err
+}
+
+// putBlobString stores an output held as a string: streamed when the
+// backend can (events.StringBlobPutter), else copied once.
+func putBlobString(ctx context.Context, lb logBackend, h, data string) error {
+	if sp, ok := lb.(events.StringBlobPutter); ok {
+		return sp.PutBlobString(ctx, h, data)
+	}
+	return lb.PutBlob(ctx, h, []byte(data))
 }
 
 // feedMem feeds facts (input form) to the session's in-memory state, with

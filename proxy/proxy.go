@@ -242,7 +242,12 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		}
 		// The body's bytes stay in the in-flight budget until the request
 		// has gone upstream and the work on it (which may go on in the
-		// background past the time budget) has ended.
+		// background past the time budget) has ended. The hold keeps the
+		// reservation, not the bytes: once forwarded, the body is garbage
+		// while a background append goes on with what it decoded from it
+		// (which the reservation stands for).
+		raw := rb.Bytes
+		rb.Bytes = nil
 		hold := newHold(rb.Release)
 		released := false
 		release := func() {
@@ -252,7 +257,6 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			}
 		}
 		defer release()
-		raw := rb.Bytes
 		out := raw
 		var pl *plan
 		outcome := "passthrough"

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -34,5 +37,42 @@ func TestMemoryLimitFlag(t *testing.T) {
 		if code, _, errOut := runT(t, args...); code != 2 || !strings.Contains(errOut, "--memory-limit") || !strings.Contains(errOut, "512MiB") {
 			t.Errorf("%s --memory-limit 12XB: exit %d, stderr %q; want 2 naming the flag and the form", cmd[0], code, errOut)
 		}
+	}
+}
+
+// TestApplyMemoryLimit: --memory-limit sets the runtime's soft limit (what
+// serve and proxy call with the flag's value), $GOMEMLIMIT wins over it
+// (the runtime read it at start: the limit in force is left alone), and 0
+// sets none; the limit in force is logged.
+func TestApplyMemoryLimit(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(orig)
+	const start = 900 << 20
+	for _, tc := range []struct {
+		name, gomemlimit string
+		flag, want       int64
+		log              string
+	}{
+		{"flag", "", 300 << 20, 300 << 20, "bytes=314572800"},
+		{"GOMEMLIMIT wins", "1GiB", 300 << 20, start, "memory limit from $GOMEMLIMIT"},
+		{"0: none set", "", 0, start, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(start)
+			var logs bytes.Buffer
+			e := &env{getenv: func(k string) string {
+				if k == "GOMEMLIMIT" {
+					return tc.gomemlimit
+				}
+				return ""
+			}}
+			applyMemoryLimit(e, slog.New(slog.NewTextHandler(&logs, nil)), tc.flag)
+			if got := debug.SetMemoryLimit(-1); got != tc.want {
+				t.Errorf("limit in force %d, want %d", got, tc.want)
+			}
+			if !strings.Contains(logs.String(), tc.log) || tc.log == "" && logs.Len() > 0 {
+				t.Errorf("log %q, want %q", logs.String(), tc.log)
+			}
+		})
 	}
 }

@@ -23,6 +23,10 @@ func newBlobCache(limit int64) *blobCache {
 	return &blobCache{blobs: lru.New[string, []byte](limit)}
 }
 
+// admits reports whether the cache keeps a blob of n bytes: at most a
+// quarter of its limit.
+func (c *blobCache) admits(n int64) bool { return c != nil && n <= c.blobs.Limit()/4 }
+
 // get returns a copy of the cached blob, so callers may keep or modify it.
 func (c *blobCache) get(hash string) ([]byte, bool) {
 	if c == nil {
@@ -45,7 +49,7 @@ func (c *blobCache) put(hash string, data []byte) { cachePut(c, hash, data) }
 // cachePut is put for data held as bytes or as a string: the data is
 // copied only when it is cached.
 func cachePut[T string | []byte](c *blobCache, hash string, data T) {
-	if c == nil || int64(len(data)) > c.blobs.Limit()/4 {
+	if !c.admits(int64(len(data))) {
 		return
 	}
 	c.mu.Lock()

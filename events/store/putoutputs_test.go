@@ -1,9 +1,12 @@
 package store
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -98,4 +101,38 @@ func TestPutBlobRepairsObjectWithoutChunks(t *testing.T) {
 	got, err := openStore(t, nc, suiteConfig()).GetBlob(ctx, hash)
 	testutil.NoError(t, err)
 	testutil.Equal(t, string(got), string(data))
+}
+
+// TestOpenBlob: a blob larger than the blob cache takes is streamed from
+// the object store (read back byte for byte, in small reads), a small one
+// comes whole through GetBlob and is cached, a missing one is ErrNotFound,
+// and a stream whose bytes do not hash to its address fails at its end.
+func TestOpenBlob(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := suiteConfig()
+	cfg.BlobCacheBytes = 1 << 20
+	s := openStore(t, connectEmbedded(t), cfg)
+	large := strings.Repeat("0123456789abcdef\n", 40000) + "\xff" // 680 KB
+	small := "a small output\n"
+	for _, data := range []string{large, small} {
+		h := events.HashString(data)
+		testutil.NoError(t, s.PutBlobString(ctx, h, data))
+		s.cache = newBlobCache(cfg.BlobCacheBytes) // forget the put's caching
+		r, err := s.OpenBlob(ctx, h)
+		testutil.NoError(t, err)
+		_, streamed := r.(*checkedBlob)
+		testutil.True(t, streamed == (len(data) > len(small)), "%d bytes: streamed %v", len(data), streamed)
+		got, err := io.ReadAll(iotest.OneByteReader(r))
+		testutil.NoError(t, err)
+		testutil.NoError(t, r.Close())
+		testutil.True(t, string(got) == data, "%d bytes: read back differs", len(data))
+		testutil.True(t, s.cache.has(h) == !streamed, "%d bytes: cached %v", len(data), s.cache.has(h))
+	}
+	_, err := s.OpenBlob(ctx, events.HashString("never stored"))
+	testutil.Error(t, err, ErrNotFound)
+	_, err = s.OpenBlob(ctx, "sha256:nothex")
+	testutil.Error(t, err)
+	bad := &checkedBlob{r: io.NopCloser(strings.NewReader("tampered")), h: sha256.New(), want: events.HashString("original")}
+	_, err = io.ReadAll(bad)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "hashes to"), "a stream that does not hash to its address: %v", err)
 }

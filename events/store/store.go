@@ -3,8 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	gohash "hash"
 	"io"
 	"log/slog"
 	"slices"
@@ -383,6 +386,66 @@ func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
 	s.cache.put(hash, data)
 	return data, nil
 }
+
+// OpenBlob returns the payload stored under hash as a stream: a large
+// blob is read from the object store a chunk at a time, never held whole
+// (span references hash a stored output's lines this way). A blob the
+// cache holds, or one small enough for it, is read whole through GetBlob
+// (and cached) as before. A missing blob is an error wrapping
+// ErrNotFound. The payload is checked against its hash as it is read: the
+// Read that reaches its end returns an error when it differs.
+func (s *Store) OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error) {
+	if !events.ValidHash(hash) {
+		return nil, fmt.Errorf("open blob %q: invalid content address", hash)
+	}
+	if !s.cache.has(hash) {
+		info, err := s.blobs.GetInfo(ctx, hash)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrObjectNotFound) {
+				return nil, fmt.Errorf("open blob %s: %w", hash, ErrNotFound)
+			}
+			return nil, fmt.Errorf("open blob %s: %w", hash, err)
+		}
+		if !s.cache.admits(int64(info.Size)) {
+			r, err := s.blobs.Get(ctx, hash)
+			if err != nil {
+				if errors.Is(err, jetstream.ErrObjectNotFound) {
+					return nil, fmt.Errorf("open blob %s: %w", hash, ErrNotFound)
+				}
+				return nil, fmt.Errorf("open blob %s: %w", hash, err)
+			}
+			return &checkedBlob{r: r, h: sha256.New(), want: hash}, nil
+		}
+	}
+	data, err := s.GetBlob(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// checkedBlob reads a blob from the object store and checks it against
+// its content address at its end.
+type checkedBlob struct {
+	r    io.ReadCloser
+	h    gohash.Hash
+	want string
+}
+
+func (b *checkedBlob) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.h.Write(p[:n])
+	if err == io.EOF {
+		if got := "sha256:" + hex.EncodeToString(b.h.Sum(nil)); got != b.want {
+			return n, fmt.Errorf("read blob %s: stored data hashes to %s", b.want, got)
+		}
+	} else if err != nil {
+		err = fmt.Errorf("read blob %s: %w", b.want, err)
+	}
+	return n, err
+}
+
+func (b *checkedBlob) Close() error { return b.r.Close() }
 
 // lockHash serialises work on one hash within this process and returns
 // the unlock function. Entries are reference-counted and removed when the
