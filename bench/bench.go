@@ -75,8 +75,13 @@ type Result struct {
 	// PipelinePerS is facts per second from the first publish (store
 	// Append) until every fact is judged, scheduled and projected.
 	PipelinePerS float64 `json:"pipeline_per_s"`
-	// PipelineRatio is PipelinePerS / RawPublishPerS (goal >= 0.5).
+	// PipelineRatio is PipelinePerS / RawPublishPerS. The goal it had
+	// (>= 0.5) is retired (issue 28): PipelinePerSPerCore is reported.
 	PipelineRatio float64 `json:"pipeline_ratio"`
+	// PipelinePerSPerCore is PipelinePerS over the cores the run had
+	// (GOMAXPROCS): the embedded server, the writers and the workers
+	// share them.
+	PipelinePerSPerCore float64 `json:"pipeline_per_s_per_core"`
 	// PipelineFacts and PipelineSessions describe that workload.
 	PipelineFacts    int `json:"pipeline_facts"`
 	PipelineSessions int `json:"pipeline_sessions"`
@@ -275,7 +280,6 @@ func targets(r *Result) []Target {
 			out = append(out, Target{Name: name, Value: v, Goal: goal, Met: met})
 		}
 	}
-	add("pipeline_ratio", r.PipelineRatio, ">= 0.5", r.PipelineRatio >= 0.5, r.RawPublishPerS > 0)
 	add("rebuild_ratio", r.RebuildRatio, ">= 0.8", r.RebuildRatio >= 0.8, r.RawReplayPerS > 0)
 	if v, ok := r.RenderP99Ms["2000"]; ok {
 		add("render_p99_ms@2000", v, "<= 2", v <= 2, true)
