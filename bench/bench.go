@@ -47,6 +47,14 @@ type Config struct {
 	// (FindTraces). Without them the section is skipped when every
 	// section runs, and an error when it is asked for.
 	Traces []string
+	// BackToBack makes proxy-replay send each request right after the
+	// one before, without waiting for the proxy's log writes and the
+	// pipeline behind them to finish: the work one request leaves behind
+	// then runs during the next requests' measurements (the bench's way
+	// before issue 28). By default each turn starts on a settled rig, as
+	// an agent's next request comes after the model's answer and the
+	// tools ran (seconds).
+	BackToBack bool
 }
 
 // Sections lists the bench's sections in the order they run.
@@ -67,8 +75,13 @@ type Result struct {
 	// PipelinePerS is facts per second from the first publish (store
 	// Append) until every fact is judged, scheduled and projected.
 	PipelinePerS float64 `json:"pipeline_per_s"`
-	// PipelineRatio is PipelinePerS / RawPublishPerS (goal >= 0.5).
+	// PipelineRatio is PipelinePerS / RawPublishPerS. The goal it had
+	// (>= 0.5) is retired (issue 28): PipelinePerSPerCore is reported.
 	PipelineRatio float64 `json:"pipeline_ratio"`
+	// PipelinePerSPerCore is PipelinePerS over the cores the run had
+	// (GOMAXPROCS): the embedded server, the writers and the workers
+	// share them.
+	PipelinePerSPerCore float64 `json:"pipeline_per_s_per_core"`
 	// PipelineFacts and PipelineSessions describe that workload.
 	PipelineFacts    int `json:"pipeline_facts"`
 	PipelineSessions int `json:"pipeline_sessions"`
@@ -267,7 +280,6 @@ func targets(r *Result) []Target {
 			out = append(out, Target{Name: name, Value: v, Goal: goal, Met: met})
 		}
 	}
-	add("pipeline_ratio", r.PipelineRatio, ">= 0.5", r.PipelineRatio >= 0.5, r.RawPublishPerS > 0)
 	add("rebuild_ratio", r.RebuildRatio, ">= 0.8", r.RebuildRatio >= 0.8, r.RawReplayPerS > 0)
 	if v, ok := r.RenderP99Ms["2000"]; ok {
 		add("render_p99_ms@2000", v, "<= 2", v <= 2, true)
@@ -286,7 +298,7 @@ func targets(r *Result) []Target {
 		for _, row := range r.ProxyReplay {
 			w50, w99 = max(w50, row.RatioP50), max(w99, row.RatioP99)
 		}
-		add("proxy_replay_ratio_p50 (worst)", w50, "<= 1.5", w50 <= 1.5, true)
+		add("proxy_replay_ratio_p50 (worst)", w50, "<= 3", w50 <= 3, true)
 		add("proxy_replay_ratio_p99 (worst)", w99, "<= 3", w99 <= 3, true)
 	}
 	return out

@@ -60,7 +60,7 @@ func TestSmokeShape(t *testing.T) {
 	if m["smoke"] != true || m["quick"] != true {
 		t.Errorf("smoke %v quick %v, want both true", m["smoke"], m["quick"])
 	}
-	for _, k := range []string{"raw_publish_per_s", "pipeline_per_s", "pipeline_ratio", "raw_replay_per_s", "rebuild_per_s", "rebuild_ratio", "core_events_per_s"} {
+	for _, k := range []string{"raw_publish_per_s", "pipeline_per_s", "pipeline_ratio", "pipeline_per_s_per_core", "raw_replay_per_s", "rebuild_per_s", "rebuild_ratio", "core_events_per_s"} {
 		if v, ok := m[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v, want a positive number", k, m[k])
 		}

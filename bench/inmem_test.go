@@ -140,12 +140,18 @@ func (r *wayRig) send(t *testing.T, api replay.API, session, key string, turn re
 	}
 }
 
-// trySend sends one turn and reads the whole answer.
+// trySend sends one turn through the proxy and reads the whole answer.
 func (r *wayRig) trySend(api replay.API, session, key string, turn replay.Turn) error {
+	return r.trySendTo(r.url, api, session, key, turn)
+}
+
+// trySendTo sends one turn to base (the proxy or the upstream) and reads
+// the whole answer.
+func (r *wayRig) trySendTo(base string, api replay.API, session, key string, turn replay.Turn) error {
 	r.mu.Lock()
 	r.answers[key] = turn
 	r.mu.Unlock()
-	req, err := http.NewRequest(http.MethodPost, r.url+api.Path(), bytes.NewReader(turn.Body))
+	req, err := http.NewRequest(http.MethodPost, base+api.Path(), bytes.NewReader(turn.Body))
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
@@ -617,12 +623,14 @@ func TestConcurrentSessions(t *testing.T) {
 
 // TestThroughputSweep sends 1, 2, 4, 8 and 16 sessions at once through one
 // proxy deciding in memory (default budget), each the first 100 requests
-// of a shared Claude Code trace against an instant upstream, and reports
-// requests/s and the p50 / p99 time through the proxy at each level
-// (sessions' first requests left out): the
-// highest rate whose p99 stays under 5 ms is what one proxy sustains at
-// that bound on this machine. It reports; it asserts no timing. Skipped
-// with -short or -race.
+// of a shared Claude Code trace against an instant upstream, each request
+// sent straight to the upstream and then through the proxy, and reports
+// at each level the proxied requests per second and the p50 / p99 added
+// latency (time through the proxy minus the same request's direct time;
+// the sessions' first requests left out). The highest rate whose p99
+// added stays at or under 5 ms is what one proxy sustains at that bound
+// on this machine (issue 28, item 6). It reports; it asserts no timing.
+// Skipped with -short or -race.
 func TestThroughputSweep(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("load test: not with -short or -race")
@@ -633,16 +641,64 @@ func TestThroughputSweep(t *testing.T) {
 	}
 	turns = turns[:min(len(turns), 100)]
 	r := startWay(t, policy.Default(), func(c *proxy.Config) { c.Budget = proxy.DefaultBudget })
+	best := 0.0
 	for _, n := range []int{1, 2, 4, 8, 16} {
-		times, elapsed := r.sessionsAtOnce(t, fmt.Sprintf("sweep-%d", n), n, turns, true)
-		p50, p99 := pctMs(times)
-		t.Logf("%2d sessions at once: %.0f requests/s, p50 %.2f ms, p99 %.2f ms through the proxy", n, float64(len(times))/elapsed.Seconds(), p50, p99)
+		added, proxied := r.addedAtOnce(t, fmt.Sprintf("sweep-%d", n), n, turns)
+		p50, p99 := pctMs(added)
+		rate := float64(len(added)) / proxied.Seconds()
+		if p99 <= 5 {
+			best = max(best, rate)
+		}
+		t.Logf("%2d sessions at once: %.0f proxied requests/s, added p50 %.2f ms, p99 %.2f ms", n, rate, p50, p99)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		if err := r.px.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
 	}
+	t.Logf("highest rate at p99 added <= 5 ms: %.0f requests/s (0: no level met it)", best)
+}
+
+// addedAtOnce replays turns as n sessions at once, each request straight
+// to the upstream and then through the rig's proxy, and returns each
+// proxied request's added latency (without the sessions' first requests)
+// and the time spent in proxied requests summed over the sessions divided
+// by n (the wall time the proxied requests alone would take).
+func (r *wayRig) addedAtOnce(t *testing.T, prefix string, n int, turns []replay.Turn) ([]time.Duration, time.Duration) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		added   []time.Duration
+		proxied time.Duration
+		wg      sync.WaitGroup
+	)
+	for s := range n {
+		wg.Go(func() {
+			session := fmt.Sprintf("%s-%d", prefix, s)
+			for i, turn := range turns {
+				key := session + "/" + strconv.Itoa(i)
+				t0 := time.Now()
+				if err := r.trySendTo(r.up, replay.Anthropic, session, key, turn); err != nil {
+					t.Error(err) // not Fatal: another goroutine than the test's
+					return
+				}
+				t1 := time.Now()
+				if err := r.trySendTo(r.url, replay.Anthropic, session, key, turn); err != nil {
+					t.Error(err)
+					return
+				}
+				via, direct := time.Since(t1), t1.Sub(t0)
+				mu.Lock()
+				proxied += via
+				if i > 0 { // the session's first request starts it
+					added = append(added, via-direct)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return added, proxied / time.Duration(n)
 }
 
 // sessionsAtOnce replays turns as n sessions at once through the rig's
@@ -677,4 +733,67 @@ func (r *wayRig) sessionsAtOnce(t *testing.T, prefix string, n int, turns []repl
 	}
 	wg.Wait()
 	return times, time.Since(start)
+}
+
+// TestInMemorySessionMemory measures what a session's in-memory state
+// costs the proxy (issue 28, item 7): 40 sessions, each the first 30
+// requests of a shared Claude Code trace, through one proxy deciding in
+// memory; then the pipeline's idle sweep (twice: a sweep evicts what the
+// one before saw unused) and the live heap with the proxy holding every
+// session's state; then the proxy's eviction (Proxy.EvictIdle) and the
+// heap again. Held per session is what the eviction freed; idle per
+// session is the heap still above the rig's before the sessions, over the
+// sessions: what the log keeps of them (the store's fact-id index, the
+// server's per-subject state, the workers' compact forms), since an
+// evicted session leaves nothing in the proxy. It reports; it asserts
+// only that every state was evicted. Skipped with -short or -race.
+func TestInMemorySessionMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("memory measurement: not with -short or -race")
+	}
+	turns := claudeCodeTurns(t)
+	if len(turns) == 0 {
+		t.Skip("no Claude Code trace")
+	}
+	turns = turns[:min(len(turns), 30)]
+	r := startWay(t, policy.Default(), func(c *proxy.Config) { c.SessionIdle = time.Nanosecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	settle := func() {
+		t.Helper()
+		if err := r.px.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.svc.Pipeline.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.svc.Pipeline.EvictIdle()
+		r.svc.Pipeline.EvictIdle()
+	}
+	// A first session warms the rig (consumers, caches, the tokenizer).
+	r.sessionsAtOnce(t, "warm", 1, turns, false)
+	settle()
+	r.px.EvictIdle()
+	heap := func(ctx context.Context) int64 {
+		// Not the rig's: the bodies its upstream recorded.
+		r.mu.Lock()
+		clear(r.bodies)
+		r.mu.Unlock()
+		return (&runner{}).settledHeap(ctx) // the server's caches expired
+	}
+	before := heap(ctx)
+	const n = 40
+	r.sessionsAtOnce(t, "mem", n, turns, false)
+	settle()
+	held := heap(ctx)
+	if got := r.px.EvictIdle(); got < n {
+		t.Fatalf("%d of %d session states evicted", got, n)
+	}
+	idle := heap(ctx)
+	rest := fmt.Sprintf("%.1f KiB per session", float64(idle-before)/n/1024)
+	if idle < before {
+		rest = "below the heap's noise (" + rest + " measured)"
+	}
+	t.Logf("%d sessions of %d requests: live heap %.1f MiB before, %.1f MiB with the proxy holding them, %.1f MiB once evicted; held %.0f KiB per session; idle %s: the log's share, the proxy keeps nothing of an evicted session",
+		n, len(turns), float64(before)/(1<<20), float64(held)/(1<<20), float64(idle)/(1<<20), float64(held-idle)/n/1024, rest)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -175,6 +176,7 @@ func (b *runner) logRates(ctx context.Context) error {
 	el := time.Since(t)
 	b.res.PipelinePerS = float64(facts) / el.Seconds()
 	b.res.PipelineRatio = b.res.PipelinePerS / raw
+	b.res.PipelinePerSPerCore = b.res.PipelinePerS / float64(runtime.GOMAXPROCS(0))
 	b.res.PipelineFacts, b.res.PipelineSessions = facts, nSessions
 	b.progress("log: pipeline %.0f facts/s (%d facts in %d sessions; appended in %.2fs, idle after %.2fs), ratio %.2f",
 		b.res.PipelinePerS, facts, nSessions, published.Seconds(), el.Seconds(), b.res.PipelineRatio)

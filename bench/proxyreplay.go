@@ -53,6 +53,10 @@ type ReplayRow struct {
 	// failed open skipped prunesched's work and would flatter the numbers.
 	Rendered   int `json:"rendered"`
 	FailedOpen int `json:"failed_open"`
+	// BackToBack says the requests were sent back to back
+	// (Config.BackToBack); otherwise each turn started once the proxy's
+	// log writes and the pipeline were done with the turn before.
+	BackToBack bool `json:"back_to_back,omitempty"`
 	// StageP50 is the p50 in ms of each proxy stage over the row's
 	// requests (proxy.LatencyStages), read from the proxy's
 	// prunesched_proxy_stage_seconds histogram as histogram_quantile
@@ -115,6 +119,9 @@ type replayRig struct {
 
 	mu      sync.RWMutex
 	answers map[string]replay.Turn
+
+	// backToBack: see Config.BackToBack.
+	backToBack bool
 }
 
 func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
@@ -488,6 +495,7 @@ func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, 
 		return ReplayRow{}, err
 	}
 	defer rig.close()
+	rig.backToBack = b.cfg.BackToBack
 	return rig.replay(ctx, trace, api, stream, turns)
 }
 
@@ -495,7 +503,7 @@ func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, 
 // which way goes first so the machine's noise falls on all three alike.
 func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
 	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
-	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns)}
+	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack}
 	r.mu.Lock()
 	for i, t := range turns {
 		r.answers[session+"/"+strconv.Itoa(i)] = t
@@ -525,6 +533,9 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 		direct = append(direct, d[0])
 		bare = append(bare, d[1]-d[0])
 		via = append(via, d[2]-d[0])
+		if err := r.settle(ctx); err != nil {
+			return row, err
+		}
 	}
 	rend1, fail1 := r.outcomes()
 	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
@@ -535,6 +546,23 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	row.ProxyP50, row.ProxyP99 = pctMs(via)
 	row.RatioP50, row.RatioP99 = ratio(row.ProxyP50, row.BareP50), ratio(row.ProxyP99, row.BareP99)
 	return row, nil
+}
+
+// settle waits, unless the rig runs back to back, until the proxy's log
+// writes are done and the pipeline has handled them (not timed): the next
+// turn starts on a rig with nothing left over from this one, as a real
+// agent's next request finds it after the model's answer and the tools.
+func (r *replayRig) settle(ctx context.Context) error {
+	if r.backToBack {
+		return nil
+	}
+	if err := r.px.Flush(ctx); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := r.svc.Pipeline.WaitIdle(ctx); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	return nil
 }
 
 func ratio(a, b float64) float64 {

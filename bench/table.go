@@ -29,7 +29,7 @@ func WriteTable(w io.Writer, r *Result) {
 	if r.RawPublishPerS > 0 {
 		row("raw JetStream async publish", rate(r.RawPublishPerS)+" msg/s", "baseline")
 		row(fmt.Sprintf("pipeline, publish to projected bundle (%d facts, %d sessions)", r.PipelineFacts, r.PipelineSessions),
-			rate(r.PipelinePerS)+" facts/s", fmt.Sprintf("ratio %.2f (goal >= 0.5)%s", r.PipelineRatio, mark(r.PipelineRatio >= 0.5)))
+			rate(r.PipelinePerS)+" facts/s", fmt.Sprintf("%s facts/s per core; ratio to raw publish %.2f (its goal is retired)", rate(r.PipelinePerSPerCore), r.PipelineRatio))
 		row(fmt.Sprintf("raw JetStream ordered replay (%d msgs)", r.StreamMessages), rate(r.RawReplayPerS)+" msg/s", "baseline")
 		row("projection rebuild", rate(r.RebuildPerS)+" msg/s", fmt.Sprintf("ratio %.2f (goal >= 0.8)%s", r.RebuildRatio, mark(r.RebuildRatio >= 0.8)))
 	}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/terms"
 )
 
@@ -139,7 +138,7 @@ func (c *Core) coldVerdict(it *item, last, n int) *verdict {
 	if last > int(it.req) {
 		used = "last used by the agent at model request " + strconv.Itoa(last)
 	}
-	h := placeholder.Handle(int(it.idx))
+	h := c.handle(it)
 	return withEvidence(verdict{decision: events.Prune, rung: events.L4, reason: events.ReasonColdRecoverable},
 		events.Evidence{Kind: "age", Value: age, Detail: age + " model requests since it entered (recoverable.horizon_requests " + strconv.Itoa(c.rec.HorizonRequests) + ")"},
 		events.Evidence{Kind: "quiet", Value: quiet, Detail: "none of its " + strconv.Itoa(n) + " distinctive terms in the agent's messages or tool inputs for " + quiet +

@@ -114,9 +114,16 @@ type item struct {
 type phCache struct {
 	rung     events.Rung
 	reason   events.Reason
-	survivor int32 // survivor's position, -1 none
+	survivor int32 // survivor's position, -1 none, -2 no estimate yet
 	residue  *events.Residue
-	net      int
+	// net is placeholder.Net once counted; fits says the placeholder is
+	// shorter in bytes than the payload in tokens (placeholder.FitsUnder),
+	// so it saves without being counted.
+	net     int
+	counted bool
+	fits    bool
+	// handle is the item's placeholder.Handle.
+	handle string
 }
 
 // itemRare holds what few items have, out of line to keep items small: who

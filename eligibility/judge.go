@@ -425,38 +425,27 @@ func (c *Core) worth(it *item, v *verdict) bool {
 	if v.span != nil {
 		return v.span.net > 0
 	}
-	if !c.phCached(it, v.rung, v.reason, v.survivor, v.residue) {
+	pc := c.phEntry(it, v.rung, v.reason, v.survivor, v.residue)
+	if pc.fits {
+		return true
+	}
+	if !pc.counted {
 		// A placeholder shorter in bytes than the payload in tokens is
 		// certainly smaller: no need to count it yet.
 		p := c.phSpec(it, v.rung, v.reason, v.survivor, v.residue)
 		p.Tokens = it.tokens
 		if placeholder.FitsUnder(p, it.tokens) {
+			pc.fits = true
 			return true
 		}
 	}
 	return c.netOf(it, v.rung, v.reason, v.survivor, v.residue) > 0
 }
 
-// phCached reports whether netOf has the estimate for these inputs.
-func (c *Core) phCached(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) bool {
-	pc := it.ph
-	if pc == nil {
-		return false
-	}
-	surv := int32(-1)
-	if survivor != nil {
-		surv = survivor.idx
-	}
-	if it.kind != kOutput {
-		residue = nil
-	}
-	return pc.rung == rung && pc.reason == reason && pc.survivor == surv && pc.residue == residue
-}
-
-// netOf is placeholder.Net of the placeholder the item would leave,
-// cached per item until rung, reason, survivor or residue change (the
-// placeholder's text depends on nothing else the item can change).
-func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) int {
+// phEntry returns the item's placeholder estimate for these inputs,
+// emptied when they changed since the last one (the placeholder's text
+// depends on nothing else the item can change).
+func (c *Core) phEntry(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) *phCache {
 	surv := int32(-1)
 	if survivor != nil {
 		surv = survivor.idx
@@ -464,15 +453,40 @@ func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor 
 	if it.kind != kOutput {
 		residue = nil // not in the placeholder's text
 	}
-	if c.phCached(it, rung, reason, survivor, residue) {
-		return it.ph.net
+	pc := c.phOf(it)
+	if pc.rung != rung || pc.reason != reason || pc.survivor != surv || pc.residue != residue {
+		*pc = phCache{rung: rung, reason: reason, survivor: surv, residue: residue, handle: pc.handle}
 	}
+	return pc
+}
+
+// phOf returns the item's placeholder cache, allocated on first use.
+func (c *Core) phOf(it *item) *phCache {
 	if it.ph == nil {
-		it.ph = &phCache{}
+		it.ph = &phCache{survivor: -2}
 	}
-	*it.ph = phCache{rung: rung, reason: reason, survivor: surv, residue: residue,
-		net: placeholder.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)}
-	return it.ph.net
+	return it.ph
+}
+
+// handle is placeholder.Handle of the item, kept with its placeholder
+// estimate.
+func (c *Core) handle(it *item) string {
+	pc := c.phOf(it)
+	if pc.handle == "" {
+		pc.handle = placeholder.Handle(int(it.idx))
+	}
+	return pc.handle
+}
+
+// netOf is placeholder.Net of the placeholder the item would leave,
+// cached per item until rung, reason, survivor or residue change.
+func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) int {
+	pc := c.phEntry(it, rung, reason, survivor, residue)
+	if !pc.counted {
+		pc.net = placeholder.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)
+		pc.counted = true
+	}
+	return pc.net
 }
 
 // phSpec is the placeholder the item would leave when pruned with rung,
@@ -480,7 +494,7 @@ func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor 
 // so savings are net of the text actually sent. Items are named by their
 // position, as the bundle's handles are.
 func (c *Core) phSpec(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) placeholder.Spec {
-	p := placeholder.Spec{Rung: rung, Reason: reason, Item: placeholder.Handle(int(it.idx)), Role: events.RoleAssistant}
+	p := placeholder.Spec{Rung: rung, Reason: reason, Item: c.handle(it), Role: events.RoleAssistant}
 	if cl := it.call; cl != nil && it.kind != kMessage {
 		p.Part, p.Tool = partOf(it), cl.tool
 		if !cl.phSourceSet {
@@ -497,7 +511,7 @@ func (c *Core) phSpec(it *item, rung events.Rung, reason events.Reason, survivor
 		}
 	}
 	if survivor != nil {
-		p.Survivor = placeholder.Handle(int(survivor.idx))
+		p.Survivor = c.handle(survivor)
 	}
 	return p
 }

@@ -88,7 +88,7 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 		sc := &spanCand{o: o}
 		for _, r := range matchRuns(cl.lines, oc.lines, cl.nums, oc.nums, min, shared) {
 			s := placeholder.Span{
-				From: r.i + 1, To: r.i + r.n, Item: placeholder.Handle(int(o.idx)),
+				From: r.i + 1, To: r.i + r.n, Item: c.handle(o),
 				SrcFrom: r.j + 1, SrcTo: r.j + r.n,
 			}
 			if cl.nums != nil && cl.nums[r.i] > 0 && cl.nums[r.i] != oc.nums[r.j] {

@@ -104,77 +104,87 @@ func NamesRecovery(text string, index int) bool {
 // show it: "L0 DUPLICATE_OUTPUT", or the reason alone when the rule has no
 // rung (errored inputs, manual prunes).
 func WriteRule(b *strings.Builder, r events.Rung, why events.Reason) {
+	var a [64]byte
+	b.Write(appendRule(a[:0], r, why))
+}
+
+// appendRule appends the rule WriteRule writes to b.
+func appendRule(b []byte, r events.Rung, why events.Reason) []byte {
 	if r != events.RungNone {
-		b.WriteString(string(r))
-		b.WriteByte(' ')
+		b = append(b, r...)
+		b = append(b, ' ')
 	}
-	b.WriteString(string(why))
+	return append(b, why...)
 }
 
 // Render returns the placeholder text. It is deterministic and copies no
 // payload beyond the one bounded argument and the residue.
-func Render(p Spec) string {
-	var b strings.Builder
-	b.Grow(128)
-	b.WriteString("[prunesched: ")
+func Render(p Spec) string { return string(appendRender(make([]byte, 0, 128), p)) }
+
+// appendRender appends the placeholder text of p to b (Render's bytes).
+func appendRender(b []byte, p Spec) []byte {
+	b = append(b, "[prunesched: "...)
 	switch p.Part {
 	case PartOutput, PartInput:
-		b.WriteString(p.Part)
-		b.WriteString(" of ")
-		b.WriteString(orDash(p.Tool))
+		b = append(b, p.Part...)
+		b = append(b, " of "...)
+		b = append(b, orDash(p.Tool)...)
 		if p.Source != "" {
-			b.WriteByte(' ')
-			b.WriteString(p.Source)
+			b = append(b, ' ')
+			b = append(b, p.Source...)
 		}
 	default:
-		b.WriteString(string(p.Role))
-		b.WriteString(" text")
+		b = append(b, p.Role...)
+		b = append(b, " text"...)
 	}
-	b.WriteString(" removed: ")
-	WriteRule(&b, p.Rung, p.Reason)
-	b.WriteString(", ")
-	b.WriteString(strconv.Itoa(p.Tokens))
-	b.WriteString(" tokens")
+	b = append(b, " removed: "...)
+	b = appendRule(b, p.Rung, p.Reason)
+	b = append(b, ", "...)
+	b = strconv.AppendInt(b, int64(p.Tokens), 10)
+	b = append(b, " tokens"...)
 	if p.Survivor != "" {
-		b.WriteString(", ")
-		b.WriteString(survivorLabel(p.Rung))
-		b.WriteByte(' ')
-		b.WriteString(p.Survivor)
+		b = append(b, ", "...)
+		b = append(b, survivorLabel(p.Rung)...)
+		b = append(b, ' ')
+		b = append(b, p.Survivor...)
 		if p.SurvivorRemoved != "" {
-			b.WriteString(" (since removed: ")
-			b.WriteString(p.SurvivorRemoved)
+			b = append(b, " (since removed: "...)
+			b = append(b, p.SurvivorRemoved...)
 			if p.SurvivorNext != "" {
-				b.WriteString(", see ")
-				b.WriteString(p.SurvivorNext)
+				b = append(b, ", see "...)
+				b = append(b, p.SurvivorNext...)
 			}
-			b.WriteByte(')')
+			b = append(b, ')')
 		}
 	}
 	if r := p.Residue; r != nil {
-		b.WriteString(", residue: tool ")
-		b.WriteString(orDash(r.Tool))
-		b.WriteString(", error ")
+		b = append(b, ", residue: tool "...)
+		b = append(b, orDash(r.Tool)...)
+		b = append(b, ", error "...)
 		if r.ErrorType != "" {
-			b.WriteString(r.ErrorType)
-			b.WriteByte(' ')
+			b = append(b, r.ErrorType...)
+			b = append(b, ' ')
 		}
-		b.WriteString(quote(Trunc(r.ErrorMessage, ResidueMsgBytes)))
+		b = append(b, quote(Trunc(r.ErrorMessage, ResidueMsgBytes))...)
 		if r.Skeleton != "" {
-			b.WriteString(", skeleton ")
-			b.WriteString(Trunc(r.Skeleton, ResidueSkelBytes))
+			b = append(b, ", skeleton "...)
+			b = append(b, Trunc(r.Skeleton, ResidueSkelBytes)...)
 		}
 	}
 	if p.Item != "" {
 		// The recovery tool by its exact name: an agent that defers MCP
 		// tools (Claude Code's ToolSearch) finds it by this name.
-		b.WriteString(", ")
-		b.WriteString(string(agenttools.Recover))
-		b.WriteByte(' ')
-		b.WriteString(p.Item)
+		b = append(b, ", "...)
+		b = append(b, agenttools.Recover...)
+		b = append(b, ' ')
+		b = append(b, p.Item...)
 	}
-	b.WriteByte(']')
-	return b.String()
+	return append(b, ']')
 }
+
+// renderBufs are the buffers Tokens and FitsUnder render into: sizing a
+// placeholder allocates nothing once warm.
+var renderBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 var counter = tokens.New()
 
@@ -183,7 +193,13 @@ var counter = tokens.New()
 // scheduler prices applications with it: the one definition of the
 // placeholder's size. p.Tokens should be the payload's tokens (an upper
 // bound on the count the placeholder will state, so on its digits).
-func Tokens(p Spec) int { return Count(Render(p)) }
+func Tokens(p Spec) int {
+	bp := renderBufs.Get().(*[]byte)
+	*bp = appendRender((*bp)[:0], p)
+	n := count(*bp)
+	renderBufs.Put(bp)
+	return n
+}
 
 // Count is the o200k token count of s, computed word by word with a
 // cache: o200k's pre-tokenizer never joins a single space followed by a
@@ -191,7 +207,11 @@ func Tokens(p Spec) int { return Count(Render(p)) }
 // and adding the pieces' counts gives exactly the count of s, and the
 // pieces (template words, tool names, reason codes, paths) repeat across
 // placeholders. Deterministic; safe for concurrent use.
-func Count(s string) int {
+func Count(s string) int { return count(s) }
+
+// count is Count of a string or of bytes (a piece of bytes is looked up
+// without being copied).
+func count[T ~string | ~[]byte](s T) int {
 	n, start := 0, 0
 	for i := 1; i+1 < len(s); i++ {
 		if s[i] == ' ' && !isSpace(s[i+1]) {
@@ -215,17 +235,18 @@ var pieces = struct {
 
 const maxPieces = 1 << 16
 
-func countPiece(s string) int {
+func countPiece[T ~string | ~[]byte](s T) int {
 	pieces.RLock()
-	n, ok := pieces.m[s]
+	n, ok := pieces.m[string(s)]
 	pieces.RUnlock()
 	if ok {
 		return n
 	}
-	n = counter.Count(s)
+	str := string(s)
+	n = counter.Count(str)
 	pieces.Lock()
 	if len(pieces.m) < maxPieces {
-		pieces.m[s] = n
+		pieces.m[str] = n
 	}
 	pieces.Unlock()
 	return n
@@ -234,7 +255,13 @@ func countPiece(s string) int {
 // FitsUnder reports cheaply whether the placeholder of p is certainly
 // smaller than n tokens (no token is shorter than a byte), so a caller
 // need only count when it returns false.
-func FitsUnder(p Spec, n int) bool { return len(Render(p)) < n }
+func FitsUnder(p Spec, n int) bool {
+	bp := renderBufs.Get().(*[]byte)
+	*bp = appendRender((*bp)[:0], p)
+	size := len(*bp)
+	renderBufs.Put(bp)
+	return size < n
+}
 
 // Net is what removing an item of payload tokens saves once the
 // placeholder p is in its place: payload minus the placeholder's Tokens, 0
@@ -373,10 +400,12 @@ func orDash(s string) string {
 	return s
 }
 
+// unescapeHTML undoes json.Marshal's escapes of <, > and & so the model
+// sees them (a Replacer is safe for concurrent use).
+var unescapeHTML = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+
 // quote returns s as a JSON string without HTML escaping.
 func quote(s string) string {
 	b, _ := json.Marshal(s)
-	// json.Marshal escapes <, > and &; undo that so the model sees them.
-	r := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
-	return r.Replace(string(b))
+	return unescapeHTML.Replace(string(b))
 }

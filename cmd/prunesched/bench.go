@@ -33,6 +33,7 @@ goes to stderr.`)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof FILE)")
 	only := fs.String("only", "", "comma-separated sections to run ("+strings.Join(bench.Sections, ", ")+"); default all")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
+	backToBack := fs.Bool("back-to-back", false, "proxy-replay: send each request right after the one before, without waiting for the proxy's log writes and the pipeline (default: each turn starts on a settled rig)")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -44,7 +45,7 @@ goes to stderr.`)
 	if err != nil {
 		return err
 	}
-	cfg := bench.Config{Quick: *quick, Policy: &pol}
+	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			s = strings.TrimSpace(s)
