@@ -494,6 +494,13 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		start := time.Now()
 		c.finish()
 		err := p.recordLocked(ctx, pl, c)
+		if _, fleet := p.fleet(); fleet && err == nil {
+			// In a fleet the end of the response waits for the log to
+			// hold the request's writes (fleet.go).
+			if _, derr := st.q.drain(ctx); derr != nil {
+				err = derr
+			}
+		}
 		p.met.stage(pl.api, StageRecord, start)
 		if err != nil {
 			p.met.recordFailure()
@@ -517,7 +524,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		}
 	}()
 	wait := locked
-	if !tracked {
+	if _, fleet := p.fleet(); !tracked || fleet {
 		wait = done
 	}
 	select {

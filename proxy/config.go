@@ -176,6 +176,17 @@ type Config struct {
 	// same); a Backend without ReadSession and Tokens (see logBackend)
 	// always decides this way.
 	LogFirst bool
+	// Fleet says other proxies share the log (a fleet behind a load
+	// balancer without session affinity; issue 29): before deciding, the
+	// proxy catches a session up with the facts the others appended; it
+	// publishes a request's new facts before forwarding it, each expecting
+	// the session's last fact (a lost race decides the request again);
+	// and it holds the end of each response until the log holds the
+	// request's writes, so the next request finds them whichever proxy it
+	// reaches. Every proxy of the fleet must use the same IdentityKey
+	// (JoinFleet checks). It applies when the proxy decides in memory.
+	// See fleet.go.
+	Fleet bool
 	// ExactCounts makes the proxy count every new payload's tokens
 	// exactly before deciding in memory, as Append does. By default a
 	// payload larger than 256 bytes that the token counter does not

@@ -386,6 +386,9 @@ type logWrite struct {
 	// fate receives whether the request's decision went upstream (nil:
 	// not a request, or known already).
 	fate chan bool
+	// dropped says the write is not to run: its request lost a fleet
+	// race and is decided again (fleet.go).
+	dropped bool
 }
 
 // settle says whether the plan's decision went upstream. It may be called
@@ -456,17 +459,8 @@ func (e *errDiverged) Error() string {
 // decision went upstream) have the pipeline decide it from the log, which
 // publishes the application, and check it is the one sent.
 func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
-	if len(w.estimated) > 0 {
-		lb, _ := p.cfg.Backend.(logBackend)
-		for _, h := range w.estimated {
-			data, ok := q.blob(h)
-			if !ok {
-				continue // stored by an earlier write
-			}
-			if err := lb.PutBlob(ctx, h, data); err != nil {
-				return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
-			}
-		}
+	if err := p.putEstimated(ctx, q, w); err != nil {
+		return err
 	}
 	if len(w.evs) > 0 {
 		stored, err := p.cfg.Backend.Append(ctx, w.evs)

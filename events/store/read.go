@@ -28,27 +28,7 @@ type SessionRef struct {
 // does not decode, or whose subject does not match its envelope, stops the
 // read with an error naming its stream sequence.
 func (s *Store) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
-	filter, err := s.sessionSubject(tenant, session, "")
-	if err != nil {
-		return nil, fmt.Errorf("read session: %w", err)
-	}
-	until, err := s.LastSeq(ctx, tenant, session, "")
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", filter, err)
-	}
-	var out []events.Event
-	if until == 0 {
-		return out, nil
-	}
-	_, err = s.replay(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, until,
-		func(e events.Event) error {
-			out = append(out, e)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", filter, err)
-	}
-	return out, nil
+	return s.ReadSessionAfter(ctx, tenant, session, 0)
 }
 
 // ReadAll replays the whole stream in log order from stream sequence fromSeq
@@ -273,3 +253,36 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 // marksByGet is how many marks MarksSince reads with single gets before it
 // reads the rest with one consumer (a few requests to set up and delete).
 const marksByGet = 4
+
+// ReadSessionAfter returns the session's events (facts, marks and
+// applications) after stream sequence afterSeq, in log order, decoded
+// strictly, with Seq set: what a reader whose copy of the session is
+// complete through afterSeq lacks (a proxy catching up with what another
+// proxy appended). It reads up to the session's last event at the time of
+// the call; nothing after afterSeq gives an empty slice for the cost of
+// one request. ReadSession is ReadSessionAfter from 0.
+func (s *Store) ReadSessionAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	filter, err := s.sessionSubject(tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	until, err := s.LastSeq(ctx, tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", filter, err)
+	}
+	var out []events.Event
+	if until <= afterSeq {
+		return out, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	if afterSeq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, afterSeq+1
+	}
+	if _, err := s.replay(ctx, cfg, until, func(e events.Event) error {
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read session %s after seq %d: %w", filter, afterSeq, err)
+	}
+	return out, nil
+}
