@@ -494,13 +494,6 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		start := time.Now()
 		c.finish()
 		err := p.recordLocked(ctx, pl, c)
-		if _, fleet := p.fleet(); fleet && err == nil {
-			// In a fleet the end of the response waits for the log to
-			// hold the request's writes (fleet.go).
-			if _, derr := st.q.drain(ctx); derr != nil {
-				err = derr
-			}
-		}
 		p.met.stage(pl.api, StageRecord, start)
 		if err != nil {
 			p.met.recordFailure()
@@ -523,13 +516,17 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			p.log.Warn("proxy: recording the response took longer than the record timeout; record cancelled, response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
 		}
 	}()
+	_, fleet := p.fleet()
 	wait := locked
-	if _, fleet := p.fleet(); !tracked || fleet {
+	if !tracked || fleet {
 		wait = done
 	}
 	select {
 	case <-wait:
 	case <-ctx.Done():
+	}
+	if fleet {
+		p.holdEnd(pl)
 	}
 }
 

@@ -27,18 +27,22 @@ import (
 //     requests), it reads the events after its state's last fact and
 //     feeds them, the applications at the positions they were decided at,
 //     as a rebuild would (catchUp).
-//  2. Publish before forwarding, guarded. The request's new facts go to
-//     the log before the request goes upstream, each with the expected
-//     last sequence of the session's fact subject (the previous one's), so
-//     a proxy that decided on a view another proxy has since extended
-//     finds out (errRace): it rebuilds the session from the log and
-//     decides the request again; after fleetAttempts it fails open, its
-//     facts written after forwarding as usual. Nothing is published twice
-//     (the first guarded publish of a lost race stores nothing) and
-//     nothing is lost (a failed-open request's facts are still written).
-//  3. Hold the end of each response until the log holds the request's
-//     writes (its application and the response's record): the client's
-//     next request, whichever proxy it reaches, then finds them.
+//  2. Publish before forwarding, guarded. The request's new facts and then
+//     its application go to the log before the request goes upstream,
+//     each with the expected last sequence of the session's fact subject
+//     (the previous fact's), so a proxy that decided on a view another
+//     proxy has since extended finds out (errRace): it rebuilds the
+//     session from the log and decides the request again; after
+//     fleetAttempts it fails open, its facts written after forwarding as
+//     usual. Nothing is published twice (the first guarded publish of a
+//     lost race stores nothing) and nothing is lost (a failed-open
+//     request's facts are still written). The proxy publishes its own
+//     application (no wait for the workers, which decide the same one at
+//     the request's model request fact; the server drops that copy by
+//     message id within its duplicate window).
+//  3. Hold the end of each response until the log holds the response's
+//     record (model request, assistant content), at most FleetHold: the
+//     client's next request, whichever proxy it reaches, then finds it.
 //
 // So for a conversation whose requests follow one another (an agent
 // waits for an answer before its next request), N proxies give the
@@ -179,7 +183,7 @@ func (q *writeQueue) last() uint64 {
 func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) error {
 	w, q := pl.write, &pl.st.q
 	if len(w.evs) == 0 {
-		return nil
+		return p.publishApp(ctx, fb, pl)
 	}
 	if err := p.putEstimated(ctx, q, w); err != nil {
 		return err
@@ -205,7 +209,51 @@ func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) err
 	}
 	q.mu.Unlock()
 	w.estimated, w.hashes = nil, nil
+	return p.publishApp(ctx, fb, pl)
+}
+
+// publishApp publishes the request's application, decided in memory,
+// guarded by the session's last fact (as the scheduler's live decision
+// is), before the request is forwarded: the next request finds it in the
+// log whichever proxy it reaches, and no proxy waits for the workers to
+// decide it (they decide the same application at the request's model
+// request fact; the server drops that copy by its message id). A fact
+// appended meanwhile is a lost race (errRace; the facts already stored
+// stay, the request is decided again on them).
+func (p *Proxy) publishApp(ctx context.Context, fb fleetBackend, pl *plan) error {
+	w, q := pl.write, &pl.st.q
+	w.published = true
+	if pl.app == nil {
+		return nil
+	}
+	if _, err := fb.AppendAfter(ctx, []events.Event{*pl.app}, q.last()); err != nil {
+		w.published = false
+		if errors.Is(err, store.ErrConflict) {
+			return errRace
+		}
+		return fmt.Errorf("publish the application of %s: %w", pl.session, err)
+	}
 	return nil
+}
+
+// holdEnd holds the end of a response until the session's queued writes
+// (the response's record) are in the log, at most Config.FleetHold: a log
+// that does not answer delays each response's end by that much, not
+// more; the writes go on in the background.
+func (p *Proxy) holdEnd(pl *plan) {
+	ctx, cancel := context.WithCancel(p.bg.ctx)
+	defer cancel()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = pl.st.q.drain(ctx)
+	}()
+	select {
+	case <-drained:
+	case <-p.cfg.RecordTimer(p.cfg.FleetHold):
+		p.met.heldTooLong()
+		p.log.Warn("proxy: the response's end was released before the log held the request's writes (fleet hold)", "api", pl.api, "session", pl.session, "hold", p.cfg.FleetHold)
+	}
 }
 
 // putEstimated stores the outputs a write appends by reference (their
@@ -290,6 +338,7 @@ func JoinFleet(ctx context.Context, js jetstream.JetStream, key []byte, replicas
 type fleetMetrics struct {
 	catchUps prometheus.Counter
 	races    prometheus.Counter
+	held     prometheus.Counter
 }
 
 func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
@@ -303,13 +352,23 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 			Help: "Requests whose guarded publish found the session extended by another proxy since their decision: decided again on the log (Config.Fleet).",
 		}),
 	}
-	reg.MustRegister(m.catchUps, m.races)
+	m.held = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_hold_expired_total",
+		Help: "Responses whose end was released after Config.FleetHold before the log held the request's writes (workers down or slow); the next request may then reach a proxy that does not see them yet.",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held)
 	return m
 }
 
 func (m *Metrics) caughtUp() {
 	if m != nil {
 		m.fleet.catchUps.Inc()
+	}
+}
+
+func (m *Metrics) heldTooLong() {
+	if m != nil {
+		m.fleet.held.Inc()
 	}
 }
 

@@ -389,6 +389,10 @@ type logWrite struct {
 	// dropped says the write is not to run: its request lost a fleet
 	// race and is decided again (fleet.go).
 	dropped bool
+	// published says the application (or that there is none) was
+	// published before forwarding (a fleet, fleet.go): nothing is
+	// decided from the log after.
+	published bool
 }
 
 // settle says whether the plan's decision went upstream. It may be called
@@ -481,8 +485,12 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 	}
 	if !sent {
 		// The in-memory cores judged a request that did not go out as
-		// decided: the log will not hold that decision.
+		// decided: the log will not hold that decision (or, published
+		// before forwarding, holds one that was not sent).
 		q.markStale()
+		return nil
+	}
+	if w.published {
 		return nil
 	}
 	q.mu.Lock()
