@@ -259,23 +259,7 @@ func (r *fleetRig) send(ctx context.Context, fp *fleetProxy, api replay.API, ses
 // post sends turn to the proxy (or balancer) at base under upstream key
 // key and reads the whole answer.
 func (r *fleetRig) post(ctx context.Context, base string, api replay.API, session, key string, turn replay.Turn) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.Path(), bytes.NewReader(turn.Body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.SessionHeader(), session)
-	req.Header.Set(turnHeader, key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: status %d, %v", key, resp.StatusCode, err)
-	}
-	return nil
+	return postTurn(ctx, http.DefaultClient, base, api, session, key, turn.Body)
 }
 
 // settle waits for every live proxy's writes and the workers, and

@@ -256,6 +256,31 @@ func (p *Proxy) holdEnd(pl *plan) {
 	}
 }
 
+// appendQueued appends a queued write's facts. In a fleet they are
+// published after the session's last fact the state knows, each
+// expecting the one before (no copy of the session's fact ids to bring up
+// to date from the log first, which on a cluster costs a consumer); when
+// another writer appended meanwhile, the rest go through Append, which
+// stores no fact twice.
+func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Event) ([]events.Event, error) {
+	fb, ok := p.fleet()
+	if !ok {
+		return p.cfg.Backend.Append(ctx, evs)
+	}
+	stored, err := fb.AppendAfter(ctx, evs, q.last())
+	if err == nil {
+		return stored, nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return nil, err
+	}
+	more, err := p.cfg.Backend.Append(ctx, evs[len(stored):])
+	if err != nil {
+		return nil, err
+	}
+	return append(stored, more...), nil
+}
+
 // putEstimated stores the outputs a write appends by reference (their
 // counts estimated) that are still in the queue.
 func (p *Proxy) putEstimated(ctx context.Context, q *writeQueue, w *logWrite) error {

@@ -467,7 +467,7 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 		return err
 	}
 	if len(w.evs) > 0 {
-		stored, err := p.cfg.Backend.Append(ctx, w.evs)
+		stored, err := p.appendQueued(ctx, q, w.evs)
 		if err != nil {
 			return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
 		}

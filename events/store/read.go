@@ -217,19 +217,32 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 	if err != nil {
 		return nil, fmt.Errorf("marks of %s: %w", subj, err)
 	}
+	out, err := s.readAfter(ctx, subj, afterSeq, last, marksByGet)
+	if err != nil {
+		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+	}
+	return out, nil
+}
+
+// readAfter reads the events on subject filter after stream sequence
+// afterSeq through last (a sequence on filter): the first byGet with
+// single gets from the leader (one request each), the rest in one batch
+// with an ordered consumer bounded by last (a few requests to set up and
+// delete, which a clustered stream makes slower than a few gets).
+func (s *Store) readAfter(ctx context.Context, filter string, afterSeq, last uint64, byGet int) ([]events.Event, error) {
 	var out []events.Event
 	seq := afterSeq + 1
-	for len(out) < marksByGet && seq <= last {
-		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+	for len(out) < byGet && seq <= last {
+		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out, nil // cannot happen on an append-only stream
 		}
 		if err != nil {
-			return nil, fmt.Errorf("marks of %s: get after seq %d: %w", subj, afterSeq, err)
+			return nil, fmt.Errorf("get after seq %d: %w", seq-1, err)
 		}
 		e, err := decodeMsg(raw.Subject, raw.Sequence, raw.Data)
 		if err != nil {
-			return nil, fmt.Errorf("marks of %s: %w", subj, err)
+			return nil, err
 		}
 		out = append(out, e)
 		seq = raw.Sequence + 1
@@ -238,17 +251,21 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 		return out, nil
 	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
+		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
 	}
 	if _, err := s.replay(ctx, cfg, last, func(e events.Event) error {
 		out = append(out, e)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+		return nil, err
 	}
 	return out, nil
 }
+
+// catchUpByGet is how many events ReadSessionAfter reads with single gets
+// (from a sequence past 0) before it reads the rest with one consumer.
+const catchUpByGet = 32
 
 // marksByGet is how many marks MarksSince reads with single gets before it
 // reads the rest with one consumer (a few requests to set up and delete).
@@ -270,18 +287,16 @@ func (s *Store) ReadSessionAfter(ctx context.Context, tenant, session string, af
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", filter, err)
 	}
-	var out []events.Event
 	if until <= afterSeq {
-		return out, nil
+		return []events.Event{}, nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	byGet := 0
 	if afterSeq > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, afterSeq+1
+		// A reader catching up usually lacks a request's worth of events.
+		byGet = catchUpByGet
 	}
-	if _, err := s.replay(ctx, cfg, until, func(e events.Event) error {
-		out = append(out, e)
-		return nil
-	}); err != nil {
+	out, err := s.readAfter(ctx, filter, afterSeq, until, byGet)
+	if err != nil {
 		return nil, fmt.Errorf("read session %s after seq %d: %w", filter, afterSeq, err)
 	}
 	return out, nil
