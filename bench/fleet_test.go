@@ -89,7 +89,7 @@ type fleetBackend struct {
 		Tokens() events.TokenCounter
 		PutBlob(ctx context.Context, hash string, data []byte) error
 		SessionFacts(tenant, session string, lastFact uint64) (int, bool)
-		ReadSessionAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+		FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
 		AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 	}
 	appendGate atomic.Pointer[gate]
@@ -111,8 +111,8 @@ func (b *fleetBackend) PutBlob(ctx context.Context, hash string, data []byte) er
 func (b *fleetBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
 	return b.inner.SessionFacts(tenant, session, lastFact)
 }
-func (b *fleetBackend) ReadSessionAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
-	return b.inner.ReadSessionAfter(ctx, tenant, session, after)
+func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	return b.inner.FactsAndApplicationsAfter(ctx, tenant, session, after)
 }
 func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
 	if g := b.appendGate.Swap(nil); g != nil {
@@ -218,7 +218,7 @@ func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
 			Tokens() events.TokenCounter
 			PutBlob(ctx context.Context, hash string, data []byte) error
 			SessionFacts(tenant, session string, lastFact uint64) (int, bool)
-			ReadSessionAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+			FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
 			AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 		})
 		fp.be, be = fb, fb

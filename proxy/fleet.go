@@ -63,9 +63,10 @@ var errRace = errors.New("another proxy appended to the session since its state 
 // (ServiceBackend): the session's events after a sequence, and facts
 // appended after an expected last fact.
 type fleetBackend interface {
-	// ReadSessionAfter returns the session's events after stream
-	// sequence after, in log order.
-	ReadSessionAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+	// FactsAndApplicationsAfter returns the session's facts and
+	// applications after stream sequence after, in log order (the cores
+	// derive the marks).
+	FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
 	// AppendAfter appends facts of one session in order, each only if the
 	// session's last fact is still the one before it (the first: at
 	// expect; 0: no fact yet). It returns the facts stored before a
@@ -73,8 +74,8 @@ type fleetBackend interface {
 	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 }
 
-func (b *serviceBackend) ReadSessionAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
-	return b.st.ReadSessionAfter(ctx, tenant, session, after)
+func (b *serviceBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after)
 }
 
 func (b *serviceBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
@@ -120,7 +121,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 		// session through the consumer, which waits for it.
 		return p.loadMem(ctx, lb, tenant, session, st)
 	}
-	evs, err := fb.ReadSessionAfter(ctx, tenant, session, have)
+	evs, err := fb.FactsAndApplicationsAfter(ctx, tenant, session, have)
 	if err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
 	}

@@ -263,6 +263,35 @@ func (s *Store) readAfter(ctx context.Context, filter string, afterSeq, last uin
 	return out, nil
 }
 
+// FactsAndApplicationsAfter returns the session's facts and applications
+// (no marks) after stream sequence afterSeq, in log order, with Seq set:
+// what a reader that derives the marks itself (a proxy's cores) needs to
+// catch up, read with single gets while they are few (marks are most of a
+// session's events, and a get is one request where a consumer is several).
+func (s *Store) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	var out []events.Event
+	for _, kind := range []events.SubjectKind{events.KindFact, events.KindApply} {
+		subj, err := s.sessionSubject(tenant, session, kind)
+		if err != nil {
+			return nil, fmt.Errorf("read session: %w", err)
+		}
+		last, err := s.LastSeq(ctx, tenant, session, kind)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", subj, err)
+		}
+		if last <= afterSeq {
+			continue
+		}
+		evs, err := s.readAfter(ctx, subj, afterSeq, last, catchUpByGet)
+		if err != nil {
+			return nil, fmt.Errorf("read %s after seq %d: %w", subj, afterSeq, err)
+		}
+		out = append(out, evs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
 // catchUpByGet is how many events ReadSessionAfter reads with single gets
 // (from a sequence past 0) before it reads the rest with one consumer.
 const catchUpByGet = 32
