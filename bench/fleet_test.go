@@ -77,6 +77,8 @@ type fleetProxy struct {
 	url string
 	be  *fleetBackend
 	now atomic.Int64 // Config.Now, set per request (unix nanoseconds)
+	// expireHold makes the fleet hold end at once (holdNow).
+	expireHold atomic.Bool
 }
 
 // fleetBackend forwards to a proxy's backend; it can block the guarded
@@ -93,6 +95,9 @@ type fleetBackend struct {
 		AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 	}
 	appendGate atomic.Pointer[gate]
+	// recordGate blocks the next append of a response's record (facts
+	// with a model request).
+	recordGate atomic.Pointer[gate]
 	dead       atomic.Bool
 }
 
@@ -117,6 +122,14 @@ func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, se
 func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
 	if g := b.appendGate.Swap(nil); g != nil {
 		g.pass()
+	}
+	for _, e := range evs {
+		if _, ok := e.Data.(*events.ModelRequest); ok {
+			if g := b.recordGate.Swap(nil); g != nil {
+				g.pass()
+			}
+			break
+		}
 	}
 	if b.dead.Load() {
 		return nil, errKilled
@@ -224,7 +237,15 @@ func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
 		fp.be, be = fb, fb
 	}
 	cfg := proxy.Config{Upstream: r.up, Backend: be, Registry: fp.reg, Budget: time.Hour, IdentityKey: r.key, Fleet: !r.one, Logger: testLogger(t), Policy: &r.pol,
-		Now: func() time.Time { return time.Unix(0, fp.now.Load()).UTC() }}
+		Now: func() time.Time { return time.Unix(0, fp.now.Load()).UTC() },
+		RecordTimer: func(d time.Duration) <-chan time.Time {
+			if d == proxy.DefaultFleetHold && fp.expireHold.Load() {
+				c := make(chan time.Time, 1)
+				c <- time.Time{}
+				return c
+			}
+			return time.After(d)
+		}}
 	px, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +307,10 @@ func (r *fleetRig) settle(session string) []events.Event {
 	}
 	return evs
 }
+
+// holdNow makes the proxy's fleet hold expire at once from now on: the
+// end of a response no longer waits for its record.
+func (fp *fleetProxy) holdNow() { fp.expireHold.Store(true) }
 
 // sum is a counter's total over the rig's proxies.
 func (r *fleetRig) sum(name string) float64 {
@@ -588,4 +613,53 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestFleetRecordLate: proxy A's record of request k is held past the
+// fleet hold, so the client's next request reaches B before the log holds
+// A's record; B records the assistant's items itself. When A's record
+// goes on, the items B stored stand (no fact id twice), A's model request
+// is still stored (no fact lost), and nothing fails open.
+func TestFleetRecordLate(t *testing.T) {
+	seqs := fleetSequences(t, 1, 8)
+	pol := fleetPolicy(t)
+	ctx := context.Background()
+	for session, turns := range seqs {
+		fleet := startFleet(t, pol, 2, false)
+		a, b := fleet.proxies[0], fleet.proxies[1]
+		k := len(turns) / 2
+		fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+		g := newGate()
+		a.be.recordGate.Store(g)
+		// A's response ends once the hold expires (the record waits).
+		a.holdNow()
+		if err := fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]); err != nil {
+			t.Fatal(err)
+		}
+		<-g.reached
+		if err := fleet.send(ctx, b, replay.Anthropic, session, k+1, k+1, turns[k+1]); err != nil {
+			t.Fatal(err)
+		}
+		close(g.release)
+		fleet.sendAll(ctx, session, turns[k+2:], k+2, func(int) *fleetProxy { return b })
+		evs := fleet.settle(session)
+		ids, requests := map[string]int{}, 0
+		for _, e := range evs {
+			if e.IsFact() {
+				ids[e.ID]++
+				if _, ok := e.Data.(*events.ModelRequest); ok {
+					requests++
+				}
+			}
+		}
+		for id, n := range ids {
+			if n > 1 {
+				t.Fatalf("fact %s stored %d times", id, n)
+			}
+		}
+		if sent := len(turns); requests != sent {
+			t.Fatalf("%d model requests in the log for %d requests sent: one was lost", requests, sent)
+		}
+		checkFleet(t, fleet, fleet)
+	}
 }

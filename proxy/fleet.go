@@ -253,7 +253,7 @@ func (p *Proxy) holdEnd(pl *plan) {
 	case <-drained:
 	case <-p.cfg.RecordTimer(p.cfg.FleetHold):
 		p.met.heldTooLong()
-		p.log.Warn("proxy: the response's end was released before the log held the request's writes (fleet hold)", "api", pl.api, "session", pl.session, "hold", p.cfg.FleetHold)
+		p.log.Warn("proxy: the response's end was released before the log held its record (fleet hold)", "api", pl.api, "session", pl.session, "hold", p.cfg.FleetHold)
 	}
 }
 
@@ -275,11 +275,26 @@ func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Ev
 	if !errors.Is(err, store.ErrConflict) {
 		return nil, err
 	}
-	more, err := p.cfg.Backend.Append(ctx, evs[len(stored):])
-	if err != nil {
-		return nil, err
+	rest := evs[len(stored):]
+	for {
+		more, err := p.cfg.Backend.Append(ctx, rest)
+		var ee *store.EventError
+		if err == nil {
+			return append(stored, more...), nil
+		}
+		if !errors.Is(err, store.ErrIDConflict) || !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(rest) {
+			return nil, err
+		}
+		// Another proxy recorded this item first (its copy, with its own
+		// time, stands): the rest, the model request among them, still go,
+		// and the state, which holds this proxy's copy, is rebuilt.
+		q.markStale()
+		p.log.Info("proxy: an item of the record is in the log already, recorded by another proxy; its copy stands", "session", rest[ee.Index].Session, "event", rest[ee.Index].ID)
+		rest = append(rest[:ee.Index:ee.Index], rest[ee.Index+1:]...)
+		if len(rest) == 0 {
+			return stored, nil
+		}
 	}
-	return append(stored, more...), nil
 }
 
 // putEstimated stores the outputs a write appends by reference (their
