@@ -462,7 +462,11 @@ func statusOf(err error) int {
 }
 
 func (s *Server) pending(w http.ResponseWriter, r *http.Request, tenant, session string) {
-	pend, err := s.cfg.Pipeline.Scheduler.Pending(r.Context(), tenant, session)
+	// Pending may wait for the eligibility of the session's facts: no
+	// longer than any other read waits for the workers.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	pend, err := s.cfg.Pipeline.Scheduler.Pending(ctx, tenant, session)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err)
 		return

@@ -58,7 +58,7 @@ type Config struct {
 }
 
 // Sections lists the bench's sections in the order they run.
-var Sections = []string{"core", "memory", "session-memory", "log", "render", "durability", "proxy", "proxy-replay"}
+var Sections = []string{"core", "memory", "session-memory", "log", "render", "durability", "proxy", "proxy-replay", "fleet"}
 
 // Result is one run's measurements. Rates are per second of wall time;
 // latencies in milliseconds, keyed by session size in items.
@@ -129,6 +129,10 @@ type Result struct {
 	// ProxyReplay is the proxy on real request sequences, against a bare
 	// reverse proxy in the same run (goals: ratio p50 <= 1.5, p99 <= 3).
 	ProxyReplay []ReplayRow `json:"proxy_replay,omitempty"`
+	// Fleet is three --fleet proxies on a three-node cluster in this
+	// process under K agents, K doubling until the added p99 passes 10 ms
+	// or 1% fail open (the last row is then the first over).
+	Fleet []FleetRow `json:"fleet,omitempty"`
 
 	// SyncAlways compares store appends with SyncAlways off (the default)
 	// and on, single events and batches.
@@ -201,13 +205,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"durability", b.durability},
 		{"proxy", b.proxy},
 		{"proxy-replay", b.proxyReplay},
+		{"fleet", b.fleet},
 	}
 	for _, s := range steps {
 		if !b.want(s.name) {
 			continue
 		}
-		if s.name == "proxy-replay" && len(cfg.Traces) == 0 && len(cfg.Only) == 0 {
-			b.progress("proxy-replay skipped: no traces (--traces)")
+		if (s.name == "proxy-replay" || s.name == "fleet") && len(cfg.Traces) == 0 && len(cfg.Only) == 0 {
+			b.progress("%s skipped: no traces (--traces)", s.name)
 			continue
 		}
 		if err := ctx.Err(); err != nil {

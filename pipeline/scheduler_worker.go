@@ -471,6 +471,12 @@ func (w *SchedulerWorker) decideLive(ctx context.Context, part int, st *schedPar
 	}
 	w.stored(st, stored, nil, nil)
 	if s.lastSeq != last {
+		if s.lastSeq < last {
+			// Held behind the log after the wait said the facts were
+			// handled: another process consumes the partition (this one
+			// decides for a proxy of a fleet). Rebuilt at the retry.
+			st.forgetLocked(k)
+		}
 		return nil, true, nil
 	}
 	if err := w.feedMarks(ctx, k, s, last); err != nil {

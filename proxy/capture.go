@@ -516,13 +516,17 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			p.log.Warn("proxy: recording the response took longer than the record timeout; record cancelled, response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
 		}
 	}()
+	_, fleet := p.fleet()
 	wait := locked
-	if !tracked {
+	if !tracked || fleet {
 		wait = done
 	}
 	select {
 	case <-wait:
 	case <-ctx.Done():
+	}
+	if fleet {
+		p.holdEnd(pl)
 	}
 }
 

@@ -50,6 +50,10 @@ const (
 	// DefaultMaxCaptureBytes bounds how much of a non-streamed response is
 	// kept to read its usage (the client gets all of it regardless).
 	DefaultMaxCaptureBytes = 64 << 20
+	// DefaultFleetHold bounds the wait of a response's end for its
+	// record's log write in a fleet (Config.Fleet): it takes
+	// milliseconds, unless the log is unreachable.
+	DefaultFleetHold = 2 * time.Second
 )
 
 // Backend is what the proxy needs from a running prunesched: the log and
@@ -176,6 +180,20 @@ type Config struct {
 	// same); a Backend without ReadSession and Tokens (see logBackend)
 	// always decides this way.
 	LogFirst bool
+	// Fleet says other proxies share the log (a fleet behind a load
+	// balancer without session affinity; issue 29): before deciding, the
+	// proxy catches a session up with the facts the others appended; it
+	// publishes a request's new facts and its application before
+	// forwarding it, each expecting the session's last fact (a lost race
+	// decides the request again); and it holds the end of each response
+	// until the log holds the response's record, so the next request
+	// finds it whichever proxy it reaches. Every proxy of the fleet must use the same IdentityKey
+	// (JoinFleet checks). It applies when the proxy decides in memory.
+	// See fleet.go.
+	Fleet bool
+	// FleetHold bounds how long the end of a response waits for the log
+	// to hold the response's record in a fleet (DefaultFleetHold).
+	FleetHold time.Duration
 	// ExactCounts makes the proxy count every new payload's tokens
 	// exactly before deciding in memory, as Append does. By default a
 	// payload larger than 256 bytes that the token counter does not
@@ -229,6 +247,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Budget == 0 {
 		c.Budget = DefaultBudget
+	}
+	if c.FleetHold == 0 {
+		c.FleetHold = DefaultFleetHold
 	}
 	if c.SessionIdle == 0 {
 		c.SessionIdle = DefaultSessionIdle

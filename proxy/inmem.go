@@ -396,6 +396,13 @@ type logWrite struct {
 	// fate receives whether the request's decision went upstream (nil:
 	// not a request, or known already).
 	fate chan bool
+	// dropped says the write is not to run: its request lost a fleet
+	// race and is decided again (fleet.go).
+	dropped bool
+	// published says the application (or that there is none) was
+	// published before forwarding (a fleet, fleet.go): nothing is
+	// decided from the log after.
+	published bool
 }
 
 // settle says whether the plan's decision went upstream. It may be called
@@ -466,20 +473,11 @@ func (e *errDiverged) Error() string {
 // decision went upstream) have the pipeline decide it from the log, which
 // publishes the application, and check it is the one sent.
 func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
-	if len(w.estimated) > 0 {
-		lb, _ := p.cfg.Backend.(logBackend)
-		for _, h := range w.estimated {
-			data, ok := q.blob(h)
-			if !ok {
-				continue // stored by an earlier write
-			}
-			if err := putBlobString(ctx, lb, h, data); err != nil {
-				return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
-			}
-		}
+	if err := p.putEstimated(ctx, q, w); err != nil {
+		return err
 	}
 	if len(w.evs) > 0 {
-		stored, err := p.cfg.Backend.Append(ctx, w.evs)
+		stored, err := p.appendQueued(ctx, q, w.evs)
 		if err != nil {
 			return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
 		}
@@ -497,8 +495,12 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 	}
 	if !sent {
 		// The in-memory cores judged a request that did not go out as
-		// decided: the log will not hold that decision.
+		// decided: the log will not hold that decision (or, published
+		// before forwarding, holds one that was not sent).
 		q.markStale()
+		return nil
+	}
+	if w.published {
 		return nil
 	}
 	q.mu.Lock()

@@ -60,6 +60,7 @@ type Metrics struct {
 	sessions prometheus.Counter
 	diverge  prometheus.Counter
 	loads    prometheus.Counter
+	fleet    *fleetMetrics
 }
 
 // NewMetrics registers the proxy metrics on reg.
@@ -125,6 +126,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Sessions whose in-memory state the proxy built from the log: a session's first request, after an idle eviction, and after its state went stale (a failed write, a decision not sent, a divergence, facts another writer appended).",
 	})
 	reg.MustRegister(m.requests, m.failOpen, m.added, m.stages, m.replaced, m.record, m.recordTO, m.upstream, m.breakpts, m.agent, m.recovers, m.sessions, m.diverge, m.loads)
+	m.fleet = newFleetMetrics(reg)
 	return m
 }
 

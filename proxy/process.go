@@ -87,7 +87,22 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(StageLoad, err)
 	}
 	if st.mem != nil {
-		return p.processMem(ctx, pl, h, t, abandoned)
+		// In a fleet a request decided on a view another proxy extended
+		// meanwhile is decided again on the log (fleet.go).
+		for attempt := 1; ; attempt++ {
+			try := *pl
+			out, err := p.processMem(ctx, &try, h, t, abandoned, attempt < fleetAttempts)
+			if !errors.Is(err, errRace) {
+				return out, err
+			}
+			p.met.raced()
+			t = time.Now()
+			err = p.load(ctx, tenant, session, st)
+			t = p.met.stage(api, StageLoad, t)
+			if err != nil {
+				return nil, staged(StageLoad, err)
+			}
+		}
 	}
 	err = p.appendNew(ctx, pl, h)
 	t = p.met.stage(api, StageAppend, t)
@@ -118,7 +133,13 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 // run once the request is forwarded (plan.settle). Any failure makes the
 // request fail open; its facts are still written, and the in-memory state
 // is rebuilt from the log at the next request. Caller holds pl.st.mu.
-func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool) (*plan, error) {
+//
+// In a fleet (Config.Fleet) the request's facts are published, guarded,
+// before it is forwarded (publishFirst); when that finds the session
+// extended by another proxy and retry is set, nothing is written, the
+// state is marked stale and errRace returned, for the caller to decide
+// again.
+func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, retry bool) (*plan, error) {
 	st, api := pl.st, pl.api
 	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1)}
 	ok := false
@@ -131,7 +152,7 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 				st.q.markStale()
 			}
 		}
-		if len(pl.write.evs) > 0 || pl.write.decided {
+		if !pl.write.dropped && (len(pl.write.evs) > 0 || pl.write.decided) {
 			p.enqueue(st, pl.write)
 		}
 	}()
@@ -153,9 +174,21 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 	pl.write.app = pl.app
 	t = p.met.stage(api, StageDecide, t)
 	err = p.render(ctx, pl)
-	p.met.stage(api, StageRender, t)
+	t = p.met.stage(api, StageRender, t)
 	if err != nil {
 		return nil, staged(StageRender, err)
+	}
+	if fb, fleet := p.fleet(); fleet {
+		err = p.publishFirst(ctx, fb, pl)
+		p.met.stage(api, StageAppend, t)
+		if errors.Is(err, errRace) && retry {
+			pl.write.dropped = true
+			st.q.markStale()
+			return nil, errRace
+		}
+		if err != nil {
+			return nil, staged(StageAppend, err)
+		}
 	}
 	pl.rendered, ok = true, true
 	return pl, nil
@@ -284,12 +317,17 @@ func (c *conversation) firstUserItem() string {
 // Caller holds st.mu.
 func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState) error {
 	if lb, ok := p.inMemory(); ok {
-		if st.loaded && st.mem != nil && !st.q.isStale() {
+		fb, fleet := p.fleet()
+		if !fleet && st.loaded && st.mem != nil && !st.q.isStale() {
 			return nil
 		}
-		// Rebuilt from the log once the session's queued writes are in it.
+		// Rebuilt from the log once the session's queued writes are in it
+		// (in a fleet, caught up with the log once they are).
 		if _, err := st.q.drain(ctx); err != nil {
 			return fmt.Errorf("load session %s: %w", session, err)
+		}
+		if fleet && st.loaded && st.mem != nil && !st.q.isStale() {
+			return p.catchUp(ctx, fb, lb, tenant, session, st)
 		}
 		return p.loadMem(ctx, lb, tenant, session, st)
 	}

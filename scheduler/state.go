@@ -431,3 +431,8 @@ func (c *Core) placeholder(it *item, m *events.Mark) int {
 func PlaceholderEstimate(m *events.Mark, tokens int) int {
 	return placeholder.Tokens(placeholder.Spec{Part: m.Part, Rung: m.Rung, Reason: m.Reason, Tokens: tokens, Item: placeholder.Handle(0)})
 }
+
+// Seen reports whether the core has observed (or decided) the
+// application with id: a reader catching up with the log (a proxy of a
+// fleet) skips the applications it holds already.
+func (c *Core) Seen(id string) bool { return c.appsSeen[id] }

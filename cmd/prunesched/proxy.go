@@ -59,6 +59,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	openaiUp := fs.String("openai-upstream", "", "base URL for the OpenAI paths (/v1/chat/completions, /v1/responses), e.g. https://api.openai.com; default --upstream")
 	data := fs.String("data", defaultProxyDataDir(e.getenv), "data directory of the embedded NATS server and of the proxy's identity key (proxy-identity.key); empty keeps the key in memory only (default: \"proxy\" inside serve's, so both can run at once)")
 	natsURL := fs.String("nats", "", "external NATS server URL; empty runs NATS embedded")
+	fleet := fs.Bool("fleet", false, "one of several proxies on the --nats log behind a load balancer without session affinity: catch each session up with what the others appended before deciding, publish a request's facts guarded before forwarding it, refuse to start with another identity key than the fleet's, and run only the projection (the eligibility and scheduler workers run as 'prunesched worker'); see docs/operating.md")
 	apiListen := fs.String("api-listen", defaultProxyAPIListen, "prunesched API address (decisions, bundle, /metrics; serve's is 127.0.0.1:7070, so both can run at once); empty runs none")
 	common := addServerFlags(fs, "require bearer tokens on the prunesched API (one 'TOKEN TENANT' per line, see docs/security.md); needed to bind it beyond loopback", "policy file (YAML); empty = defaults (see 'prunesched policy')")
 	tenant := fs.String("tenant", "", "tenant of every session unless the request sends X-Prunesched-Tenant (default \"default\")")
@@ -96,6 +97,9 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	if *budget < 0 || *headerTimeout < 0 {
 		return usagef("--budget and --upstream-header-timeout must not be negative")
 	}
+	if *fleet && *natsURL == "" {
+		return usagef("--fleet needs --nats: the proxies of a fleet share one external log")
+	}
 	logger, pol, auth, err := common.load(e)
 	if err != nil {
 		return err
@@ -105,6 +109,9 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	cfg := service.Config{NATSURL: *natsURL, DataDir: *data, HTTPListen: *apiListen, Policy: pol, Logger: logger, Auth: auth,
 		HTTPTimeouts: limits.timeouts(), Bodies: bodies}
 	cfg = common.guarded(cfg)
+	if *fleet {
+		cfg.Workers = []string{"projection"}
+	}
 	// The agents' listener answers for its own address and the allowed
 	// hosts (the public URL is the API's).
 	guardCfg := httpguard.Config{Listen: *listen, AllowedHosts: cfg.AllowedHosts, Logger: logger.With("component", "proxy")}
@@ -130,6 +137,11 @@ port, data directory) differ from serve's, so both can run side by side.`)
 		return err
 	}
 	defer svc.Close()
+	if *fleet {
+		if err := joinFleet(ctx, svc, idKey); err != nil {
+			return err
+		}
+	}
 	// 0 on the command line means no timeout; in proxy.Config 0 is the
 	// default and a negative value disables it.
 	streamIdle := *idleTimeout
@@ -139,7 +151,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	px, err := proxy.New(proxy.Config{
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget, RecordTimeout: *recordTimeout,
 		ResponseHeaderTimeout: *headerTimeout, StreamIdleTimeout: streamIdle, Bodies: bodies, WriteTimeout: *limits.write,
-		IdentityKey: idKey, Policy: &pol,
+		IdentityKey: idKey, Policy: &pol, Fleet: *fleet,
 		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
@@ -185,6 +197,19 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	// the service stops.
 	if err := px.Close(sctx); err != nil {
 		logger.Warn("prunesched proxy: shutdown", "err", err)
+	}
+	return nil
+}
+
+// joinFleet checks the proxy's identity key against the fleet's
+// (proxy.JoinFleet), its bucket replicated as the log is.
+func joinFleet(ctx context.Context, svc *service.Service, key []byte) error {
+	replicas := 1
+	if st, err := svc.Store.JS().Stream(ctx, events.StreamName); err == nil {
+		replicas = st.CachedInfo().Config.Replicas
+	}
+	if err := proxy.JoinFleet(ctx, svc.Store.JS(), key, replicas); err != nil {
+		return fmt.Errorf("prunesched proxy --fleet: %w", err)
 	}
 	return nil
 }

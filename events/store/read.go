@@ -28,27 +28,7 @@ type SessionRef struct {
 // does not decode, or whose subject does not match its envelope, stops the
 // read with an error naming its stream sequence.
 func (s *Store) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
-	filter, err := s.sessionSubject(tenant, session, "")
-	if err != nil {
-		return nil, fmt.Errorf("read session: %w", err)
-	}
-	until, err := s.LastSeq(ctx, tenant, session, "")
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", filter, err)
-	}
-	var out []events.Event
-	if until == 0 {
-		return out, nil
-	}
-	_, err = s.replay(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, until,
-		func(e events.Event) error {
-			out = append(out, e)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", filter, err)
-	}
-	return out, nil
+	return s.ReadSessionAfter(ctx, tenant, session, 0)
 }
 
 // ReadAll replays the whole stream in log order from stream sequence fromSeq
@@ -237,19 +217,32 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 	if err != nil {
 		return nil, fmt.Errorf("marks of %s: %w", subj, err)
 	}
+	out, err := s.readAfter(ctx, subj, afterSeq, last, marksByGet)
+	if err != nil {
+		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+	}
+	return out, nil
+}
+
+// readAfter reads the events on subject filter after stream sequence
+// afterSeq through last (a sequence on filter): the first byGet with
+// single gets from the leader (one request each), the rest in one batch
+// with an ordered consumer bounded by last (a few requests to set up and
+// delete, which a clustered stream makes slower than a few gets).
+func (s *Store) readAfter(ctx context.Context, filter string, afterSeq, last uint64, byGet int) ([]events.Event, error) {
 	var out []events.Event
 	seq := afterSeq + 1
-	for len(out) < marksByGet && seq <= last {
-		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+	for len(out) < byGet && seq <= last {
+		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out, nil // cannot happen on an append-only stream
 		}
 		if err != nil {
-			return nil, fmt.Errorf("marks of %s: get after seq %d: %w", subj, afterSeq, err)
+			return nil, fmt.Errorf("get after seq %d: %w", seq-1, err)
 		}
 		e, err := decodeMsg(raw.Subject, raw.Sequence, raw.Data)
 		if err != nil {
-			return nil, fmt.Errorf("marks of %s: %w", subj, err)
+			return nil, err
 		}
 		out = append(out, e)
 		seq = raw.Sequence + 1
@@ -258,18 +251,82 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 		return out, nil
 	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
+		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
 	}
 	if _, err := s.replay(ctx, cfg, last, func(e events.Event) error {
 		out = append(out, e)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("marks of %s: %w", subj, err)
+		return nil, err
 	}
 	return out, nil
 }
 
+// FactsAndApplicationsAfter returns the session's facts and applications
+// (no marks) after stream sequence afterSeq, in log order, with Seq set:
+// what a reader that derives the marks itself (a proxy's cores) needs to
+// catch up, read with single gets while they are few (marks are most of a
+// session's events, and a get is one request where a consumer is several).
+func (s *Store) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	var out []events.Event
+	for _, kind := range []events.SubjectKind{events.KindFact, events.KindApply} {
+		subj, err := s.sessionSubject(tenant, session, kind)
+		if err != nil {
+			return nil, fmt.Errorf("read session: %w", err)
+		}
+		last, err := s.LastSeq(ctx, tenant, session, kind)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", subj, err)
+		}
+		if last <= afterSeq {
+			continue
+		}
+		evs, err := s.readAfter(ctx, subj, afterSeq, last, catchUpByGet)
+		if err != nil {
+			return nil, fmt.Errorf("read %s after seq %d: %w", subj, afterSeq, err)
+		}
+		out = append(out, evs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+// catchUpByGet is how many events ReadSessionAfter reads with single gets
+// (from a sequence past 0) before it reads the rest with one consumer.
+const catchUpByGet = 32
+
 // marksByGet is how many marks MarksSince reads with single gets before it
 // reads the rest with one consumer (a few requests to set up and delete).
 const marksByGet = 4
+
+// ReadSessionAfter returns the session's events (facts, marks and
+// applications) after stream sequence afterSeq, in log order, decoded
+// strictly, with Seq set: what a reader whose copy of the session is
+// complete through afterSeq lacks (a proxy catching up with what another
+// proxy appended). It reads up to the session's last event at the time of
+// the call; nothing after afterSeq gives an empty slice for the cost of
+// one request. ReadSession is ReadSessionAfter from 0.
+func (s *Store) ReadSessionAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	filter, err := s.sessionSubject(tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	until, err := s.LastSeq(ctx, tenant, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", filter, err)
+	}
+	if until <= afterSeq {
+		return []events.Event{}, nil
+	}
+	byGet := 0
+	if afterSeq > 0 {
+		// A reader catching up usually lacks a request's worth of events.
+		byGet = catchUpByGet
+	}
+	out, err := s.readAfter(ctx, filter, afterSeq, until, byGet)
+	if err != nil {
+		return nil, fmt.Errorf("read session %s after seq %d: %w", filter, afterSeq, err)
+	}
+	return out, nil
+}

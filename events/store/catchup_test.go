@@ -1,0 +1,58 @@
+package store
+
+import (
+	"fmt"
+	"github.com/prunesched/prunesched/internal/testutil"
+	"testing"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// TestFactsAndApplicationsAfter: a session's facts and applications (no
+// marks, no other session's events) after any sequence, in log order,
+// whether read with single gets (few) or with a consumer (the rest); and
+// ReadSessionAfter the same with the marks.
+func TestFactsAndApplicationsAfter(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t, connectEmbedded(t), suiteConfig())
+	sess, other := uniqueSession("catch"), uniqueSession("other")
+	var all, want []events.Event
+	for i := range catchUpByGet + 5 {
+		batch := []events.Event{
+			msgEvent("", sess, fmt.Sprintf("f%d", i), "text"),
+			markEvent("", sess, fmt.Sprintf("k%d", i), fmt.Sprintf("m-f%d", i), fmt.Sprintf("f%d", i)),
+			msgEvent("", other, fmt.Sprintf("o%d", i), "text"),
+		}
+		if i%3 == 0 {
+			batch = append(batch, applyEvent("", sess, fmt.Sprintf("a%d", i), fmt.Sprintf("k%d", i), fmt.Sprintf("m-f%d", i)))
+		}
+		stored, err := s.Append(ctx, batch)
+		testutil.NoError(t, err)
+		for _, e := range stored {
+			if e.Session == sess {
+				all = append(all, e)
+				if e.Type != events.TypeMark {
+					want = append(want, e)
+				}
+			}
+		}
+	}
+	after := func(evs []events.Event, seq uint64) []string {
+		var out []string
+		for _, e := range evs {
+			if e.Seq > seq {
+				out = append(out, fmt.Sprintf("%s@%d", e.ID, e.Seq))
+			}
+		}
+		return out
+	}
+	got := func(evs []events.Event) []string { return after(evs, 0) }
+	for _, e := range append([]events.Event{{}}, all...) {
+		fa, err := s.FactsAndApplicationsAfter(ctx, "", sess, e.Seq)
+		testutil.NoError(t, err)
+		testutil.Equal(t, fmt.Sprint(got(fa)), fmt.Sprint(after(want, e.Seq)))
+		rs, err := s.ReadSessionAfter(ctx, "", sess, e.Seq)
+		testutil.NoError(t, err)
+		testutil.Equal(t, fmt.Sprint(got(rs)), fmt.Sprint(after(all, e.Seq)))
+	}
+}

@@ -1,0 +1,420 @@
+package proxy
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+)
+
+// A fleet (issue 29): several proxies on one log, behind a load balancer
+// that routes without session affinity, so any request of a conversation
+// may reach any proxy. Config.Fleet turns on three rules, and they
+// coordinate through JetStream alone (the session's last fact sequence,
+// expected-sequence publishes, one KV entry), with no protocol of ours:
+//
+//  1. Catch up before deciding. The proxy asks the log for the session's
+//     last fact sequence (one request); when the log is ahead of the
+//     session's state in memory (another proxy took the previous
+//     requests), it reads the events after its state's last fact and
+//     feeds them, the applications at the positions they were decided at,
+//     as a rebuild would (catchUp).
+//  2. Publish before forwarding, guarded. The request's new facts and then
+//     its application go to the log before the request goes upstream,
+//     each with the expected last sequence of the session's fact subject
+//     (the previous fact's), so a proxy that decided on a view another
+//     proxy has since extended finds out (errRace): it rebuilds the
+//     session from the log and decides the request again; after
+//     fleetAttempts it fails open, its facts written after forwarding as
+//     usual. Nothing is published twice (the first guarded publish of a
+//     lost race stores nothing) and nothing is lost (a failed-open
+//     request's facts are still written). The proxy publishes its own
+//     application (no wait for the workers, which decide the same one at
+//     the request's model request fact; the server drops that copy by
+//     message id within its duplicate window).
+//  3. Hold the end of each response until the log holds the response's
+//     record (model request, assistant content), at most FleetHold: the
+//     client's next request, whichever proxy it reaches, then finds it.
+//
+// So for a conversation whose requests follow one another (an agent
+// waits for an answer before its next request), N proxies give the
+// decisions, forwarded bodies and log of one proxy. Two requests of one
+// session in flight at once on two proxies are ordered by the guard.
+// The session ids' key is shared the documented way (one key file copied
+// to every proxy); JoinFleet refuses a proxy whose key differs.
+
+// fleetAttempts is how many times a request whose guarded publish lost a
+// race is decided again before it fails open.
+const fleetAttempts = 3
+
+// errRace says another writer appended facts to the session after the
+// view the request was decided on: the guarded publish stored nothing.
+var errRace = errors.New("another proxy appended to the session since its state was read")
+
+// fleetBackend is what a Backend offers a proxy of a fleet
+// (ServiceBackend): the session's events after a sequence, and facts
+// appended after an expected last fact.
+type fleetBackend interface {
+	// FactsAndApplicationsAfter returns the session's facts and
+	// applications after stream sequence after, in log order (the cores
+	// derive the marks).
+	FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+	// AppendAfter appends facts of one session in order, each only if the
+	// session's last fact is still the one before it (the first: at
+	// expect; 0: no fact yet). It returns the facts stored before a
+	// failure; a failed expectation wraps store.ErrConflict.
+	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
+}
+
+func (b *serviceBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after)
+}
+
+func (b *serviceBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
+	out := make([]events.Event, 0, len(evs))
+	for _, e := range evs {
+		stored, err := b.st.AppendGuarded(ctx, e, expect)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, stored)
+		expect = stored.Seq
+	}
+	return out, nil
+}
+
+// fleet returns the backend's fleet operations when Config.Fleet is set
+// and the proxy decides in memory.
+func (p *Proxy) fleet() (fleetBackend, bool) {
+	if !p.cfg.Fleet {
+		return nil, false
+	}
+	if _, ok := p.inMemory(); !ok {
+		return nil, false
+	}
+	fb, ok := p.cfg.Backend.(fleetBackend)
+	return fb, ok
+}
+
+// catchUp brings the session's state in memory up to the log when the log
+// holds facts past it. Caller holds st.mu; the session's write queue is
+// drained and the state is loaded and not stale.
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState) error {
+	last, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
+	if err != nil {
+		return fmt.Errorf("catch up session %s: %w", session, err)
+	}
+	have := st.q.last()
+	if last == have {
+		return nil
+	}
+	if last < have {
+		// A replica behind the leader answered; a rebuild reads the
+		// session through the consumer, which waits for it.
+		return p.loadMem(ctx, lb, tenant, session, st)
+	}
+	evs, err := fb.FactsAndApplicationsAfter(ctx, tenant, session, have)
+	if err != nil {
+		return fmt.Errorf("catch up session %s: %w", session, err)
+	}
+	m := st.mem
+	sched := m.cores.Scheduler()
+	apps := map[int][]events.Event{}
+	var facts []events.Event
+	for _, e := range evs {
+		if e.IsFact() {
+			facts = append(facts, e)
+		} else if a, ok := e.Data.(*events.Application); ok && !sched.Seen(e.ID) {
+			if a.AfterIndex < m.cores.Facts() {
+				// Decided at a position the state has passed: only a
+				// rebuild feeds it where it belongs.
+				return p.loadMem(ctx, lb, tenant, session, st)
+			}
+			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
+		}
+	}
+	lastFact := have
+	for _, f := range facts {
+		n := m.cores.Facts()
+		for _, a := range apps[n] {
+			m.observeApp(a)
+		}
+		delete(apps, n)
+		m.feed(f)
+		lastFact = max(lastFact, f.Seq)
+	}
+	for _, a := range apps[m.cores.Facts()] {
+		m.observeApp(a)
+	}
+	delete(apps, m.cores.Facts())
+	if len(apps) > 0 {
+		// Positions past the facts read: the log moved meanwhile.
+		return p.loadMem(ctx, lb, tenant, session, st)
+	}
+	for _, it := range m.proj.Items() {
+		st.remember(it.ID)
+	}
+	st.logged = nil
+	st.q.reset(lastFact)
+	p.met.caughtUp()
+	return nil
+}
+
+// last is the stream sequence of the last fact the session's state holds.
+func (q *writeQueue) last() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastSeq
+}
+
+// publishFirst appends the request's new facts before it is forwarded,
+// guarded by the session's last fact as the state knows it (see the rules
+// above). Outputs appended by reference are stored first. On success the
+// queued write has no facts left to append. A lost race (the first
+// publish refused) returns errRace with nothing stored. Caller holds
+// st.mu; the session's write queue is drained.
+func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) error {
+	w, q := pl.write, &pl.st.q
+	if len(w.evs) == 0 {
+		return p.publishApp(ctx, fb, pl)
+	}
+	if err := p.putEstimated(ctx, q, w); err != nil {
+		return err
+	}
+	stored, err := fb.AppendAfter(ctx, w.evs, q.last())
+	q.mu.Lock()
+	for _, e := range stored {
+		q.lastSeq = max(q.lastSeq, e.Seq)
+	}
+	q.mu.Unlock()
+	w.evs = w.evs[len(stored):]
+	if err != nil {
+		if len(stored) == 0 && errors.Is(err, store.ErrConflict) {
+			return errRace
+		}
+		// The rest are appended after forwarding (the request fails
+		// open): a fact that made it is not stored twice (its id).
+		return fmt.Errorf("append %d facts to %s: %w", len(w.evs), pl.session, err)
+	}
+	q.mu.Lock()
+	for _, h := range w.hashes {
+		delete(q.blobs, h)
+	}
+	q.mu.Unlock()
+	w.estimated, w.hashes = nil, nil
+	return p.publishApp(ctx, fb, pl)
+}
+
+// publishApp publishes the request's application, decided in memory,
+// guarded by the session's last fact (as the scheduler's live decision
+// is), before the request is forwarded: the next request finds it in the
+// log whichever proxy it reaches, and no proxy waits for the workers to
+// decide it (they decide the same application at the request's model
+// request fact; the server drops that copy by its message id). A fact
+// appended meanwhile is a lost race (errRace; the facts already stored
+// stay, the request is decided again on them).
+func (p *Proxy) publishApp(ctx context.Context, fb fleetBackend, pl *plan) error {
+	w, q := pl.write, &pl.st.q
+	w.published = true
+	if pl.app == nil {
+		return nil
+	}
+	if _, err := fb.AppendAfter(ctx, []events.Event{*pl.app}, q.last()); err != nil {
+		w.published = false
+		if errors.Is(err, store.ErrConflict) {
+			return errRace
+		}
+		return fmt.Errorf("publish the application of %s: %w", pl.session, err)
+	}
+	return nil
+}
+
+// holdEnd holds the end of a response until the session's queued writes
+// (the response's record) are in the log, at most Config.FleetHold: a log
+// that does not answer delays each response's end by that much, not
+// more; the writes go on in the background.
+func (p *Proxy) holdEnd(pl *plan) {
+	ctx, cancel := context.WithCancel(p.bg.ctx)
+	defer cancel()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = pl.st.q.drain(ctx)
+	}()
+	select {
+	case <-drained:
+	case <-p.cfg.RecordTimer(p.cfg.FleetHold):
+		p.met.heldTooLong()
+		p.log.Warn("proxy: the response's end was released before the log held its record (fleet hold)", "api", pl.api, "session", pl.session, "hold", p.cfg.FleetHold)
+	}
+}
+
+// appendQueued appends a queued write's facts. In a fleet they are
+// published after the session's last fact the state knows, each
+// expecting the one before (no copy of the session's fact ids to bring up
+// to date from the log first, which on a cluster costs a consumer); when
+// another writer appended meanwhile, the rest go through Append, which
+// stores no fact twice.
+func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Event) ([]events.Event, error) {
+	fb, ok := p.fleet()
+	if !ok {
+		return p.cfg.Backend.Append(ctx, evs)
+	}
+	stored, err := fb.AppendAfter(ctx, evs, q.last())
+	if err == nil {
+		return stored, nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return nil, err
+	}
+	rest := evs[len(stored):]
+	for {
+		more, err := p.cfg.Backend.Append(ctx, rest)
+		var ee *store.EventError
+		if err == nil {
+			return append(stored, more...), nil
+		}
+		if !errors.Is(err, store.ErrIDConflict) || !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(rest) {
+			return nil, err
+		}
+		// Another proxy recorded this item first (its copy, with its own
+		// time, stands): the rest, the model request among them, still go,
+		// and the state, which holds this proxy's copy, is rebuilt.
+		q.markStale()
+		p.log.Info("proxy: an item of the record is in the log already, recorded by another proxy; its copy stands", "session", rest[ee.Index].Session, "event", rest[ee.Index].ID)
+		rest = append(rest[:ee.Index:ee.Index], rest[ee.Index+1:]...)
+		if len(rest) == 0 {
+			return stored, nil
+		}
+	}
+}
+
+// putEstimated stores the outputs a write appends by reference (their
+// counts estimated) that are still in the queue.
+func (p *Proxy) putEstimated(ctx context.Context, q *writeQueue, w *logWrite) error {
+	if len(w.estimated) == 0 {
+		return nil
+	}
+	lb, _ := p.cfg.Backend.(logBackend)
+	for _, h := range w.estimated {
+		data, ok := q.blob(h)
+		if !ok {
+			continue // stored by an earlier write
+		}
+		if err := putBlobString(ctx, lb, h, data); err != nil {
+			return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
+		}
+	}
+	return nil
+}
+
+// FleetBucket is the JetStream key-value bucket where the proxies of a
+// fleet check that they share one identity key (JoinFleet).
+const FleetBucket = "PRUNESCHED_FLEET"
+
+// fleetKeyEntry is FleetBucket's key holding the fleet's key fingerprint.
+const fleetKeyEntry = "identity-key"
+
+// KeyFingerprint is a short public fingerprint of an identity key: the
+// first 16 hex digits of HMAC-SHA256(key, a fixed label). It tells two
+// keys apart and reveals nothing usable about the key.
+func KeyFingerprint(key []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("prunesched proxy identity key fingerprint"))
+	return hex.EncodeToString(mac.Sum(nil))[:16]
+}
+
+// ErrFleetKey is returned (wrapped) by JoinFleet when the proxy's identity
+// key is not the one the fleet's proxies use.
+var ErrFleetKey = errors.New("the proxy's identity key differs from the one the other proxies on this log use")
+
+// JoinFleet checks that a proxy about to serve on a shared log uses the
+// fleet's identity key: the first proxy stores its key's fingerprint
+// (KeyFingerprint) in the KV bucket FleetBucket (created with replicas
+// when absent), every later one compares. A proxy with another key would
+// give a conversation other session ids than its peers do (each request
+// reaching it would start the session over), so it must not start: the
+// error wraps ErrFleetKey and says how to fix it.
+func JoinFleet(ctx context.Context, js jetstream.JetStream, key []byte, replicas int) error {
+	if len(key) == 0 {
+		return fmt.Errorf("join the fleet: %w: the key is random (no --data); give every proxy the same key file", ErrFleetKey)
+	}
+	kv, err := js.KeyValue(ctx, FleetBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: FleetBucket, Replicas: max(replicas, 1), History: 1,
+			Description: "prunesched: the proxies of a fleet share one identity key (its fingerprint)"})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, FleetBucket)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("join the fleet: bucket %s: %w", FleetBucket, err)
+	}
+	mine := KeyFingerprint(key)
+	if _, err := kv.Create(ctx, fleetKeyEntry, []byte(mine)); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("join the fleet: store the key fingerprint in %s: %w", FleetBucket, err)
+	}
+	e, err := kv.Get(ctx, fleetKeyEntry)
+	if err != nil {
+		return fmt.Errorf("join the fleet: read the key fingerprint in %s: %w", FleetBucket, err)
+	}
+	if theirs := string(e.Value()); theirs != mine {
+		return fmt.Errorf("join the fleet: %w (fingerprint %s, the fleet's %s in bucket %s): copy proxy-identity.key from a running proxy's --data directory to this one's (mode 0600) and start it again (docs/operating.md)",
+			ErrFleetKey, mine, theirs, FleetBucket)
+	}
+	return nil
+}
+
+// fleetMetrics count what a proxy of a fleet did to stay in step.
+type fleetMetrics struct {
+	catchUps prometheus.Counter
+	races    prometheus.Counter
+	held     prometheus.Counter
+}
+
+func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
+	m := &fleetMetrics{
+		catchUps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_fleet_catchups_total",
+			Help: "Requests before which the proxy read facts another proxy of the fleet had appended to the session (Config.Fleet).",
+		}),
+		races: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prunesched_proxy_fleet_races_total",
+			Help: "Requests whose guarded publish found the session extended by another proxy since their decision: decided again on the log (Config.Fleet).",
+		}),
+	}
+	m.held = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_hold_expired_total",
+		Help: "Responses whose end was released after Config.FleetHold before the log held the request's writes (workers down or slow); the next request may then reach a proxy that does not see them yet.",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held)
+	return m
+}
+
+func (m *Metrics) caughtUp() {
+	if m != nil {
+		m.fleet.catchUps.Inc()
+	}
+}
+
+func (m *Metrics) heldTooLong() {
+	if m != nil {
+		m.fleet.held.Inc()
+	}
+}
+
+func (m *Metrics) raced() {
+	if m != nil {
+		m.fleet.races.Inc()
+	}
+}
