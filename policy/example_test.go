@@ -21,7 +21,8 @@ func TestExamplePolicyLoads(t *testing.T) {
 }
 
 // TestRecoverableExampleLoads: examples/recoverable.yaml is the default
-// with the recoverable policy on at its documented defaults.
+// with the recoverable policy on at its documented defaults and the
+// break-even horizon fixed at 5 requests.
 func TestRecoverableExampleLoads(t *testing.T) {
 	p, err := Load("../examples/recoverable.yaml")
 	if err != nil {
@@ -36,6 +37,7 @@ func TestRecoverableExampleLoads(t *testing.T) {
 	var d Policy
 	d.Name = "recoverable"
 	d.Eligibility.Recoverable = &Recoverable{Enabled: true}
+	d.Scheduler.HorizonRequests = 5
 	d.SetDefaults()
 	if p.Version() != d.Version() {
 		t.Errorf("version %s, want the defaults' %s", p.Version(), d.Version())
