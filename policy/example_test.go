@@ -30,7 +30,7 @@ func TestRecoverableExampleLoads(t *testing.T) {
 	}
 	r, on := p.Eligibility.RecoverableOn()
 	want := Recoverable{Enabled: true, HorizonRequests: DefaultRecoverableHorizonRequests,
-		QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens}
+		QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens, CommonTermItems: DefaultRecoverableCommonTermItems}
 	if !on || r != want {
 		t.Errorf("recoverable %+v %v, want %+v", r, on, want)
 	}
