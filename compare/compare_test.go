@@ -172,6 +172,35 @@ func TestRecommend(t *testing.T) {
 		t.Errorf("recommended policy does not parse: %v\n%s", err, b.String())
 	}
 	t.Logf("\n%s", b.String())
+	// The opt-in recoverable policy is weighed with the others, and the
+	// recovery budget and the risk bound every pick on these sessions.
+	var recoverable *Choice
+	for i, c := range rec.Tried {
+		if c.Name == "recoverable (opt-in)" {
+			recoverable = &rec.Tried[i]
+		}
+	}
+	if recoverable == nil || recoverable.LaterUsed == 0 && recoverable.CostWithRecoveries == rec.None.CostUSD {
+		t.Fatalf("the recoverable policy was not tried: %+v", rec.Tried)
+	}
+	zero := 0.0
+	for _, lim := range []Limits{{Risk: 1000}, {Risk: 1000, RecoveryBudget: &zero}, {Risk: recoverable.LaterUsed}, {Risk: max(0, recoverable.LaterUsed-1)}} {
+		_, best := choose(rec.Tried, lim, rec.Requests)
+		if best == nil {
+			t.Fatalf("limits %+v: no pick", lim)
+		}
+		if !lim.within(*best, rec.Requests) || best.LaterUsed > lim.Risk {
+			t.Errorf("limits %+v: picked %s with later_used %d, %d recoveries", lim, best.Name, best.LaterUsed, best.Recoveries)
+		}
+		if lim.RecoveryBudget != nil && best.Recoveries > 0 {
+			t.Errorf("budget 0: picked %s with %d recoveries", best.Name, best.Recoveries)
+		}
+		for _, c := range rec.Tried {
+			if lim.within(c, rec.Requests) && c.CostWithRecoveries < best.CostWithRecoveries {
+				t.Errorf("limits %+v: %s costs %.4f with recoveries, less than the pick %s %.4f", lim, c.Name, c.CostWithRecoveries, best.Name, best.CostWithRecoveries)
+			}
+		}
+	}
 }
 
 // TestChoose: the recommendation is the cheapest with recoveries within

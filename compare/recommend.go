@@ -23,9 +23,15 @@ type Candidate struct {
 
 // Candidates are the settings --recommend tries: the shipped default and
 // one change at a time along the knobs users ask about (span references,
-// the opt-in rungs, recent-turn protection, which copy stays), plus the
-// most conservative (exact duplicates only).
-func Candidates() []Candidate {
+// the opt-in rungs, recent-turn protection, which copy stays, the opt-in
+// recoverable policy as examples/recoverable.yaml ships it: row R of
+// analyze --compare), plus the most conservative (exact duplicates only).
+// It fails only if the lab's recoverable policy file is missing.
+func Candidates() ([]Candidate, error) {
+	rec, err := lab.PolicyFile("recoverable.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("recommend candidates: %w", err)
+	}
 	return []Candidate{
 		{"default", ""},
 		{"no span references", "eligibility:\n  span_refs: false\n"},
@@ -37,7 +43,8 @@ func Candidates() []Candidate {
 		{"no recent-turn protection", "eligibility:\n  protect_recent_turns: 0\n"},
 		{"keep the newest copy", "eligibility:\n  keep_copy: last\n"},
 		{"exact duplicates only", "eligibility:\n  rungs: [L0, L1]\n  errored_inputs: false\n  span_refs: false\n"},
-	}
+		{"recoverable (opt-in)", string(rec)},
+	}, nil
 }
 
 // Choice is one candidate's outcome over the sessions, scheduled.
@@ -114,7 +121,10 @@ func Recommend(ctx context.Context, sessions []Input, blobs BlobGetter, tc event
 	if err := lim.check(); err != nil {
 		return nil, fmt.Errorf("recommend: %w", err)
 	}
-	cands := Candidates()
+	cands, err := Candidates()
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]lab.Row, 0, len(cands))
 	for _, c := range cands {
 		p, err := policy.Parse([]byte(c.YAML))

@@ -61,9 +61,7 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 	if len(c.refs) > 0 { // reference does nothing without them: spare the copy
 		c.reference(string(p.Input))
 	}
-	if c.recOn {
-		c.coldUse(string(p.Input))
-	}
+	c.coldText(string(p.Input), true)
 }
 
 // newCall classifies a call and reads its arguments. It returns the paths

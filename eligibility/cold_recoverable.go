@@ -22,6 +22,14 @@ import (
 //     inputs for quiet_requests model requests (counted from its entry
 //     when the agent never used one since).
 //
+// A term already held by recoverable.common_term_items other items of the
+// context (messages of any role, tool inputs, tool outputs, since the last
+// host compaction) when the output arrives is not watched: it is not
+// distinctive of this output (a project path, a package every file
+// imports), and its use says nothing about this output. That is also why
+// the later-use signal would not count it: it counts only the terms
+// nowhere else in the context.
+//
 // The proposal is PRUNE L4 COLD_RECOVERABLE with the age, the quiet
 // stretch and the recovery path in the evidence: recoverable, not proven
 // redundant. The recovery path is the log itself: the model asks
@@ -37,13 +45,15 @@ import (
 //
 // A proposal stands once made: a term used after it is a recovery, priced
 // as one, never a silent re-insertion. An output without a distinctive
-// term, or whose text the core cannot read (stored by content address
-// without SetContent), is never cold: there is nothing to watch, so
-// nothing shows that it went cold.
+// term it does not share with common_term_items other items, or whose
+// text the core cannot read (stored by content address without
+// SetContent), is never cold: there is nothing to watch, so nothing shows
+// that it went cold.
 //
 // Terms are kept as FNV-64a hashes, so the core holds no output text.
-// Cost: one pass over each output's and each agent text's terms; a due
-// output is checked once per quiet stretch that ends with a new use.
+// Cost: one pass over each output's and each message's or tool input's
+// terms; a due output is checked once per quiet stretch that ends with a
+// new use.
 
 // coldItem is what the rule watches of one output.
 type coldItem struct {
@@ -58,9 +68,14 @@ func termHash(t string) uint64 {
 }
 
 // coldRegister starts watching a successful output (called from observe
-// with its result) when the recoverable policy is on.
+// with its result) when the recoverable policy is on: its distinctive
+// terms held by fewer than common_term_items other items of the context.
 func (c *Core) coldRegister(n *item, p *events.ToolResult) {
-	if !c.recOn || n.errored || n.tokens < c.rec.MinTokens || n.tokens < c.el.MinPruneTokens {
+	if !c.recOn {
+		return
+	}
+	if n.tokens < c.rec.MinTokens || n.tokens < c.el.MinPruneTokens {
+		c.coldOther(p)
 		return
 	}
 	text, ok := c.outputText(p)
@@ -68,16 +83,21 @@ func (c *Core) coldRegister(n *item, p *events.ToolResult) {
 		return
 	}
 	ts := terms.Of(text)
-	if len(ts) == 0 {
-		return
-	}
-	ci := &coldItem{terms: make([]uint64, len(ts))}
-	for i, t := range ts {
+	ci := &coldItem{}
+	for _, t := range ts {
 		h := termHash(t)
-		ci.terms[i] = h
+		if int(c.termItems[h]) >= c.rec.CommonTermItems {
+			c.termItems[h]++
+			continue
+		}
+		c.termItems[h]++
+		ci.terms = append(ci.terms, h)
 		if _, ok := c.termLast[h]; !ok {
 			c.termLast[h] = -1
 		}
+	}
+	if len(ci.terms) == 0 {
+		return
 	}
 	c.cold[n] = ci
 	c.coldWakeAt(int(n.req)+c.rec.HorizonRequests, n)
@@ -87,14 +107,31 @@ func (c *Core) coldWakeAt(req int, it *item) {
 	c.coldWake[req] = append(c.coldWake[req], it)
 }
 
-// coldUse records the agent's use of the terms of text (an assistant
-// message or a tool-call input) at the current model request.
-func (c *Core) coldUse(text string) {
-	if !c.recOn || len(c.termLast) == 0 || text == "" {
+// coldOther counts the terms of a tool output the policy does not watch
+// (failed, or below the floors) among the context's.
+func (c *Core) coldOther(p *events.ToolResult) {
+	if !c.recOn {
+		return
+	}
+	if text, ok := c.outputText(p); ok {
+		c.coldText(text, false)
+	}
+}
+
+// coldText counts the terms of an item's text (a message, a tool input,
+// an output not watched) among the context's and, when use is set (the
+// agent's own message or tool-call input), records the agent's use of
+// them at the current model request.
+func (c *Core) coldText(text string, use bool) {
+	if !c.recOn || text == "" {
 		return
 	}
 	for _, t := range terms.Of(text) {
 		h := termHash(t)
+		c.termItems[h]++
+		if !use {
+			continue
+		}
 		if _, ok := c.termLast[h]; ok {
 			c.termLast[h] = int32(c.requests)
 		}

@@ -1,6 +1,7 @@
 package eligibility
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,6 +18,24 @@ func recPolicy(extra string) string {
 // loaderOut is an output with distinctive terms (ParseConfig,
 // config/loader.go, loader.go, 8788).
 const loaderOut = "func ParseConfig(path string) in config/loader.go listens on 8788"
+
+// mention has the user say text in n messages (n items holding its terms).
+func mention(s *sess, n int, text string) {
+	for i := range n {
+		s.user(fmt.Sprintf("u%d", i), text)
+	}
+}
+
+// usedAfter reads loaderOut, lets 3 model requests pass, has the agent use
+// ParseConfig and lets 2 more pass: the output is 5 requests old and 2
+// quiet when ParseConfig is watched, 5 when it is not.
+func usedAfter(s *sess) string {
+	id := s.tool("Read", read("config/loader.go"), loaderOut)
+	s.reqs(3)
+	s.assistant("m1", "ParseConfig is the culprit")
+	s.reqs(2)
+	return id
+}
 
 // TestColdRecoverable is the rule's table: cold against referenced,
 // protected and too young.
@@ -163,6 +182,35 @@ func TestColdRecoverable(t *testing.T) {
 			s.reqs(20)
 			return id
 		}, events.Keep, events.ReasonRestored},
+		{"a term in common_term_items other items is not watched", recPolicy(""), func(s *sess) string {
+			mention(s, 4, "is ParseConfig slow?")
+			return usedAfter(s) // 5 old, 5 quiet: ParseConfig is everywhere
+		}, events.Prune, events.ReasonColdRecoverable},
+		{"failed outputs count among the items", recPolicy(""), func(s *sess) string {
+			for range 4 {
+				s.fail("Bash", bash("go vet ./config"), "vet: ParseConfig: unused result")
+			}
+			return usedAfter(s)
+		}, events.Prune, events.ReasonColdRecoverable},
+		{"a term in fewer other items still is", recPolicy(""), func(s *sess) string {
+			mention(s, 3, "is ParseConfig slow?")
+			return usedAfter(s) // 5 old, 2 quiet
+		}, "", ""},
+		{"common_term_items set lower", "eligibility:\n  recoverable: {enabled: true, horizon_requests: 5, quiet_requests: 3, min_tokens: 100, common_term_items: 2}\n", func(s *sess) string {
+			mention(s, 2, "is ParseConfig slow?")
+			return usedAfter(s)
+		}, events.Prune, events.ReasonColdRecoverable},
+		{"every term common: nothing to watch, never cold", recPolicy(""), func(s *sess) string {
+			mention(s, 4, loaderOut)
+			id := s.tool("Read", read("config/loader.go"), loaderOut)
+			s.reqs(20)
+			return id
+		}, "", ""},
+		{"a host compaction forgets the items that left", recPolicy(""), func(s *sess) string {
+			mention(s, 4, "is ParseConfig slow?")
+			s.feed(&events.HostCompaction{Host: "claude-code"})
+			return usedAfter(s)
+		}, "", ""},
 		{"after host compaction: gone", recPolicy(""), func(s *sess) string {
 			id := s.tool("Read", read("config/loader.go"), loaderOut)
 			s.feed(&events.HostCompaction{Host: "claude-code"})

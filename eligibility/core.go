@@ -282,12 +282,15 @@ type Core struct {
 	// The recoverable policy (cold_recoverable.go): rec is its effective
 	// configuration when recOn; cold the outputs watched, termLast the
 	// model request of the agent's latest use of each watched term (-1:
-	// none yet), coldWake the outputs to check per model request count.
-	rec      policy.Recoverable
-	recOn    bool
-	cold     map[*item]*coldItem
-	termLast map[uint64]int32
-	coldWake map[int][]*item
+	// none yet), coldWake the outputs to check per model request count,
+	// termItems the items of the context (since the last host compaction)
+	// holding each term.
+	rec       policy.Recoverable
+	recOn     bool
+	cold      map[*item]*coldItem
+	termLast  map[uint64]int32
+	coldWake  map[int][]*item
+	termItems map[uint64]int32
 
 	// canon caches canonicalJSON by the raw argument bytes (the parsed
 	// value is never modified, so calls with the same bytes share it).
@@ -391,7 +394,7 @@ func New(p policy.Policy, tenant, session string) *Core {
 	c.byID.seed = maphash.MakeSeed()
 	c.cls = newClassifier(c.el)
 	if c.rec, c.recOn = c.el.RecoverableOn(); c.recOn {
-		c.cold, c.termLast, c.coldWake = map[*item]*coldItem{}, map[uint64]int32{}, map[int][]*item{}
+		c.cold, c.termLast, c.coldWake, c.termItems = map[*item]*coldItem{}, map[uint64]int32{}, map[int][]*item{}, map[uint64]int32{}
 	}
 	c.slotOn = [nSlots]bool{
 		sL0: c.el.RungEnabled("L0"), sL1: c.el.RungEnabled("L1"), sL2: c.el.RungEnabled("L2"),

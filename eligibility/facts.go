@@ -23,9 +23,7 @@ func (c *Core) onMessage(ev events.Event, p *events.Message) {
 		it.msgProt = pSystemPrompt
 	}
 	c.reference(p.Text)
-	if p.Role == events.RoleAssistant {
-		c.coldUse(p.Text)
-	}
+	c.coldText(p.Text, p.Role == events.RoleAssistant)
 }
 
 func (c *Core) onModelRequest() {
@@ -60,6 +58,9 @@ func (c *Core) onCompaction() {
 		it.gone = true
 	}
 	c.liveFrom = len(c.items)
+	if c.recOn {
+		clear(c.termItems) // the terms left with the items
+	}
 	c.resetIndexes()
 	for _, st := range c.open {
 		st.items = nil

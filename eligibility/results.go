@@ -58,6 +58,7 @@ func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {
 	out.passing = !p.IsError && (p.ExitCode == nil || *p.ExitCode == 0)
 	if p.IsError {
 		c.onFailure(cl, p)
+		c.coldOther(p)
 		return
 	}
 	c.onSuccess(cl)

@@ -64,7 +64,7 @@ var ReasonTable = []ReasonInfo{
 	{ReasonErroredInput, Prune, "errored input (no rung; \"errored\" in summaries): the large input of a failed call, past the error horizon; the residue (tool, error type and message, argument skeleton) stays"},
 	{ReasonCompletedResidue, Prune, "L3: work whose closure an outside check verified and whose consequence is recorded elsewhere in context"},
 	{ReasonPredicted, Prune, "L4: predicted irrelevant by a heuristic (off by default)"},
-	{ReasonColdRecoverable, Prune, "L4, the opt-in recoverable policy (eligibility.recoverable, off by default): a successful tool output older than horizon_requests model requests none of whose distinctive terms the agent has used for quiet_requests model requests, with every protection clear; recoverable, not proven redundant: the model fetches it back with context_recover"},
+	{ReasonColdRecoverable, Prune, "L4, the opt-in recoverable policy (eligibility.recoverable, off by default): a successful tool output older than horizon_requests model requests none of whose distinctive terms (those in fewer than common_term_items other items of the context) the agent has used for quiet_requests model requests, with every protection clear; recoverable, not proven redundant: the model fetches it back with context_recover"},
 	{ReasonManualPrune, Prune, "a person asked for this item to be pruned"},
 	{ReasonAgentRequest, Prune, "the agent asked for this item to be removed (context_prune) and no protection stood in the way: not proven redundant; the model recovers it with context_recover"},
 	{ReasonSurvivingCopy, Keep, "the copy that stays when its duplicates are pruned"},

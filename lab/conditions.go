@@ -79,11 +79,22 @@ func prod(rungs []string, errored, spans bool) *policy.Policy {
 //go:embed policies
 var policyFiles embed.FS
 
+// PolicyFile returns the policy file lab/policies/file as the lab runs
+// it (e.g. "recoverable.yaml", row R's: the policy of
+// examples/recoverable.yaml).
+func PolicyFile(file string) ([]byte, error) {
+	b, err := policyFiles.ReadFile("policies/" + file)
+	if err != nil {
+		return nil, fmt.Errorf("lab policy file %s: %w", file, err)
+	}
+	return b, nil
+}
+
 // policyFileRow is a row whose marks are the production cores' under the
 // policy file lab/policies/file (defaults filled in as for any policy
 // file), with scheduled timing and kind opt-in.
 func policyFileRow(name, file, desc string) (condition, error) {
-	b, err := policyFiles.ReadFile("policies/" + file)
+	b, err := PolicyFile(file)
 	if err != nil {
 		return condition{}, fmt.Errorf("lab row %s: %w", name, err)
 	}

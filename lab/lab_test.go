@@ -10,6 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/lab/fixtures"
+	"github.com/prunesched/prunesched/policy"
 )
 
 // small is a fixture-sized run shared by the tests: 2 sessions of about a
@@ -168,4 +169,21 @@ func mustConditions(t *testing.T) []condition {
 		t.Fatal(err)
 	}
 	return conds
+}
+
+// TestRecoverableRowIsTheExample: row R runs the policy of
+// examples/recoverable.yaml (the file the README and docs/cli.md point
+// users to), so the numbers they quote for R are that file's.
+func TestRecoverableRowIsTheExample(t *testing.T) {
+	ex, err := policy.Load("../examples/recoverable.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := policyFileRow("R", "recoverable.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.pol.Version() != ex.Version() {
+		t.Errorf("lab/policies/recoverable.yaml is version %s, examples/recoverable.yaml %s", c.pol.Version(), ex.Version())
+	}
 }

@@ -107,17 +107,26 @@ type Recoverable struct {
 	// recovery, should it be needed, costs more than the removal saves.
 	// Default DefaultRecoverableMinTokens.
 	MinTokens int `yaml:"min_tokens,omitempty" json:"min_tokens,omitempty"`
+	// CommonTermItems: a distinctive term already in this many other items
+	// of the context (messages, tool inputs and outputs since the last host
+	// compaction) when an output arrives is too common to show a use of
+	// that output, so the output's quiet stretch does not watch it.
+	// Default DefaultRecoverableCommonTermItems.
+	CommonTermItems int `yaml:"common_term_items,omitempty" json:"common_term_items,omitempty"`
 }
 
 // Defaults of the recoverable policy's fields, tuned on the 8 shared
 // Claude Code traces with analyze --compare (docs/cli.md): the lowest cost
 // with recoveries of a grid over horizon 5-40, quiet 3-20 and min_tokens
-// 300-3000. The horizon equals the quiet stretch, which is counted from
+// 300-3000; then common_term_items (3-7, with quiet 8-10 and min_tokens
+// 450-600) the best on the worse of two halves of the traces split by
+// file name. The horizon equals the quiet stretch, which is counted from
 // the output's entry when the agent never used its terms.
 const (
 	DefaultRecoverableHorizonRequests = 10
 	DefaultRecoverableQuietRequests   = 10
 	DefaultRecoverableMinTokens       = 600
+	DefaultRecoverableCommonTermItems = 4
 )
 
 // RecoverableOn returns the effective recoverable policy and whether it
@@ -141,6 +150,9 @@ func (r *Recoverable) setDefaults() {
 	if r.MinTokens == 0 {
 		r.MinTokens = DefaultRecoverableMinTokens
 	}
+	if r.CommonTermItems == 0 {
+		r.CommonTermItems = DefaultRecoverableCommonTermItems
+	}
 }
 
 func (r *Recoverable) validate() error {
@@ -152,6 +164,9 @@ func (r *Recoverable) validate() error {
 	}
 	if r.MinTokens < 0 {
 		return fmt.Errorf("min_tokens: must be >= 0")
+	}
+	if r.CommonTermItems < 0 {
+		return fmt.Errorf("common_term_items: must be >= 0")
 	}
 	return nil
 }

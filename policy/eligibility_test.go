@@ -87,13 +87,13 @@ func TestEligibilityParse(t *testing.T) {
 		{"recoverable defaults", "eligibility:\n  recoverable: {enabled: true}\n", func(t *testing.T, e Eligibility) {
 			r, on := e.RecoverableOn()
 			want := Recoverable{Enabled: true, HorizonRequests: DefaultRecoverableHorizonRequests,
-				QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens}
+				QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens, CommonTermItems: DefaultRecoverableCommonTermItems}
 			if !on || r != want || *e.Recoverable != want {
 				t.Errorf("got %+v %v (field %+v)", r, on, e.Recoverable)
 			}
 		}},
-		{"recoverable set", "eligibility:\n  recoverable:\n    enabled: true\n    horizon_requests: 7\n    quiet_requests: 3\n    min_tokens: 100\n", func(t *testing.T, e Eligibility) {
-			if r, on := e.RecoverableOn(); !on || r != (Recoverable{Enabled: true, HorizonRequests: 7, QuietRequests: 3, MinTokens: 100}) {
+		{"recoverable set", "eligibility:\n  recoverable:\n    enabled: true\n    horizon_requests: 7\n    quiet_requests: 3\n    min_tokens: 100\n    common_term_items: 2\n", func(t *testing.T, e Eligibility) {
+			if r, on := e.RecoverableOn(); !on || r != (Recoverable{Enabled: true, HorizonRequests: 7, QuietRequests: 3, MinTokens: 100, CommonTermItems: 2}) {
 				t.Errorf("got %+v %v", r, on)
 			}
 		}},
@@ -137,6 +137,7 @@ func TestEligibilityParseErrors(t *testing.T) {
 		{"negative recoverable horizon", "eligibility:\n  recoverable: {enabled: true, horizon_requests: -1}\n", "eligibility.recoverable.horizon_requests"},
 		{"negative recoverable quiet", "eligibility:\n  recoverable: {enabled: true, quiet_requests: -3}\n", "eligibility.recoverable.quiet_requests"},
 		{"negative recoverable floor", "eligibility:\n  recoverable: {min_tokens: -5}\n", "eligibility.recoverable.min_tokens"},
+		{"negative recoverable common terms", "eligibility:\n  recoverable: {enabled: true, common_term_items: -1}\n", "eligibility.recoverable.common_term_items"},
 		{"unknown recoverable key", "eligibility:\n  recoverable: {enabled: true, horizon: 3}\n", "horizon"},
 		{"bad file pattern", "eligibility:\n  protected_files: ['[']\n", "eligibility.protected_files[0]"},
 		{"bad rule pattern", "eligibility:\n  project_rule_files: ['[']\n", "eligibility.project_rule_files[0]"},
@@ -163,8 +164,8 @@ func TestEligibilityVersionChanges(t *testing.T) {
 	}
 	off, _ := Parse([]byte("eligibility:\n  recoverable: {enabled: false}\n"))
 	on, _ := Parse([]byte("eligibility:\n  recoverable: {enabled: true}\n"))
-	onExplicit, _ := Parse(fmt.Appendf(nil, "eligibility:\n  recoverable: {enabled: true, horizon_requests: %d, quiet_requests: %d, min_tokens: %d}\n",
-		DefaultRecoverableHorizonRequests, DefaultRecoverableQuietRequests, DefaultRecoverableMinTokens))
+	onExplicit, _ := Parse(fmt.Appendf(nil, "eligibility:\n  recoverable: {enabled: true, horizon_requests: %d, quiet_requests: %d, min_tokens: %d, common_term_items: %d}\n",
+		DefaultRecoverableHorizonRequests, DefaultRecoverableQuietRequests, DefaultRecoverableMinTokens, DefaultRecoverableCommonTermItems))
 	if off.Version() != c.Version() || on.Version() == c.Version() || on.Version() != onExplicit.Version() {
 		t.Fatalf("recoverable versions: off %s default %s on %s explicit %s", off.Version(), c.Version(), on.Version(), onExplicit.Version())
 	}

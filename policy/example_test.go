@@ -21,7 +21,8 @@ func TestExamplePolicyLoads(t *testing.T) {
 }
 
 // TestRecoverableExampleLoads: examples/recoverable.yaml is the default
-// with the recoverable policy on at its documented defaults.
+// with the recoverable policy on at its documented defaults and the
+// break-even horizon fixed at 5 requests.
 func TestRecoverableExampleLoads(t *testing.T) {
 	p, err := Load("../examples/recoverable.yaml")
 	if err != nil {
@@ -29,13 +30,14 @@ func TestRecoverableExampleLoads(t *testing.T) {
 	}
 	r, on := p.Eligibility.RecoverableOn()
 	want := Recoverable{Enabled: true, HorizonRequests: DefaultRecoverableHorizonRequests,
-		QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens}
+		QuietRequests: DefaultRecoverableQuietRequests, MinTokens: DefaultRecoverableMinTokens, CommonTermItems: DefaultRecoverableCommonTermItems}
 	if !on || r != want {
 		t.Errorf("recoverable %+v %v, want %+v", r, on, want)
 	}
 	var d Policy
 	d.Name = "recoverable"
 	d.Eligibility.Recoverable = &Recoverable{Enabled: true}
+	d.Scheduler.HorizonRequests = 5
 	d.SetDefaults()
 	if p.Version() != d.Version() {
 		t.Errorf("version %s, want the defaults' %s", p.Version(), d.Version())
