@@ -2,10 +2,10 @@ package store
 
 import (
 	"fmt"
-	"github.com/prunesched/prunesched/internal/testutil"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestFactsAndApplicationsAfter: a session's facts and applications (no
