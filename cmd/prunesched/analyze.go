@@ -85,7 +85,7 @@ later-used count is at most --risk (and recoveries per 100 requests at most
 		return err
 	}
 	showProgress := !*quiet && (*progressFlag || isTerminal(e.stderr))
-	files, err := inputFiles(e, fs.Args(), *discover, showProgress)
+	files, err := inputFiles(e, fs.Args(), *discover)
 	if err != nil {
 		return err
 	}
@@ -170,12 +170,14 @@ func writeCompare(e *env, res *analyze.CompareResult, asJSON bool, svg string) e
 
 // inputFiles expands the command line's files and directories (and, with
 // discover, the agents' transcript directories) into trace files.
-func inputFiles(e *env, args []string, discover, verbose bool) ([]string, error) {
+func inputFiles(e *env, args []string, discover bool) ([]string, error) {
 	files, skipped, err := importers.Expand(args)
 	if err != nil {
 		return nil, err
 	}
-	if verbose && len(skipped) > 0 {
+	// Skipped files are said whatever the progress setting: a directory
+	// that yields fewer sessions than expected should say why.
+	if len(skipped) > 0 {
 		fmt.Fprintf(e.stderr, "skipped %d file(s) in the directories whose format is not detected (first: %s)\n", len(skipped), skipped[0])
 	}
 	if discover {
@@ -206,6 +208,9 @@ func batchResult(e *env, total int, failed []analyze.FileError) error {
 	fmt.Fprintf(e.stderr, "\n%d of %d file(s) failed:\n", len(failed), total)
 	for _, f := range failed {
 		fmt.Fprintf(e.stderr, "  %s\n", f.Error)
+	}
+	if len(failed) >= total {
+		return fmt.Errorf("all %d file(s) failed: nothing analysed", total)
 	}
 	return fmt.Errorf("%d of %d file(s) failed (the others were analysed; --strict stops at the first)", len(failed), total)
 }

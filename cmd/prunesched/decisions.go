@@ -58,9 +58,9 @@ mark that changes nothing in the bundle).`)
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "ITEM\tDECISION\tCONTROL\tRUNG\tREASON\tAPPLIED\tTOKENS\tPROTECTION")
+	fmt.Fprintln(tw, "ITEM\tTOOL\tDECISION\tCONTROL\tRUNG\tREASON\tAPPLIED\tTOKENS "+strings.ToUpper(projections.UnitContextNow)+"\tPROTECTION\tSOURCE")
 	for _, d := range res.Decisions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Item, d.Decision, orDash(d.Control), orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Item, orDash(d.Tool), d.Decision, orDash(d.Control), orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)), orDash(d.Source))
 	}
 	return tw.Flush()
 }
@@ -95,14 +95,18 @@ func writeDecisionsVerbose(w io.Writer, ds []projections.Decision, pending map[s
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		head := []string{d.Item, string(d.Decision)}
+		head := []string{d.Item}
+		if d.Tool != "" {
+			head = append(head, d.Tool+" "+d.Source)
+		}
+		head = append(head, string(d.Decision))
 		if d.Control != "" {
 			head = append(head, "by "+d.Control)
 		}
 		if d.Rung != "" {
 			head = append(head, string(d.Rung))
 		}
-		head = append(head, string(d.Reason), fmt.Sprintf("%d tok", d.TokensEstimated), "applied: "+appliedCell(d, pending))
+		head = append(head, string(d.Reason), fmt.Sprintf("%d tokens %s", d.TokensEstimated, projections.UnitContextNow), "applied: "+appliedCell(d, pending))
 		wrapLine(w, "", strings.Join(head, "  "))
 		for _, ev := range d.Evidence {
 			parts := []string{ev.Kind}

@@ -188,10 +188,25 @@ model has no price are counted in tokens only.`)
 		fmt.Fprintln(e.stdout, "no sessions")
 		return nil
 	}
-	fmt.Fprintln(e.stdout, fleet.Headline())
+	var prunes, applied, requests int
+	for _, s := range ss {
+		prunes, applied, requests = prunes+s.info.Prunes, applied+s.info.Applied, requests+s.requests()
+	}
+	if note := projections.NotYetSaved(prunes, applied, requests); note != "" && requests == 0 {
+		// No request priced at all: a headline of $0.00 would read as
+		// "pruning did nothing".
+		fmt.Fprintf(e.stdout, "Nothing saved yet: %s.\n", note)
+	} else {
+		fmt.Fprintln(e.stdout, fleet.Headline())
+	}
+	for _, s := range ss {
+		if note := s.notYetSaved(); note != "" && len(ss) > 1 {
+			fmt.Fprintf(e.stdout, "session %s: %s.\n", s.info.Session, note)
+		}
+	}
 	fmt.Fprintln(e.stdout)
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	fmt.Fprintln(tw, "SESSION\tAGENT\t"+savingsColumns)
 	for _, s := range ss {
 		writeSavingsRow(tw, s.info.Session, s.info.Agent, s.savings)
 	}
@@ -200,12 +215,38 @@ model has no price are counted in tokens only.`)
 	}
 	fmt.Fprintln(e.stdout)
 	tw = newTable(e.stdout)
-	fmt.Fprintln(tw, "DAY (UTC)\tSESSIONS\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	fmt.Fprintln(tw, "DAY (UTC)\tSESSIONS\t"+savingsColumns)
 	for _, d := range days {
 		writeSavingsRow(tw, d, fmt.Sprint(per[d].Sessions), per[d])
 	}
 	writeSavingsRow(tw, "total", fmt.Sprint(fleet.Sessions), fleet)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\n"+savingsUnits)
+	return nil
+}
+
+// savingsColumns are the savings columns of stats' tables, and
+// savingsUnits the line under them that names their units.
+const savingsColumns = "SAVED (USD)\tTOKENS SAVED\tIMMEDIATE SAVED (USD / TOKENS)\tVS IMMEDIATE (USD)"
+
+var savingsUnits = "Saved against no pruning: USD is " + projections.UnitPromptCost + ", TOKENS are " + projections.UnitTokensSent +
+	"; immediate applies every prune at once; VS IMMEDIATE is what the scheduler saved against that."
+
+// requests is the number of model requests the session's economics
+// priced (the scheduled ledger's).
+func (s sessionSavings) requests() int {
+	if l := s.ledgers[scheduler.StrategyScheduled]; l != nil {
+		return len(l.Requests)
+	}
+	return 0
+}
+
+// notYetSaved says why a session with prunes shows no saving, "" when it
+// can show one (projections.NotYetSaved).
+func (s sessionSavings) notYetSaved() string {
+	return projections.NotYetSaved(s.info.Prunes, s.info.Applied, s.requests())
 }
 
 // writeSavingsRow writes name, a second column and the savings columns.
@@ -217,7 +258,7 @@ func writeSavingsRow(w io.Writer, name, second string, s analyze.Savings) {
 		imm = analyze.USD(j.ImmediateSavedUSD)
 		vs = analyze.USD(j.VsImmediateUSD)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s (%.1f%%)\t%s / %s tok\t%s\n", name, orDash(second), saved,
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s (%.1f%%)\t%s / %s\t%s\n", name, orDash(second), saved,
 		analyze.Thousands(j.SavedTokens), j.SavedTokensPct, imm, analyze.Thousands(j.ImmediateSavedTokens), vs)
 }
 
@@ -274,7 +315,8 @@ List the tenant's sessions, oldest first: agent, title, start, items, prunes
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tTITLE\tSTARTED (UTC)\tITEMS\tPRUNES\tSAVED")
+	fmt.Fprintln(tw, "SESSION\tAGENT\tTITLE\tSTARTED (UTC)\tITEMS\tPRUNES APPLIED/DECIDED\tSAVED (USD)")
+	var notes []string
 	for _, s := range ss {
 		in := s.info
 		started := "-"
@@ -285,9 +327,20 @@ List the tenant's sessions, oldest first: agent, title, start, items, prunes
 		if s.savings.Unpriced == 0 {
 			saved = analyze.USD(s.savings.SavedUSD(scheduler.StrategyScheduled))
 		}
+		if note := s.notYetSaved(); note != "" {
+			saved = "not yet (see below)"
+			notes = append(notes, fmt.Sprintf("session %s: %s.", in.Session, note))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", in.Session, orDash(in.Agent), orDash(abbreviate(in.Title, 40)), started, in.Items, in.Applied, in.Prunes, saved)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\nSAVED (USD) is "+projections.UnitPromptCost+" the scheduler saved against no pruning ('prunesched stats' has tokens and days).")
+	for _, n := range notes {
+		fmt.Fprintln(e.stdout, n)
+	}
+	return nil
 }
 
 // abbreviate cuts s to n runes with an ellipsis.
