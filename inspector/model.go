@@ -92,7 +92,7 @@ type summary struct {
 	// (projections.NotYetSaved), "" otherwise.
 	NotYetSaved string
 	Stats       projections.Stats
-	Ledgers            map[string]scheduler.Ledger
+	Ledgers     map[string]scheduler.Ledger
 }
 
 // AbstentionRate is Abstained / Decided (0 with no marks).

@@ -82,7 +82,7 @@ type Session struct {
 	// firstUser is the first line of the first user message (TitleLine):
 	// the title of a session whose start names none.
 	firstUser string
-	started              time.Time
+	started   time.Time
 
 	dangling   int // application entries naming an unknown mark id
 	unresolved int // applied marks or restores naming an unknown item
