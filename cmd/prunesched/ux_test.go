@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 )
 
@@ -213,5 +215,33 @@ func TestSessionsTitle(t *testing.T) {
 	_, out, _ := runT(t, "sessions", "--data", keep)
 	if !strings.Contains(out, "config.Load leaves Timeout at 0 when th…") {
 		t.Errorf("sessions does not show the first user message as the title:\n%s", out)
+	}
+}
+
+// TestHelpMatchesTheLab: help describes the lab by what it prints (its
+// rows, R and the peers among them), not as "six-condition".
+func TestHelpMatchesTheLab(t *testing.T) {
+	_, help, _ := runT(t, "help")
+	_, lab, _ := runT(t, "lab", "--help")
+	for _, out := range []string{help, lab} {
+		if strings.Contains(out, "six") {
+			t.Errorf("help still counts six conditions:\n%s", out)
+		}
+	}
+	for _, want := range []string{"D+L3", "R (the opt-in recoverable policy)", "DCP", "ROWS", `"holds" or "does not hold"`} {
+		if !strings.Contains(lab, want) {
+			t.Errorf("lab --help does not mention %q", want)
+		}
+	}
+}
+
+// TestSpanLine: a span reference's evidence reads as line ranges.
+func TestSpanLine(t *testing.T) {
+	got, ok := spanLine(events.Evidence{Kind: placeholder.SpanEvidenceKind, Item: "t3", Hash: "sha256:ab", Value: "10-57=3-50@130"})
+	if want := "span: lines 10-57 are lines 3-50 of item t3 (renumbered from 130)"; !ok || got != want {
+		t.Errorf("spanLine = %q, %v; want %q", got, ok, want)
+	}
+	if _, ok := spanLine(events.Evidence{Kind: "content_hash", Value: "10-57=3-50"}); ok {
+		t.Error("spanLine read a content hash as a span")
 	}
 }
