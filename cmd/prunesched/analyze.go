@@ -19,9 +19,11 @@ func runAnalyze(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "analyze", "[flags] FILE|DIR... | --discover", `
 One shot, offline: start a temporary embedded log, import the files, run the
 whole pipeline (eligibility, scheduler, projections: the same workers serve
-runs) and report: first what pruning saved (dollars and tokens, scheduled
-and immediate, against no pruning), then per session: items, tool calls,
-tokens raw / rendered / removed / placeholder, and decisions by kind and rung.
+runs) and report: first what pruning saved (prompt cost (USD) and tokens
+sent (summed over requests), scheduled and immediate, against no pruning),
+then per session: items, tool calls, tokens in context now (raw, rendered,
+removed, placeholders, net), decisions by kind and rung, and the prunes
+with each item's tool and source. docs/glossary.md defines the units.
 
 A directory is read recursively: files ending in .jsonl, .json, .traj or .md
 whose format is detected. --discover reads the transcripts Claude Code

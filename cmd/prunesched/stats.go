@@ -134,12 +134,15 @@ func byDay(ss []sessionSavings) (days []string, per map[string]analyze.Savings) 
 
 func runStats(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "stats", "[flags] [SESSION]", `
-Show what pruning saved: prompt dollars and tokens sent, per session and for
+Show what pruning saved: prompt cost (USD) and tokens sent (summed over
+requests; docs/glossary.md), per session and for
 the whole tenant by day (the UTC day of each request), for the scheduler and
 for immediate application, both against no pruning, and the scheduler
 against immediate application. The numbers are the economics ledgers of
 GET /v1/sessions/{s}/economics (the replay analyze reports). Sessions whose
-model has no price are counted in tokens only.`)
+model has no price are counted in tokens only. A session with prunes but
+no priced request after them (the request failed open, or none followed)
+is said to have saved nothing yet, and why.`)
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
@@ -264,8 +267,9 @@ func writeSavingsRow(w io.Writer, name, second string, s analyze.Savings) {
 
 func runSessions(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "sessions", "[flags]", `
-List the tenant's sessions, oldest first: agent, title, start, items, prunes
-(applied/marked) and the dollars the scheduler saved against no pruning.
+List the tenant's sessions, oldest first: agent, title (else the first line
+of the first user message), start, items, prunes (applied/decided) and the
+prompt cost (USD) the scheduler saved against no pruning.
 --ids prints the session ids alone, one per line.`)
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
