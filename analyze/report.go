@@ -74,6 +74,14 @@ func WriteReport(w io.Writer, rep *Report, all bool) {
 			}
 			fmt.Fprintln(w)
 		}
+		// APPLIED names the request by its number in the session, not
+		// by the provider's id.
+		reqNo := map[string]int{}
+		for _, a := range s.Applications {
+			if a.Request >= 0 && a.RequestID != "" {
+				reqNo[a.RequestID] = a.Request + 1
+			}
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		n := 0
 		for _, d := range s.Decisions {
@@ -86,6 +94,8 @@ func WriteReport(w io.Writer, rep *Report, all bool) {
 			n++
 			applied := "-"
 			switch {
+			case d.Applied && reqNo[d.AppliedAt] > 0:
+				applied = fmt.Sprintf("at request %d of %d", reqNo[d.AppliedAt], s.Requests)
 			case d.Applied:
 				applied = "at " + d.AppliedAt
 			case d.Pending:

@@ -245,3 +245,25 @@ func TestSpanLine(t *testing.T) {
 		t.Error("spanLine read a content hash as a span")
 	}
 }
+
+// TestItemsNamedForPeople: the tables that list items name each one's tool
+// and source beside its id (analyze, decisions, pending), and analyze names
+// the applying request by its number in the session.
+func TestItemsNamedForPeople(t *testing.T) {
+	keep := filepath.Join(t.TempDir(), "log")
+	_, report, _ := runT(t, "analyze", "--keep", keep, sample)
+	if !regexp.MustCompile(`(?m)^  t1 +Read +PRUNE .* at request 6 of 8 .* config/config\.go$`).MatchString(report) {
+		t.Errorf("analyze's prunes do not name tool, source and request number:\n%s", report)
+	}
+	_, dec, _ := runT(t, "decisions", "sample", "--data", keep)
+	if !strings.HasPrefix(dec, "ITEM  TOOL  DECISION") || !regexp.MustCompile(`(?m)^t3 +Read +PRUNE .* config/config\.go$`).MatchString(dec) {
+		t.Errorf("decisions:\n%s", dec)
+	}
+	if code, _, errOut := runT(t, "prune", "sample", "t2", "--data", keep); code != 0 {
+		t.Fatal(errOut)
+	}
+	_, pend, _ := runT(t, "pending", "sample", "--data", keep)
+	if !regexp.MustCompile(`(?m)^t2 +Bash +"go test \./config/" +PRUNE `).MatchString(pend) {
+		t.Errorf("pending does not name t2's tool and command:\n%s", pend)
+	}
+}
