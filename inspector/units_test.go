@@ -2,6 +2,8 @@ package inspector
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,5 +77,33 @@ func TestNotYetSavedShown(t *testing.T) {
 	}
 	if s := summarize("s2", View{}, nil, nil); s.NotYetSaved != "" {
 		t.Errorf("a session without prunes: %q", s.NotYetSaved)
+	}
+}
+
+// TestPagesUseUnitWords: the rendered pages (the goldens TestGoldenPages
+// holds them to) label their figures with the glossary's unit words and
+// none of the phrasings they replaced.
+func TestPagesUseUnitWords(t *testing.T) {
+	want := map[string][]string{
+		"session.html":  {projections.UnitContextNow, projections.UnitTokensSent, projections.UnitPromptCost},
+		"sessions.html": {projections.UnitContextNow, projections.UnitTokensSent, projections.UnitPromptCost},
+		"fleet.html":    {projections.UnitTokensSent, projections.UnitPromptCost},
+		"item.html":     {projections.UnitContextNow},
+	}
+	for page, units := range want {
+		b, err := os.ReadFile(filepath.Join("testdata", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range units {
+			if !bytes.Contains(b, []byte(u)) {
+				t.Errorf("%s does not name %q", page, u)
+			}
+		}
+		for _, old := range []string{"cache cost", "prompt tokens sent", "rendered now", "$ saved"} {
+			if bytes.Contains(b, []byte(old)) {
+				t.Errorf("%s still says %q", page, old)
+			}
+		}
 	}
 }
