@@ -52,7 +52,7 @@ func WriteReport(w io.Writer, rep *Report, all bool) {
 			one := NewSavings()
 			one.AddEconomics(e)
 			if note := projections.NotYetSaved(s.DecisionCounts[events.Prune], s.Applied, s.Requests); note != "" {
-				fmt.Fprintf(w, "  saved: %s\n", note)
+				fmt.Fprintf(w, "  saved: nothing yet; %s\n", note)
 			} else if e.Unpriced {
 				fmt.Fprintf(w, "  saved, %s: %s (%.1f%%); %s: unpriced model %s\n", projections.UnitTokensSent, thousands(one.SavedTokens("scheduled")), one.PctTokens("scheduled"), projections.UnitPromptCost, e.Model)
 			} else {

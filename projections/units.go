@@ -32,9 +32,9 @@ func NotYetSaved(prunes, applied, requests int) string {
 	case prunes == 0:
 		return ""
 	case requests == 0:
-		return fmt.Sprintf("%d prune%s decided, not yet applied to any priced request (no model request recorded with the session yet): nothing saved yet", prunes, plural(prunes))
+		return fmt.Sprintf("%d prune%s decided, not yet applied to any priced request (no model request recorded with the session yet)", prunes, plural(prunes))
 	case applied == 0:
-		return fmt.Sprintf("%d prune%s decided, not yet applied to any request (the scheduler waits for a cache-safe point; 'prunesched pending' says why): nothing saved yet", prunes, plural(prunes))
+		return fmt.Sprintf("%d prune%s decided, not yet applied to any request (the scheduler waits for a cache-safe point; 'prunesched pending' says why)", prunes, plural(prunes))
 	}
 	return ""
 }

@@ -169,6 +169,9 @@ is said to have saved nothing yet, and why.`)
 		type sessJSON struct {
 			projections.SessionInfo
 			Savings savingsJSON `json:"savings"`
+			// NotYetSaved says why a session with prunes saved
+			// nothing yet (projections.NotYetSaved).
+			NotYetSaved string `json:"not_yet_saved,omitempty"`
 		}
 		type dayJSON struct {
 			Day     string      `json:"day"`
@@ -180,7 +183,7 @@ is said to have saved nothing yet, and why.`)
 			Total    savingsJSON `json:"total"`
 		}{Sessions: []sessJSON{}, Days: []dayJSON{}, Total: toSavingsJSON(fleet)}
 		for _, s := range ss {
-			out.Sessions = append(out.Sessions, sessJSON{s.info, toSavingsJSON(s.savings)})
+			out.Sessions = append(out.Sessions, sessJSON{s.info, toSavingsJSON(s.savings), s.notYetSaved()})
 		}
 		for _, d := range days {
 			out.Days = append(out.Days, dayJSON{d, toSavingsJSON(per[d])})
@@ -204,13 +207,17 @@ is said to have saved nothing yet, and why.`)
 	}
 	for _, s := range ss {
 		if note := s.notYetSaved(); note != "" && len(ss) > 1 {
-			fmt.Fprintf(e.stdout, "session %s: %s.\n", s.info.Session, note)
+			fmt.Fprintf(e.stdout, "session %s: nothing saved yet: %s.\n", s.info.Session, note)
 		}
 	}
 	fmt.Fprintln(e.stdout)
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "SESSION\tAGENT\t"+savingsColumns)
 	for _, s := range ss {
+		if s.notYetSaved() != "" {
+			fmt.Fprintf(tw, "%s\t%s\tnot yet\t-\t-\t-\n", s.info.Session, orDash(s.info.Agent))
+			continue
+		}
 		writeSavingsRow(tw, s.info.Session, s.info.Agent, s.savings)
 	}
 	if err := tw.Flush(); err != nil {
@@ -305,12 +312,15 @@ prompt cost (USD) the scheduler saved against no pruning.
 		type row struct {
 			projections.SessionInfo
 			Savings savingsJSON `json:"savings"`
+			// NotYetSaved says why a session with prunes saved
+			// nothing yet (projections.NotYetSaved).
+			NotYetSaved string `json:"not_yet_saved,omitempty"`
 		}
 		out := struct {
 			Sessions []row `json:"sessions"`
 		}{Sessions: []row{}}
 		for _, s := range ss {
-			out.Sessions = append(out.Sessions, row{s.info, toSavingsJSON(s.savings)})
+			out.Sessions = append(out.Sessions, row{s.info, toSavingsJSON(s.savings), s.notYetSaved()})
 		}
 		return printJSON(e.stdout, out)
 	}
@@ -333,7 +343,7 @@ prompt cost (USD) the scheduler saved against no pruning.
 		}
 		if note := s.notYetSaved(); note != "" {
 			saved = "not yet (see below)"
-			notes = append(notes, fmt.Sprintf("session %s: %s.", in.Session, note))
+			notes = append(notes, fmt.Sprintf("session %s: nothing saved yet: %s.", in.Session, note))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", in.Session, orDash(in.Agent), orDash(abbreviate(in.Title, 40)), started, in.Items, in.Applied, in.Prunes, saved)
 	}

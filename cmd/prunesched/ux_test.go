@@ -188,6 +188,9 @@ func TestPrunesWithoutPricedRequest(t *testing.T) {
 	if !strings.HasPrefix(stats, "Nothing saved yet: ") || !strings.Contains(stats, note) || strings.Contains(stats, "Saved $") {
 		t.Errorf("stats:\n%s", stats)
 	}
+	if _, js, _ := runT(t, "stats", "--json", "--data", keep); !strings.Contains(js, `"not_yet_saved": "`) || !strings.Contains(js, note) {
+		t.Errorf("stats --json has no not_yet_saved:\n%s", js)
+	}
 	_, sessions, _ := runT(t, "sessions", "--data", keep)
 	if !strings.Contains(sessions, "not yet") || !strings.Contains(sessions, "session sample: ") || !strings.Contains(sessions, note) {
 		t.Errorf("sessions:\n%s", sessions)
