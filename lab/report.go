@@ -134,9 +134,9 @@ func WriteTable(w io.Writer, r *Results) error {
 var claims = map[string]string{
 	"dedup_no_occupancy_benefit":             "exact deduplication (B) saves at least %.0f%% of tokens sent (summed over requests)",
 	"dedup_no_cost_benefit":                  "exact deduplication (B) saves at least %.0f%% of the prompt cost (USD)",
-	"redundant_proves_necessary":             "the production rungs (B, C, D, D+L3) remove only what the agent does not need again: no false prune, and every probe A passes",
-	"cache_cost_exceeds_benefit_immediate":   "under immediate application, pruning saves more than its cache breaks cost: every production row and F cost at most what A costs",
-	"cache_cost_exceeds_benefit_scheduled":   "under scheduled application, pruning saves more than its cache breaks cost: every production row and F cost at most what A costs",
+	"redundant_proves_necessary":             "the production rungs (B, C, D, D+L3) remove only what the agent does not need again (no false prune, and every probe A passes)",
+	"cache_cost_exceeds_benefit_immediate":   "under immediate application, pruning saves more than its cache breaks cost (every production row and F cost at most what A costs)",
+	"cache_cost_exceeds_benefit_scheduled":   "under scheduled application, pruning saves more than its cache breaks cost (every production row and F cost at most what A costs)",
 	"deterministic_covers_too_little":        "the deterministic rungs (D, the shipped default, and D+L3) save at least %.0f%% of tokens sent (summed over requests)",
 	"semantic_judgement_routinely_necessary": "most of the removable material is within reach of the mechanical rungs (L0-L2, errored inputs), without judgement",
 }
