@@ -170,7 +170,7 @@ first).`)
 	if fs.NArg() == 0 {
 		return usagef("no files given")
 	}
-	files, _, err := importers.Expand(fs.Args())
+	files, err := inputFiles(e, fs.Args(), false)
 	if err != nil {
 		return err
 	}

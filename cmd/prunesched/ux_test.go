@@ -270,3 +270,17 @@ func TestItemsNamedForPeople(t *testing.T) {
 		t.Errorf("pending does not name t2's tool and command:\n%s", pend)
 	}
 }
+
+// TestImportSaysWhatItSkipped: import, like analyze, reports the files of
+// a directory whose format is not detected.
+func TestImportSaysWhatItSkipped(t *testing.T) {
+	keep, _ := keptSample(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.jsonl"), []byte("not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, errOut := runT(t, "import", dir, "--data", keep)
+	if !strings.Contains(errOut, "skipped 1 file(s)") || !strings.Contains(errOut, "notes.jsonl") {
+		t.Errorf("import does not report the skipped file:\n%s", errOut)
+	}
+}
