@@ -198,15 +198,17 @@ is said to have saved nothing yet, and why.`)
 	for _, s := range ss {
 		prunes, applied, requests = prunes+s.info.Prunes, applied+s.info.Applied, requests+s.requests()
 	}
-	if note := projections.NotYetSaved(prunes, applied, requests); note != "" && requests == 0 {
-		// No request priced at all: a headline of $0.00 would read as
-		// "pruning did nothing".
+	note := projections.NotYetSaved(prunes, applied, requests)
+	headlineNote := note != ""
+	if headlineNote {
+		// No prune applied to a priced request anywhere: a headline of
+		// $0.00 would read as "pruning did nothing".
 		fmt.Fprintf(e.stdout, "Nothing saved yet: %s.\n", note)
 	} else {
 		fmt.Fprintln(e.stdout, fleet.Headline())
 	}
 	for _, s := range ss {
-		if note := s.notYetSaved(); note != "" && len(ss) > 1 {
+		if note := s.notYetSaved(); note != "" && !(headlineNote && len(ss) == 1) {
 			fmt.Fprintf(e.stdout, "session %s: nothing saved yet: %s.\n", s.info.Session, note)
 		}
 	}
@@ -241,7 +243,7 @@ is said to have saved nothing yet, and why.`)
 // savingsUnits the line under them that names their units.
 const savingsColumns = "SAVED (USD)\tTOKENS SAVED\tIMMEDIATE SAVED (USD / TOKENS)\tVS IMMEDIATE (USD)"
 
-var savingsUnits = "Saved against no pruning: USD is " + projections.UnitPromptCost + ", TOKENS are " + projections.UnitTokensSent +
+const savingsUnits = "Saved against no pruning: USD is " + projections.UnitPromptCost + ", TOKENS are " + projections.UnitTokensSent +
 	"; immediate applies every prune at once; VS IMMEDIATE is what the scheduler saved against that."
 
 // requests is the number of model requests the session's economics

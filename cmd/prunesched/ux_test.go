@@ -195,6 +195,36 @@ func TestPrunesWithoutPricedRequest(t *testing.T) {
 	if !strings.Contains(sessions, "not yet") || !strings.Contains(sessions, "session sample: ") || !strings.Contains(sessions, note) {
 		t.Errorf("sessions:\n%s", sessions)
 	}
+	// With one request, before which nothing was applied: the scheduler
+	// waits, and stats says so.
+	keep1 := filepath.Join(t.TempDir(), "log")
+	first := true
+	b, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"type":"model_request"`) {
+			if !first {
+				continue
+			}
+			first = false
+		}
+		lines = append(lines, l)
+	}
+	one := filepath.Join(t.TempDir(), "one.jsonl")
+	if err := os.WriteFile(one, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runT(t, "analyze", "--keep", keep1, one); code != 0 {
+		t.Fatal(errOut)
+	}
+	_, stats1, _ := runT(t, "stats", "--data", keep1)
+	if !strings.HasPrefix(stats1, "Nothing saved yet: 2 prunes decided, not yet applied to any request (the scheduler waits") || strings.Contains(stats1, "Saved $") {
+		t.Errorf("stats, one request and nothing applied:\n%s", stats1)
+	}
+
 	// With its requests, the same session says nothing of the kind.
 	keep2 := filepath.Join(t.TempDir(), "log")
 	if code, _, errOut := runT(t, "analyze", "--keep", keep2, sample); code != 0 {
