@@ -51,6 +51,10 @@ type state struct {
 	Backup string `json:"backup,omitempty"`
 	Size   int    `json:"size,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Dirs counts the directories setup created for a new file: the
+	// file's directory and Dirs-1 of its parents, which undo removes
+	// again when they are empty.
+	Dirs int `json:"dirs,omitempty"`
 }
 
 // readState reads the state file beside path and the original file it
@@ -226,6 +230,9 @@ func Setup(t Target, o Options, dry bool) (Result, error) {
 	}
 	if st == nil {
 		st = &state{Format: stateFormat, Agent: t.Agent, File: filepath.Base(path), Created: !existed}
+		if !existed {
+			st.Dirs = missingDirs(filepath.Dir(path))
+		}
 		if existed {
 			backup := freeName(path + BackupSuffix)
 			sum := sha256.Sum256(src)
@@ -357,6 +364,9 @@ func Undo(t Target, dry bool) (Result, error) {
 			return res, fmt.Errorf("undo %s: remove %s: %w", path, res.Backup, err)
 		}
 	}
+	if res.Action == "removed" {
+		removeEmptyDirs(filepath.Dir(path), st.Dirs)
+	}
 	return res, nil
 }
 
@@ -448,4 +458,33 @@ func writeAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// missingDirs counts the directories of dir's path, from dir up, that do
+// not exist yet (what MkdirAll will create).
+func missingDirs(dir string) int {
+	n := 0
+	for {
+		if _, err := os.Lstat(dir); err == nil {
+			return n
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return n
+		}
+		n++
+		dir = parent
+	}
+}
+
+// removeEmptyDirs removes dir and up to n-1 of its parents, innermost
+// first, while they are empty: the directories setup created and nothing
+// else has used since. A directory that is not empty stops it.
+func removeEmptyDirs(dir string, n int) {
+	for range n {
+		if os.Remove(dir) != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
 }

@@ -84,6 +84,10 @@ type DecisionRow struct {
 	// list 'prunesched pending' prints).
 	Pending         bool `json:"pending"`
 	TokensEstimated int  `json:"tokens_estimated"`
+	// Tool and Source name the item for the readable report (not in the
+	// JSON, whose rows stay the decisions alone).
+	Tool   string `json:"-"`
+	Source string `json:"-"`
 }
 
 // SessionReport is one session's figures.
@@ -328,7 +332,7 @@ func sessionReport(ctx context.Context, svc *service.Service, path string, s imp
 		if waiting[d.Mark] {
 			sr.Pending++
 		}
-		sr.Decisions = append(sr.Decisions, DecisionRow{DecisionSummary: d.DecisionSummary, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated})
+		sr.Decisions = append(sr.Decisions, DecisionRow{DecisionSummary: d.DecisionSummary, Pending: waiting[d.Mark], TokensEstimated: d.TokensEstimated, Tool: d.Tool, Source: d.Source})
 		sr.DecisionCounts[d.Decision]++
 		decided++
 		if d.Decision == events.Prune {

@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 
+	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
@@ -118,32 +119,39 @@ func pctOf(a, b float64) float64 {
 	return 100 * a / b
 }
 
-// Headline is the one-line summary analyze leads with, e.g. "Saved $1.23
-// (4.5%) and 12,345 tokens (6.7%) over 3 sessions, scheduled; immediate
-// would cost $0.32 (0.6%) more while removing 13,000 tokens (7.1%)".
+// Headline is the one-line summary analyze and stats lead with, naming
+// its units, e.g. "Saved $1.23 (4.5%) of prompt cost (USD) and 12,345
+// (6.7%) of tokens sent (summed over requests) over 3 sessions,
+// scheduled; immediate would cost $0.32 (0.6%) more while removing 13,000
+// (7.1%)".
 func (s Savings) Headline() string {
 	sched, imm := scheduler.StrategyScheduled, scheduler.StrategyImmediate
 	out := fmt.Sprintf("%s over %d session%s, scheduled; immediate would %s",
-		s.phrase(sched, "Saved", "Cost"), s.Sessions, plural(s.Sessions), s.phrase(imm, "save", "cost"))
+		s.phrase(sched, "Saved", "Cost", true), s.Sessions, plural(s.Sessions), s.phrase(imm, "save", "cost", false))
 	if s.Unpriced > 0 {
 		out += fmt.Sprintf(" (%d unpriced session%s: tokens only)", s.Unpriced, plural(s.Unpriced))
 	}
 	if s.Recoveries > 0 {
-		out += fmt.Sprintf("; the model recovered %d removed item%s (%s tokens sent, %s of the prompt cost, counted in it)",
-			s.Recoveries, plural(s.Recoveries), thousands(s.RecoveryTokens), usd(s.RecoveryCost))
+		out += fmt.Sprintf("; the model recovered %d removed item%s (%s %s, %s of the %s, counted in it)",
+			s.Recoveries, plural(s.Recoveries), thousands(s.RecoveryTokens), projections.UnitTokensSent, usd(s.RecoveryCost), projections.UnitPromptCost)
 	}
 	return out
 }
 
-// phrase is "Saved $1.23 (4.5%) and 1,000 tokens (6.7%)" or, when the
-// strategy cost more than no pruning, "Cost $0.32 (0.6%) more while
-// removing 1,000 tokens (6.7%)" (with the verbs given).
-func (s Savings) phrase(st, save, cost string) string {
-	tok := fmt.Sprintf("%s tokens (%.1f%%)", thousands(s.SavedTokens(st)), s.PctTokens(st))
-	if v := s.SavedUSD(st); v < 0 {
-		return fmt.Sprintf("%s %s (%.1f%%) more while removing %s", cost, usd(-v), -s.PctUSD(st), tok)
+// phrase is "Saved $1.23 (4.5%) of prompt cost (USD) and 1,000 (6.7%) of
+// tokens sent (summed over requests)" or, when the strategy cost more
+// than no pruning, "Cost $0.32 (0.6%) more while removing 1,000 (6.7%)"
+// (with the verbs given; units named when units is true).
+func (s Savings) phrase(st, save, cost string, units bool) string {
+	usdUnit, tokUnit := "", ""
+	if units {
+		usdUnit, tokUnit = " of "+projections.UnitPromptCost, " of "+projections.UnitTokensSent
 	}
-	return fmt.Sprintf("%s %s (%.1f%%) and %s", save, usd(s.SavedUSD(st)), s.PctUSD(st), tok)
+	tok := fmt.Sprintf("%s (%.1f%%)%s", thousands(s.SavedTokens(st)), s.PctTokens(st), tokUnit)
+	if v := s.SavedUSD(st); v < 0 {
+		return fmt.Sprintf("%s %s (%.1f%%)%s more while removing %s", cost, usd(-v), -s.PctUSD(st), usdUnit, tok)
+	}
+	return fmt.Sprintf("%s %s (%.1f%%)%s and %s", save, usd(s.SavedUSD(st)), s.PctUSD(st), usdUnit, tok)
 }
 
 func plural(n int) string {

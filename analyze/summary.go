@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
@@ -22,7 +23,7 @@ func WriteSummary(w io.Writer, rep *Report) {
 	for _, r := range rungs {
 		fmt.Fprintf(w, " %s prunes (tokens) |", r)
 	}
-	fmt.Fprintf(w, " removed net | applied / pending |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|%s---:|---:|\n", strings.Repeat("---:|", len(rungs)))
+	fmt.Fprintf(w, " removed net, in context now | applied / pending |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|%s---:|---:|\n", strings.Repeat("---:|", len(rungs)))
 	var tot SessionReport
 	tot.DecisionCounts, tot.PrunesByRung, tot.TokensByRung = map[events.Decision]int{}, map[string]int{}, map[string]int{}
 	for _, s := range rep.Sessions {
@@ -43,7 +44,7 @@ func WriteSummary(w io.Writer, rep *Report) {
 	}
 	writeDecisionRow(w, "**all**", tot, rungs)
 
-	fmt.Fprintf(w, "\n### Economics (prompt cost in USD, tokens sent, cost reduction / token reduction)\n\n")
+	fmt.Fprintf(w, "\n### Economics (%s, %s, cost reduction / token reduction)\n\n", projections.UnitPromptCost, projections.UnitTokensSent)
 	fmt.Fprintf(w, "| session | provider | cost none | cost immediate | cost scheduled | cost hindsight | tokens none | tokens immediate | tokens scheduled | tokens hindsight | ratio immediate | ratio scheduled | ratio hindsight | applications (marks applied) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var c [4]float64
 	var t [4]int

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
@@ -89,8 +88,11 @@ type summary struct {
 	Pending            int
 	Deferred           int
 	Unpriced           bool
-	Stats              projections.Stats
-	Ledgers            map[string]scheduler.Ledger
+	// NotYetSaved says why a session with prunes shows no saving
+	// (projections.NotYetSaved), "" otherwise.
+	NotYetSaved string
+	Stats       projections.Stats
+	Ledgers     map[string]scheduler.Ledger
 }
 
 // AbstentionRate is Abstained / Decided (0 with no marks).
@@ -103,7 +105,7 @@ func (s summary) AbstentionRate() float64 {
 
 // sessionMeta reads agent, title, model and start time from the log. A
 // session without a title is named by the first line of its first user
-// message (quoted from the log, cut at maxTitle runes).
+// message (quoted from the log, projections.TitleLine).
 func sessionMeta(evs []events.Event) (agent, title, model string, start time.Time) {
 	first := ""
 	for _, ev := range evs {
@@ -117,29 +119,11 @@ func sessionMeta(evs []events.Event) (agent, title, model string, start time.Tim
 			model = cmpOr(p.Model, model)
 		case *events.Message:
 			if first == "" && p.Role == events.RoleUser && !p.Meta {
-				first = firstLine(p.Text)
+				first = projections.TitleLine(p.Text)
 			}
 		}
 	}
 	return agent, cmpOr(title, first), model, start
-}
-
-// maxTitle bounds a title taken from a user message.
-const maxTitle = 80
-
-// firstLine is the first non-blank line of s, cut at maxTitle runes.
-func firstLine(s string) string {
-	for line := range strings.Lines(s) {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if r := []rune(line); len(r) > maxTitle {
-			return string(r[:maxTitle-1]) + "…"
-		}
-		return line
-	}
-	return ""
 }
 
 func cmpOr(vals ...string) string {
@@ -168,6 +152,7 @@ func summarize(id string, v View, evs []events.Event, ledgers map[string]schedul
 	s.SavedUSDImmediate = imm.Total.Cost - sch.Total.Cost
 	s.CostScheduled = sch.Total.Cost
 	s.Unpriced = sch.Unpriced
+	s.NotYetSaved = projections.NotYetSaved(v.Stats.Decisions[events.Prune], v.Stats.Applied, s.Requests)
 	return s
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -28,6 +29,13 @@ var funcs = template.FuncMap{
 	},
 	"fixed": func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) },
 	"add":   func(a, b int) int { return a + b },
+	// The unit words (projections.Unit*): one meaning per number.
+	"unitContextNow": func() string { return projections.UnitContextNow },
+	"unitTokensSent": func() string { return projections.UnitTokensSent },
+	"unitPromptCost": func() string { return projections.UnitPromptCost },
+	// spanRanges reads a span's evidence value ("10-57=3-50@130") as
+	// line ranges; ok is false when it is not one.
+	"spanRanges": spanRanges,
 	// short cuts a long session id to its first 13 characters for table
 	// cells (the link and its title keep the whole id).
 	"short": func(id string) string {
@@ -336,17 +344,41 @@ func controlText(mode string) string {
 type pendingRow struct {
 	scheduler.PendingMark
 	Control string
+	// Tool and Source name the item (its certificate's).
+	Tool, Source string
 }
 
-// pendingRows pairs each pending mark with its certificate's control mode.
+// pendingRows pairs each pending mark with its certificate's control mode
+// and the item's tool and source.
 func pendingRows(v View) []pendingRow {
-	byMark := make(map[string]string, len(v.Decisions))
-	for _, d := range v.Decisions {
-		byMark[d.Mark] = d.Control
+	byMark := make(map[string]*projections.Decision, len(v.Decisions))
+	for i := range v.Decisions {
+		byMark[v.Decisions[i].Mark] = &v.Decisions[i]
 	}
 	out := make([]pendingRow, len(v.Pending))
 	for i, p := range v.Pending {
-		out[i] = pendingRow{PendingMark: p, Control: byMark[p.Mark]}
+		out[i] = pendingRow{PendingMark: p}
+		if d := byMark[p.Mark]; d != nil {
+			out[i].Control, out[i].Tool, out[i].Source = d.Control, d.Tool, d.Source
+		}
 	}
 	return out
+}
+
+// spanLines is a span reference's evidence as people read it: lines
+// From-To of this item are lines SrcFrom-SrcTo of the item it points to
+// (renumbered from Renumb when set).
+type spanLines struct {
+	OK                               bool
+	From, To, SrcFrom, SrcTo, Renumb int
+}
+
+// spanRanges decodes the evidence value of a span reference
+// (placeholder.SpanRanges' format).
+func spanRanges(v string) spanLines {
+	var sp placeholder.Span
+	if err := placeholder.ParseSpanRanges(v, &sp); err != nil {
+		return spanLines{}
+	}
+	return spanLines{OK: true, From: sp.From, To: sp.To, SrcFrom: sp.SrcFrom, SrcTo: sp.SrcTo, Renumb: sp.Renumbered}
 }

@@ -122,7 +122,10 @@ func itemLabel(it projections.Item, d *projections.Decision, class string) strin
 	if it.Tool != "" {
 		fmt.Fprintf(&sb, " %s", it.Tool)
 	}
-	fmt.Fprintf(&sb, " · %d tok · %s", it.Tokens, class)
+	if d != nil && d.Source != "" {
+		fmt.Fprintf(&sb, " %s", d.Source)
+	}
+	fmt.Fprintf(&sb, " · %d tokens · %s", it.Tokens, class)
 	if d != nil {
 		fmt.Fprintf(&sb, " · %s", d.Decision)
 		if d.Rung != "" {

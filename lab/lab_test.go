@@ -187,3 +187,46 @@ func TestRecoverableRowIsTheExample(t *testing.T) {
 		t.Errorf("lab/policies/recoverable.yaml is version %s, examples/recoverable.yaml %s", c.pol.Version(), ex.Version())
 	}
 }
+
+// TestTableExplainsItself: the text defines every row it prints, and each
+// falsification line is a positive claim with "holds" or "does not hold"
+// and its reason, never the falsifier's "less than" phrasing.
+func TestTableExplainsItself(t *testing.T) {
+	r := smallRun(t)
+	var tab bytes.Buffer
+	if err := WriteTable(&tab, r); err != nil {
+		t.Fatal(err)
+	}
+	out := tab.String()
+	rows, _, _ := strings.Cut(strings.SplitN(out, "\nROWS", 2)[1], "\n\n")
+	for _, c := range r.Conditions {
+		if !strings.Contains(rows, "\n"+c.Name+" ") || c.Description == "" {
+			t.Errorf("ROWS does not define row %q:\n%s", c.Name, rows)
+		}
+	}
+	_, fals, ok := strings.Cut(out, "\nFALSIFICATION")
+	if !ok || len(r.Falsification) == 0 {
+		t.Fatal("no falsification section")
+	}
+	lines := strings.Split(strings.TrimSpace(fals), "\n")[1:]
+	if len(lines) != len(r.Falsification) {
+		t.Fatalf("%d falsification lines for %d clauses:\n%s", len(lines), len(r.Falsification), fals)
+	}
+	for i, l := range lines {
+		cl := r.Falsification[i]
+		if _, ok := claims[cl.ID]; !ok {
+			t.Errorf("clause %s has no positive claim", cl.ID)
+		}
+		claim, holds := Claim(cl)
+		verdict := map[bool]string{true: ": holds, because ", false: ": does not hold, because "}[holds]
+		if !strings.HasPrefix(l, "- "+claim+verdict) {
+			t.Errorf("line %q: want %q then %q", l, claim, verdict)
+		}
+		if holds == cl.Holds {
+			t.Errorf("clause %s: the claim must hold exactly when the falsifier does not", cl.ID)
+		}
+		if strings.Contains(claim, "less than") || strings.Contains(claim, "prove behaviourally necessary") {
+			t.Errorf("claim phrased as its falsifier: %q", claim)
+		}
+	}
+}

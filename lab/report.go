@@ -21,7 +21,7 @@ func WriteTable(w io.Writer, r *Results) error {
 	fmt.Fprintf(w, "Ground truth: %s; safe items worth removing by rung %s (%d tokens)\n", mapStr(fx.ItemsByClass), mapStr(fx.SafeByRung), fx.SafeTokens)
 	fmt.Fprintf(w, "Note: %s.\n", r.Note)
 
-	fmt.Fprintf(w, "\nROWS\n")
+	fmt.Fprintf(w, "\nROWS (every table below has one line per row; kind: condition = the experiment's baseline A to oracle F, opt-in / opt-out = a variant of the shipped default D, agent = the model asks for removals, peer = another tool's rule)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	for _, c := range r.Conditions {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Kind, c.Description)
@@ -117,15 +117,42 @@ func WriteTable(w io.Writer, r *Results) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nFALSIFICATION (the spec's clauses, on these fixtures)\n")
+	fmt.Fprintf(w, "\nFALSIFICATION (the claims the design rests on, each checked on these fixtures: \"holds\" or \"does not hold\", and why; results.json records each as the clause that would falsify it)\n")
 	for _, cl := range r.Falsification {
+		claim, holds := Claim(cl)
 		verdict := "does not hold"
-		if cl.Holds {
-			verdict = "HOLDS"
+		if holds {
+			verdict = "holds"
 		}
-		fmt.Fprintf(w, "- %s: %s. %s.\n", verdict, cl.Statement, cl.Evidence)
+		fmt.Fprintf(w, "- %s: %s, because %s.\n", claim, verdict, cl.Evidence)
 	}
 	return nil
+}
+
+// claims phrase each falsification clause (by ID) as the positive claim
+// it would falsify: the claim holds when the clause does not.
+var claims = map[string]string{
+	"dedup_no_occupancy_benefit":             "exact deduplication (B) saves at least %.0f%% of tokens sent (summed over requests)",
+	"dedup_no_cost_benefit":                  "exact deduplication (B) saves at least %.0f%% of the prompt cost (USD)",
+	"redundant_proves_necessary":             "the production rungs (B, C, D, D+L3) remove only what the agent does not need again (no false prune, and every probe A passes)",
+	"cache_cost_exceeds_benefit_immediate":   "under immediate application, pruning saves more than its cache breaks cost (every production row and F cost at most what A costs)",
+	"cache_cost_exceeds_benefit_scheduled":   "under scheduled application, pruning saves more than its cache breaks cost (every production row and F cost at most what A costs)",
+	"deterministic_covers_too_little":        "the deterministic rungs (D, the shipped default, and D+L3) save at least %.0f%% of tokens sent (summed over requests)",
+	"semantic_judgement_routinely_necessary": "most of the removable material is within reach of the mechanical rungs (L0-L2, errored inputs), without judgement",
+}
+
+// Claim is the positive claim a falsification clause tests, and whether it
+// holds on the results (the clause's Holds inverted). A clause without a
+// phrasing here is its own statement, holding when the clause does.
+func Claim(cl Clause) (string, bool) {
+	c, ok := claims[cl.ID]
+	if !ok {
+		return cl.Statement, cl.Holds
+	}
+	if strings.Contains(c, "%") {
+		c = fmt.Sprintf(c, Meaningful)
+	}
+	return c, !cl.Holds
 }
 
 // writeAgentRequests prints the agent's removal requests and their

@@ -49,6 +49,11 @@ type Decision struct {
 	// Control is who decided: "rule", "agent" or "person" (events.Control
 	// of the mark).
 	Control string `json:"control"`
+	// Tool and Source name the item for people: the tool of its call and
+	// what the call read or ran (a path, URL or short command, shortened
+	// as placeholders name it); "" for a message or an unknown item.
+	Tool   string `json:"tool,omitempty"`
+	Source string `json:"source,omitempty"`
 }
 
 // ApplicationRef is the part of an application a certificate records.
@@ -111,6 +116,7 @@ func (s *Session) decision(key string, ms *markState) Decision {
 	if i, ok := s.byItem[key]; ok {
 		it := s.items[i]
 		d.InEffect = it.pruned() && it.applied.mark == ms
+		d.Tool, d.Source = it.Tool, s.sourceOf(it)
 	}
 	return d
 }

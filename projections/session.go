@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
@@ -71,7 +72,10 @@ type Session struct {
 	// format, agent and title are from SessionStarted; started is the
 	// earliest event time observed.
 	format, agent, title string
-	started              time.Time
+	// firstUser is the first line of the first user message (TitleLine):
+	// the title of a session whose start names none.
+	firstUser string
+	started   time.Time
 
 	dangling   int // application entries naming an unknown mark id
 	unresolved int // applied marks or restores naming an unknown item
@@ -288,6 +292,9 @@ func (s *Session) Observe(ev events.Event) {
 		it.Tokens = p.Tokens
 		it.Meta = p.Meta
 		it.text = p.Text
+		if s.firstUser == "" && p.Role == events.RoleUser && !p.Meta {
+			s.firstUser = TitleLine(p.Text)
+		}
 		it.signature = p.Signature
 	case *events.ToolCall:
 		it := s.newItem(ev, p.Item, ItemToolUse, events.RoleAssistant)
@@ -593,7 +600,8 @@ func (it *itemState) pruned() bool {
 type SessionInfo struct {
 	Session string `json:"session"`
 	// Format, Agent and Title are from the session_started event (Agent
-	// defaults to the format).
+	// defaults to the format; Title to the first line of the first user
+	// message, TitleLine).
 	Format  string    `json:"format,omitempty"`
 	Agent   string    `json:"agent,omitempty"`
 	Title   string    `json:"title,omitempty"`
@@ -610,7 +618,7 @@ func (s *Session) Info() SessionInfo {
 	ds := s.Decisions()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	in := SessionInfo{Session: s.session, Format: s.format, Agent: s.agent, Title: s.title, Started: s.started, Items: len(s.items)}
+	in := SessionInfo{Session: s.session, Format: s.format, Agent: s.agent, Title: cmp.Or(s.title, s.firstUser), Started: s.started, Items: len(s.items)}
 	if in.Agent == "" {
 		in.Agent = s.format
 	}

@@ -19,9 +19,11 @@ func runAnalyze(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "analyze", "[flags] FILE|DIR... | --discover", `
 One shot, offline: start a temporary embedded log, import the files, run the
 whole pipeline (eligibility, scheduler, projections: the same workers serve
-runs) and report: first what pruning saved (dollars and tokens, scheduled
-and immediate, against no pruning), then per session: items, tool calls,
-tokens raw / rendered / removed / placeholder, and decisions by kind and rung.
+runs) and report: first what pruning saved (prompt cost (USD) and tokens
+sent (summed over requests), scheduled and immediate, against no pruning),
+then per session: items, tool calls, tokens in context now (raw, rendered,
+removed, placeholders, net), decisions by kind and rung, and the prunes
+with each item's tool and source. docs/glossary.md defines the units.
 
 A directory is read recursively: files ending in .jsonl, .json, .traj or .md
 whose format is detected. --discover reads the transcripts Claude Code
@@ -85,7 +87,7 @@ later-used count is at most --risk (and recoveries per 100 requests at most
 		return err
 	}
 	showProgress := !*quiet && (*progressFlag || isTerminal(e.stderr))
-	files, err := inputFiles(e, fs.Args(), *discover, showProgress)
+	files, err := inputFiles(e, fs.Args(), *discover)
 	if err != nil {
 		return err
 	}
@@ -170,12 +172,14 @@ func writeCompare(e *env, res *analyze.CompareResult, asJSON bool, svg string) e
 
 // inputFiles expands the command line's files and directories (and, with
 // discover, the agents' transcript directories) into trace files.
-func inputFiles(e *env, args []string, discover, verbose bool) ([]string, error) {
+func inputFiles(e *env, args []string, discover bool) ([]string, error) {
 	files, skipped, err := importers.Expand(args)
 	if err != nil {
 		return nil, err
 	}
-	if verbose && len(skipped) > 0 {
+	// Skipped files are said whatever the progress setting: a directory
+	// that yields fewer sessions than expected should say why.
+	if len(skipped) > 0 {
 		fmt.Fprintf(e.stderr, "skipped %d file(s) in the directories whose format is not detected (first: %s)\n", len(skipped), skipped[0])
 	}
 	if discover {
@@ -206,6 +210,9 @@ func batchResult(e *env, total int, failed []analyze.FileError) error {
 	fmt.Fprintf(e.stderr, "\n%d of %d file(s) failed:\n", len(failed), total)
 	for _, f := range failed {
 		fmt.Fprintf(e.stderr, "  %s\n", f.Error)
+	}
+	if len(failed) >= total {
+		return fmt.Errorf("all %d file(s) failed: nothing analysed", total)
 	}
 	return fmt.Errorf("%d of %d file(s) failed (the others were analysed; --strict stops at the first)", len(failed), total)
 }

@@ -65,12 +65,13 @@ func TestFlagsAnywhereAndDecisions(t *testing.T) {
 		if isPending != listed {
 			t.Errorf("decisions and pending disagree on %s:\n%s\n%s", f[0], dec, pend)
 		}
-		if (f[1] == "KEEP" || f[1] == "ABSTAIN") && isPending {
-			t.Errorf("%s row says pending: %s", f[1], l)
+		// ITEM TOOL DECISION CONTROL ...
+		if (f[2] == "KEEP" || f[2] == "ABSTAIN") && isPending {
+			t.Errorf("%s row says pending: %s", f[2], l)
 		}
 		// CONTROL: the manual prune is a person's, the rest the rules'.
-		if want := map[bool]string{true: "person", false: "rule"}[f[0] == "t2"]; f[2] != want {
-			t.Errorf("%s: control %q, want %q: %s", f[0], f[2], want, l)
+		if want := map[bool]string{true: "person", false: "rule"}[f[0] == "t2"]; f[3] != want {
+			t.Errorf("%s: control %q, want %q: %s", f[0], f[3], want, l)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prunesched/prunesched/analyze"
 	"github.com/prunesched/prunesched/apiclient"
 	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
@@ -169,7 +170,7 @@ first).`)
 	if fs.NArg() == 0 {
 		return usagef("no files given")
 	}
-	files, _, err := importers.Expand(fs.Args())
+	files, err := inputFiles(e, fs.Args(), false)
 	if err != nil {
 		return err
 	}
@@ -383,10 +384,22 @@ func runPending(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "nothing pending")
 		return nil
 	}
+	// The certificates name each item's tool and source.
+	var dec struct {
+		Decisions []projections.Decision `json:"decisions"`
+	}
+	if _, err := c.getJSON(ctx, apiclient.SessionPath(fs.Arg(0), "/decisions"), false, nil, &dec); err != nil {
+		return err
+	}
+	named := make(map[string]projections.Decision, len(dec.Decisions))
+	for _, d := range dec.Decisions {
+		named[d.Item] = d
+	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "ITEM\tDECISION\tSINCE\tWAITING BECAUSE")
+	fmt.Fprintln(tw, "ITEM\tTOOL\tSOURCE\tDECISION\tSINCE\tWAITING BECAUSE")
 	for _, p := range res.Pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Item, p.Decision, p.Since.Format(time.RFC3339), p.Reason)
+		d := named[p.Item]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Item, orDash(d.Tool), orDash(d.Source), p.Decision, p.Since.Format(time.RFC3339), p.Reason)
 	}
 	return tw.Flush()
 }

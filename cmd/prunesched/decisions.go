@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prunesched/prunesched/apiclient"
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )
@@ -58,9 +60,9 @@ mark that changes nothing in the bundle).`)
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "ITEM\tDECISION\tCONTROL\tRUNG\tREASON\tAPPLIED\tTOKENS\tPROTECTION")
+	fmt.Fprintln(tw, "ITEM\tTOOL\tDECISION\tCONTROL\tRUNG\tREASON\tAPPLIED\tTOKENS "+strings.ToUpper(projections.UnitContextNow)+"\tPROTECTION\tSOURCE")
 	for _, d := range res.Decisions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Item, d.Decision, orDash(d.Control), orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Item, orDash(d.Tool), d.Decision, orDash(d.Control), orDash(string(d.Rung)), d.Reason, appliedCell(d, pending), d.TokensEstimated, orDash(protection(d)), orDash(d.Source))
 	}
 	return tw.Flush()
 }
@@ -95,16 +97,24 @@ func writeDecisionsVerbose(w io.Writer, ds []projections.Decision, pending map[s
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		head := []string{d.Item, string(d.Decision)}
+		head := []string{d.Item}
+		if d.Tool != "" {
+			head = append(head, d.Tool+" "+d.Source)
+		}
+		head = append(head, string(d.Decision))
 		if d.Control != "" {
 			head = append(head, "by "+d.Control)
 		}
 		if d.Rung != "" {
 			head = append(head, string(d.Rung))
 		}
-		head = append(head, string(d.Reason), fmt.Sprintf("%d tok", d.TokensEstimated), "applied: "+appliedCell(d, pending))
+		head = append(head, string(d.Reason), fmt.Sprintf("%d tokens %s", d.TokensEstimated, projections.UnitContextNow), "applied: "+appliedCell(d, pending))
 		wrapLine(w, "", strings.Join(head, "  "))
 		for _, ev := range d.Evidence {
+			if line, ok := spanLine(ev); ok {
+				wrapLine(w, "  evidence    ", line)
+				continue
+			}
 			parts := []string{ev.Kind}
 			if ev.Item != "" {
 				parts = append(parts, "item "+ev.Item)
@@ -181,4 +191,18 @@ func wrapLine(w io.Writer, prefix, text string) {
 	if line != lead || line == prefix {
 		flush()
 	}
+}
+
+// spanLine reads a span reference's evidence as line ranges ("span: lines
+// 10-57 are lines 3-50 of item t3"); the run's hash is in --json.
+func spanLine(ev events.Evidence) (string, bool) {
+	var sp placeholder.Span
+	if ev.Kind != placeholder.SpanEvidenceKind || placeholder.ParseSpanRanges(ev.Value, &sp) != nil {
+		return "", false
+	}
+	line := fmt.Sprintf("span: lines %d-%d are lines %d-%d of item %s", sp.From, sp.To, sp.SrcFrom, sp.SrcTo, ev.Item)
+	if sp.Renumbered > 0 {
+		line += fmt.Sprintf(" (renumbered from %d)", sp.Renumbered)
+	}
+	return line, true
 }

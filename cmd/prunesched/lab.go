@@ -20,12 +20,16 @@ import (
 
 func runLab(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "lab", "[flags]", `
-Run the Context Lab: generate seeded ground-truth fixture sessions, run the
-spec's six conditions (A raw, B exact duplicates, C + errored inputs,
-D + superseded: the shipped default, E aggressive heuristic, F oracle),
-D+L3 (the opt-in L3 rung), D-span, G (D + a scripted agent that asks to
-remove its closed subtasks' outputs) and the peers (DCP, Anthropic
-clear_tool_uses, observation masking), and report four metric groups:
+Run the Context Lab: generate seeded ground-truth fixture sessions and run
+one row per policy: the conditions A raw (no pruning), B exact duplicates,
+C + errored inputs, D + superseded (the shipped default), E aggressive
+heuristic and F oracle; the variants D+L3 (the opt-in L3 rung), D-span
+(without span references) and R (the opt-in recoverable policy); G (D + a
+scripted agent that asks to remove its closed subtasks' outputs); and the
+peers (DCP, Anthropic clear_tool_uses, observation masking). The text
+output opens with this legend (ROWS) and ends with the claims the design
+rests on, each "holds" or "does not hold" and why. It reports four metric
+groups:
 reduction, preservation, behaviour (evidence presence, not model success;
 with and without one context_recover per removed item a probe needs,
 priced) and economics. Writes results.json,

@@ -67,7 +67,7 @@ func commands() []command {
 		{"restore", "bring a pruned item back into the bundle", controlCmd("restore")},
 		{"flush", "apply everything pending at the session's next request, whatever the cache break costs", runFlush},
 		{"pending", "list the marks the scheduler holds back, and why each waits", runPending},
-		{"lab", "run the six-condition pruning experiment on ground-truth fixtures, against the peers", runLab},
+		{"lab", "run the pruning experiment on ground-truth fixtures: the baseline, the shipped policy, its variants and the peers, one row each", runLab},
 		{"proxy", "prune live agents' requests: an Anthropic / OpenAI API proxy in front of the model", runProxy},
 		{"setup", "point Claude Code, Codex or OpenCode at the proxy (writes its config; --undo)", runSetup},
 		{"mcp", "the context tools for the model (list, prune, recover): an MCP server on stdio, answered by the proxy", runMCP},
@@ -109,6 +109,10 @@ func run(ctx context.Context, e *env, args []string) int {
 			}
 		}
 	}
+	if s := suggest(args[0], commandNames()); s != "" {
+		fmt.Fprintf(e.stderr, "prunesched: unknown command %q; did you mean %q?\nRun 'prunesched help' for the commands.\n", args[0], s)
+		return 2
+	}
 	fmt.Fprintf(e.stderr, "prunesched: unknown command %q\n\n", args[0])
 	printUsage(e.stderr)
 	return 2
@@ -146,7 +150,7 @@ func parse(fs *pflag.FlagSet, args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return &usageError{err.Error()}
+		return &usageError{flagSuggestion(fs, err)}
 	}
 	return nil
 }

@@ -95,7 +95,16 @@ dangling-symlink config file is reported and left alone.`)
 		results = append(results, res)
 	}
 	if len(results) == 0 && nothing != nil {
-		return nothing
+		// Undo twice is no error, as setup twice is none: the files are
+		// as they were.
+		if *asJSON {
+			return printJSON(e.stdout, struct {
+				Agent string   `json:"agent"`
+				Files []string `json:"files"`
+			}{Agent: name, Files: []string{}})
+		}
+		fmt.Fprintf(e.stdout, "%s: nothing to undo: setup has not changed its config files (or undo ran already)\n", name)
+		return nil
 	}
 	if *asJSON {
 		type file struct {

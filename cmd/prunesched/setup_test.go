@@ -66,8 +66,9 @@ func TestSetupCommand(t *testing.T) {
 	if got, _ := os.ReadFile(settings); string(got) != orig {
 		t.Fatalf("undo: %q, want %q", got, orig)
 	}
-	if code, _, errOut := runTEnv(t, environ, "setup", "claude-code", "--undo"); code != 1 || !strings.Contains(errOut, "nothing to undo") {
-		t.Fatalf("second --undo: %d %s", code, errOut)
+	// Undo twice is no error, as setup twice is none.
+	if code, out, errOut := runTEnv(t, environ, "setup", "claude-code", "--undo"); code != 0 || !strings.Contains(out, "nothing to undo") || errOut != "" {
+		t.Fatalf("second --undo: %d %s %s", code, out, errOut)
 	}
 
 	// A malformed file: exit 1, its line named, nothing written.
@@ -280,5 +281,55 @@ func TestSetupMCPDefaultCommand(t *testing.T) {
 	}
 	if agentsetup.TemporaryBuild("/usr/local/bin/prunesched") || agentsetup.TemporaryBuild("/home/u/go/bin/prunesched") {
 		t.Error("an installed binary is taken for a temporary build")
+	}
+}
+
+// TestSetupUndoLeavesNoDirs: setup into a home without the agent's config
+// directory creates it; undo removes what setup created, the directory
+// included, and a second undo exits 0 saying there is nothing to undo. A
+// directory the user has put something into since stays.
+func TestSetupUndoLeavesNoDirs(t *testing.T) {
+	for _, name := range []string{"codex", "opencode"} {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			environ := map[string]string{"HOME": home}
+			if code, out, errOut := runTEnv(t, environ, "setup", name, "--no-mcp"); code != 0 {
+				t.Fatalf("setup: %d %s %s", code, out, errOut)
+			}
+			created, _ := os.ReadDir(home)
+			if len(created) == 0 {
+				t.Fatal("setup created nothing under the home")
+			}
+			if code, out, errOut := runTEnv(t, environ, "setup", name, "--undo"); code != 0 {
+				t.Fatalf("undo: %d %s %s", code, out, errOut)
+			}
+			if left, _ := os.ReadDir(home); len(left) != 0 {
+				t.Fatalf("left after undo: %v", left)
+			}
+			code, out, errOut := runTEnv(t, environ, "setup", name, "--undo")
+			if code != 0 || !strings.Contains(out, "nothing to undo") || errOut != "" {
+				t.Fatalf("second undo: %d %q %q", code, out, errOut)
+			}
+
+			// A file of the user's in the created directory keeps it.
+			if code, _, errOut := runTEnv(t, environ, "setup", name, "--no-mcp"); code != 0 {
+				t.Fatalf("setup again: %s", errOut)
+			}
+			var dir string
+			_ = filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && strings.HasSuffix(p, ".prunesched-setup") {
+					dir = filepath.Dir(p)
+				}
+				return nil
+			})
+			mine := filepath.Join(dir, "mine.txt")
+			writeFile(t, mine, "keep me\n")
+			if code, _, errOut := runTEnv(t, environ, "setup", name, "--undo"); code != 0 {
+				t.Fatalf("undo again: %s", errOut)
+			}
+			if b, err := os.ReadFile(mine); err != nil || string(b) != "keep me\n" {
+				t.Fatalf("undo touched the user's file in %s: %v", dir, err)
+			}
+		})
 	}
 }

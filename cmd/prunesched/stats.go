@@ -134,12 +134,15 @@ func byDay(ss []sessionSavings) (days []string, per map[string]analyze.Savings) 
 
 func runStats(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "stats", "[flags] [SESSION]", `
-Show what pruning saved: prompt dollars and tokens sent, per session and for
+Show what pruning saved: prompt cost (USD) and tokens sent (summed over
+requests; docs/glossary.md), per session and for
 the whole tenant by day (the UTC day of each request), for the scheduler and
 for immediate application, both against no pruning, and the scheduler
 against immediate application. The numbers are the economics ledgers of
 GET /v1/sessions/{s}/economics (the replay analyze reports). Sessions whose
-model has no price are counted in tokens only.`)
+model has no price are counted in tokens only. A session with prunes but
+no priced request after them (the request failed open, or none followed)
+is said to have saved nothing yet, and why.`)
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
@@ -166,6 +169,9 @@ model has no price are counted in tokens only.`)
 		type sessJSON struct {
 			projections.SessionInfo
 			Savings savingsJSON `json:"savings"`
+			// NotYetSaved says why a session with prunes saved
+			// nothing yet (projections.NotYetSaved).
+			NotYetSaved string `json:"not_yet_saved,omitempty"`
 		}
 		type dayJSON struct {
 			Day     string      `json:"day"`
@@ -177,7 +183,7 @@ model has no price are counted in tokens only.`)
 			Total    savingsJSON `json:"total"`
 		}{Sessions: []sessJSON{}, Days: []dayJSON{}, Total: toSavingsJSON(fleet)}
 		for _, s := range ss {
-			out.Sessions = append(out.Sessions, sessJSON{s.info, toSavingsJSON(s.savings)})
+			out.Sessions = append(out.Sessions, sessJSON{s.info, toSavingsJSON(s.savings), s.notYetSaved()})
 		}
 		for _, d := range days {
 			out.Days = append(out.Days, dayJSON{d, toSavingsJSON(per[d])})
@@ -188,11 +194,32 @@ model has no price are counted in tokens only.`)
 		fmt.Fprintln(e.stdout, "no sessions")
 		return nil
 	}
-	fmt.Fprintln(e.stdout, fleet.Headline())
+	var prunes, applied, requests int
+	for _, s := range ss {
+		prunes, applied, requests = prunes+s.info.Prunes, applied+s.info.Applied, requests+s.requests()
+	}
+	note := projections.NotYetSaved(prunes, applied, requests)
+	headlineNote := note != ""
+	if headlineNote {
+		// No prune applied to a priced request anywhere: a headline of
+		// $0.00 would read as "pruning did nothing".
+		fmt.Fprintf(e.stdout, "Nothing saved yet: %s.\n", note)
+	} else {
+		fmt.Fprintln(e.stdout, fleet.Headline())
+	}
+	for _, s := range ss {
+		if note := s.notYetSaved(); note != "" && !(headlineNote && len(ss) == 1) {
+			fmt.Fprintf(e.stdout, "session %s: nothing saved yet: %s.\n", s.info.Session, note)
+		}
+	}
 	fmt.Fprintln(e.stdout)
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	fmt.Fprintln(tw, "SESSION\tAGENT\t"+savingsColumns)
 	for _, s := range ss {
+		if s.notYetSaved() != "" {
+			fmt.Fprintf(tw, "%s\t%s\tnot yet\t-\t-\t-\n", s.info.Session, orDash(s.info.Agent))
+			continue
+		}
 		writeSavingsRow(tw, s.info.Session, s.info.Agent, s.savings)
 	}
 	if err := tw.Flush(); err != nil {
@@ -200,12 +227,38 @@ model has no price are counted in tokens only.`)
 	}
 	fmt.Fprintln(e.stdout)
 	tw = newTable(e.stdout)
-	fmt.Fprintln(tw, "DAY (UTC)\tSESSIONS\tSAVED\tTOKENS SAVED\tIMMEDIATE SAVED\tVS IMMEDIATE")
+	fmt.Fprintln(tw, "DAY (UTC)\tSESSIONS\t"+savingsColumns)
 	for _, d := range days {
 		writeSavingsRow(tw, d, fmt.Sprint(per[d].Sessions), per[d])
 	}
 	writeSavingsRow(tw, "total", fmt.Sprint(fleet.Sessions), fleet)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\n"+savingsUnits)
+	return nil
+}
+
+// savingsColumns are the savings columns of stats' tables, and
+// savingsUnits the line under them that names their units.
+const savingsColumns = "SAVED (USD)\tTOKENS SAVED\tIMMEDIATE SAVED (USD / TOKENS)\tVS IMMEDIATE (USD)"
+
+const savingsUnits = "Saved against no pruning: USD is " + projections.UnitPromptCost + ", TOKENS are " + projections.UnitTokensSent +
+	"; immediate applies every prune at once; VS IMMEDIATE is what the scheduler saved against that."
+
+// requests is the number of model requests the session's economics
+// priced (the scheduled ledger's).
+func (s sessionSavings) requests() int {
+	if l := s.ledgers[scheduler.StrategyScheduled]; l != nil {
+		return len(l.Requests)
+	}
+	return 0
+}
+
+// notYetSaved says why a session with prunes shows no saving, "" when it
+// can show one (projections.NotYetSaved).
+func (s sessionSavings) notYetSaved() string {
+	return projections.NotYetSaved(s.info.Prunes, s.info.Applied, s.requests())
 }
 
 // writeSavingsRow writes name, a second column and the savings columns.
@@ -217,14 +270,15 @@ func writeSavingsRow(w io.Writer, name, second string, s analyze.Savings) {
 		imm = analyze.USD(j.ImmediateSavedUSD)
 		vs = analyze.USD(j.VsImmediateUSD)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s (%.1f%%)\t%s / %s tok\t%s\n", name, orDash(second), saved,
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s (%.1f%%)\t%s / %s\t%s\n", name, orDash(second), saved,
 		analyze.Thousands(j.SavedTokens), j.SavedTokensPct, imm, analyze.Thousands(j.ImmediateSavedTokens), vs)
 }
 
 func runSessions(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "sessions", "[flags]", `
-List the tenant's sessions, oldest first: agent, title, start, items, prunes
-(applied/marked) and the dollars the scheduler saved against no pruning.
+List the tenant's sessions, oldest first: agent, title (else the first line
+of the first user message), start, items, prunes (applied/decided) and the
+prompt cost (USD) the scheduler saved against no pruning.
 --ids prints the session ids alone, one per line.`)
 	cf := addClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -260,12 +314,15 @@ List the tenant's sessions, oldest first: agent, title, start, items, prunes
 		type row struct {
 			projections.SessionInfo
 			Savings savingsJSON `json:"savings"`
+			// NotYetSaved says why a session with prunes saved
+			// nothing yet (projections.NotYetSaved).
+			NotYetSaved string `json:"not_yet_saved,omitempty"`
 		}
 		out := struct {
 			Sessions []row `json:"sessions"`
 		}{Sessions: []row{}}
 		for _, s := range ss {
-			out.Sessions = append(out.Sessions, row{s.info, toSavingsJSON(s.savings)})
+			out.Sessions = append(out.Sessions, row{s.info, toSavingsJSON(s.savings), s.notYetSaved()})
 		}
 		return printJSON(e.stdout, out)
 	}
@@ -274,7 +331,8 @@ List the tenant's sessions, oldest first: agent, title, start, items, prunes
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tTITLE\tSTARTED (UTC)\tITEMS\tPRUNES\tSAVED")
+	fmt.Fprintln(tw, "SESSION\tAGENT\tTITLE\tSTARTED (UTC)\tITEMS\tPRUNES APPLIED/DECIDED\tSAVED (USD)")
+	var notes []string
 	for _, s := range ss {
 		in := s.info
 		started := "-"
@@ -285,9 +343,20 @@ List the tenant's sessions, oldest first: agent, title, start, items, prunes
 		if s.savings.Unpriced == 0 {
 			saved = analyze.USD(s.savings.SavedUSD(scheduler.StrategyScheduled))
 		}
+		if note := s.notYetSaved(); note != "" {
+			saved = "not yet (see below)"
+			notes = append(notes, fmt.Sprintf("session %s: nothing saved yet: %s.", in.Session, note))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", in.Session, orDash(in.Agent), orDash(abbreviate(in.Title, 40)), started, in.Items, in.Applied, in.Prunes, saved)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "\nSAVED (USD) is "+projections.UnitPromptCost+" the scheduler saved against no pruning ('prunesched stats' has tokens and days).")
+	for _, n := range notes {
+		fmt.Fprintln(e.stdout, n)
+	}
+	return nil
 }
 
 // abbreviate cuts s to n runes with an ellipsis.
