@@ -176,7 +176,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 			return nil, err
 		}
 		reg := prometheus.NewRegistry()
-		px, err := proxy.New(proxy.Config{Upstream: up, Backend: proxy.ServiceBackend(st, pipeline.New(st, b.pol, b.log, nil)),
+		px, err := proxy.New(proxy.Config{Upstream: up, Backend: service.NewProxyBackend(st, pipeline.New(st, b.pol, b.log, nil)),
 			Fleet: true, IdentityKey: key, Policy: &b.pol, Registry: reg, Logger: b.log})
 		if err != nil {
 			r.close()

@@ -210,7 +210,7 @@ func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
 	fp := &fleetProxy{reg: prometheus.NewRegistry()}
 	var be proxy.Backend
 	if r.one {
-		be = proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline)
+		be = service.NewProxyBackend(r.svc.Store, r.svc.Pipeline)
 	} else {
 		nc, err := r.connect()
 		if err != nil {
@@ -224,16 +224,9 @@ func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
 		if err := proxy.JoinFleet(ctx, st.JS(), r.key, r.replicas); err != nil {
 			t.Fatal(err)
 		}
-		inner := proxy.ServiceBackend(st, pipeline.New(st, r.pol, nil, nil))
+		inner := service.NewProxyBackend(st, pipeline.New(st, r.pol, nil, nil))
 		fb := &fleetBackend{Backend: inner}
-		fb.inner = inner.(interface {
-			ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
-			Tokens() events.TokenCounter
-			PutBlob(ctx context.Context, hash string, data []byte) error
-			SessionFacts(tenant, session string, lastFact uint64) (int, bool)
-			FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
-			AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
-		})
+		fb.inner = inner
 		fp.be, be = fb, fb
 	}
 	cfg := proxy.Config{Upstream: r.up, Backend: be, Registry: fp.reg, Budget: time.Hour, IdentityKey: r.key, Fleet: !r.one, Logger: testLogger(t), Policy: &r.pol,

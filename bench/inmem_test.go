@@ -64,7 +64,7 @@ type wayRig struct {
 func startWay(t *testing.T, pol policy.Policy, mod func(*proxy.Config)) *wayRig {
 	t.Helper()
 	r := startService(t, pol)
-	r.startProxy(t, proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), mod)
+	r.startProxy(t, service.NewProxyBackend(r.svc.Store, r.svc.Pipeline), mod)
 	return r
 }
 
@@ -449,7 +449,7 @@ func TestKillAfterForwardingLosesNothing(t *testing.T) {
 	wholeLog := whole.settle(t, session)
 
 	cut := startService(t, pol)
-	be := &killedBackend{Backend: proxy.ServiceBackend(cut.svc.Store, cut.svc.Pipeline), logs: cut.svc.Store, killed: make(chan struct{})}
+	be := &killedBackend{Backend: service.NewProxyBackend(cut.svc.Store, cut.svc.Pipeline), logs: cut.svc.Store, killed: make(chan struct{})}
 	cut.startProxy(t, be, nil)
 	for i, turn := range turns[:kill] {
 		cut.send(t, api, session, session+"/"+strconv.Itoa(i), turn)
@@ -464,7 +464,7 @@ func TestKillAfterForwardingLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = cut.px.Close(ctx)
-	cut.startProxy(t, proxy.ServiceBackend(cut.svc.Store, cut.svc.Pipeline), nil)
+	cut.startProxy(t, service.NewProxyBackend(cut.svc.Store, cut.svc.Pipeline), nil)
 	for i := kill + 1; i < len(turns); i++ {
 		key := session + "/" + strconv.Itoa(i)
 		cut.send(t, api, session, key, turns[i])

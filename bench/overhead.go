@@ -107,7 +107,7 @@ func newOverheadRig(ctx context.Context, items int, pol policy.Policy) (*overhea
 	})}
 	go func() { _ = r.up.Serve(upLn) }()
 	r.upURL = "http://" + upLn.Addr().String()
-	px, err := proxy.New(proxy.Config{Upstream: r.upURL, Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: slog.New(slog.DiscardHandler), Budget: 5 * time.Second})
+	px, err := proxy.New(proxy.Config{Upstream: r.upURL, Backend: service.NewProxyBackend(r.svc.Store, r.svc.Pipeline), Logger: slog.New(slog.DiscardHandler), Budget: 5 * time.Second})
 	if err != nil {
 		r.close()
 		return nil, err

@@ -155,7 +155,7 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, err
 	}
-	r.px, err = proxy.New(proxy.Config{Upstream: r.urls[0], Backend: proxy.ServiceBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
+	r.px, err = proxy.New(proxy.Config{Upstream: r.urls[0], Backend: service.NewProxyBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
 	if err != nil {
 		r.close()
 		return nil, err

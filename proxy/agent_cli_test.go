@@ -18,6 +18,7 @@ import (
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/agentclis"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -63,7 +64,7 @@ func pruneschedBinary(t *testing.T) string {
 	defer cliBuild.mu.Unlock()
 	if cliBuild.bin == "" {
 		dir, err := os.MkdirTemp("", "prunesched-cli-")
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		bin := filepath.Join(dir, "prunesched")
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
@@ -92,7 +93,7 @@ func setupAgent(t *testing.T, bin, agent, home, proxyURL string) {
 	cmd := exec.Command(bin, "setup", agent, "--home", home, "--proxy", proxyURL, "--mcp-command", bin)
 	cmd.Env = agentclis.HomeEnv(home)
 	out, err := cmd.CombinedOutput()
-	require_True(t, err == nil, "prunesched setup %s: %v\n%s", agent, err, out)
+	testutil.True(t, err == nil, "prunesched setup %s: %v\n%s", agent, err, out)
 	t.Logf("setup %s:\n%s", agent, out)
 }
 
@@ -101,7 +102,7 @@ func setupAgent(t *testing.T, bin, agent, home, proxyURL string) {
 func runInHome(t *testing.T, dir, home string, env []string, bin string, args ...string) []byte {
 	t.Helper()
 	out, stderr, err := execCLI(dir, home, env, bin, args...)
-	require_True(t, err == nil, "%s: %v\nstdout:\n%s\nstderr (tail):\n%s", filepath.Base(bin), err, tail(string(out), 4000), tail(stderr, 4000))
+	testutil.True(t, err == nil, "%s: %v\nstdout:\n%s\nstderr (tail):\n%s", filepath.Base(bin), err, tail(string(out), 4000), tail(stderr, 4000))
 	return out
 }
 
@@ -126,7 +127,7 @@ func newCtxProject(t *testing.T, rulesName string) *ctxProject {
 	p.log = strings.Repeat("=== RUN TestX\n--- PASS: TestX (0.00s)\n", 25)
 	p.rules = strings.Repeat("Always run the tests before you finish.\n", 12)
 	for name, c := range map[string]string{"a.txt": p.a, "test.log": p.log, rulesName: p.rules, "x.txt": "one more file\n"} {
-		require_NoError(t, os.WriteFile(filepath.Join(p.dir, name), []byte(c), 0o644))
+		testutil.NoError(t, os.WriteFile(filepath.Join(p.dir, name), []byte(c), 0o644))
 	}
 	return p
 }
@@ -386,9 +387,9 @@ func checkCtxRun(t *testing.T, b *bench, r *ctxRun, reqs []recorded, view func(m
 	t.Helper()
 	var views []reqView
 	for i, rq := range reqs {
-		require_True(t, !strings.Contains(string(rq.body), stubFragment), "request %d carries the MCP server's stub: %.400s", i, rq.body)
+		testutil.True(t, !strings.Contains(string(rq.body), stubFragment), "request %d carries the MCP server's stub: %.400s", i, rq.body)
 		var req map[string]any
-		require_NoError(t, json.Unmarshal(rq.body, &req))
+		testutil.NoError(t, json.Unmarshal(rq.body, &req))
 		if req["tools"] == nil {
 			continue // a side request (title): not an agent turn
 		}
@@ -409,64 +410,64 @@ func checkCtxRun(t *testing.T, b *bench, r *ctxRun, reqs []recorded, view func(m
 	// context_list and context_prune: the proxy's answers, byte for byte
 	// the same at every later send.
 	list := views[iList].results[id("list")]
-	require_True(t, strings.HasPrefix(list, "prunesched: the ") && listHandle(list, "test.log") != "" && listHandle(list, r.proj.rulesName) != "", "list answer:\n%s", list)
+	testutil.True(t, strings.HasPrefix(list, "prunesched: the ") && listHandle(list, "test.log") != "" && listHandle(list, r.proj.rulesName) != "", "list answer:\n%s", list)
 	pr := views[iPrune].results[id("prune")]
 	hl, hr := listHandle(list, "test.log"), listHandle(list, r.proj.rulesName)
-	require_True(t, strings.HasPrefix(pr, "prunesched: 1 of 2 accepted."), "prune answer:\n%s", pr)
-	require_True(t, strings.Contains(pr, "\n"+hl+" accepted (AGENT_REQUEST): queued until a cache-safe point"), "prune answer lacks the log's acceptance (%s):\n%s", hl, pr)
-	require_True(t, strings.Contains(pr, "\n"+hr+" refused: protected (PROJECT_RULE: project-rule file matching "+r.proj.rulesName+")"), "prune answer lacks the rule file's refusal (%s):\n%s", hr, pr)
+	testutil.True(t, strings.HasPrefix(pr, "prunesched: 1 of 2 accepted."), "prune answer:\n%s", pr)
+	testutil.True(t, strings.Contains(pr, "\n"+hl+" accepted (AGENT_REQUEST): queued until a cache-safe point"), "prune answer lacks the log's acceptance (%s):\n%s", hl, pr)
+	testutil.True(t, strings.Contains(pr, "\n"+hr+" refused: protected (PROJECT_RULE: project-rule file matching "+r.proj.rulesName+")"), "prune answer lacks the rule file's refusal (%s):\n%s", hr, pr)
 	for i := iList; i < len(views); i++ {
-		require_True(t, views[i].results[id("list")] == list, "request %d: list answer changed: %.300q", i, views[i].results[id("list")])
+		testutil.True(t, views[i].results[id("list")] == list, "request %d: list answer changed: %.300q", i, views[i].results[id("list")])
 	}
 	for i := iPrune; i < len(views); i++ {
-		require_True(t, views[i].results[id("prune")] == pr, "request %d: prune answer changed: %.300q", i, views[i].results[id("prune")])
+		testutil.True(t, views[i].results[id("prune")] == pr, "request %d: prune answer changed: %.300q", i, views[i].results[id("prune")])
 	}
 
 	// The accepted removal: whole at every send before the cache-safe
 	// point (the acceptance and at least one warm request after it), a
 	// placeholder from it on.
-	require_True(t, iLog < iPrune && iPrune < iRec && iRec < iX, "request order: log %d prune %d rec %d x %d", iLog, iPrune, iRec, iX)
+	testutil.True(t, iLog < iPrune && iPrune < iRec && iRec < iX, "request order: log %d prune %d rec %d x %d", iLog, iPrune, iRec, iX)
 	orig := views[iLog].results[id("log")]
-	require_True(t, strings.Contains(orig, r.proj.logMarker), "the log at its first send: %.200q", orig)
+	testutil.True(t, strings.Contains(orig, r.proj.logMarker), "the log at its first send: %.200q", orig)
 	for i := iLog; i < iX; i++ {
-		require_True(t, views[i].results[id("log")] == orig, "request %d (before the cache-safe point %d): the log was removed: %.200q", i, iX, views[i].results[id("log")])
+		testutil.True(t, views[i].results[id("log")] == orig, "request %d (before the cache-safe point %d): the log was removed: %.200q", i, iX, views[i].results[id("log")])
 	}
 	for i := iX; i < len(views); i++ {
 		got := views[i].results[id("log")]
-		require_True(t, strings.HasPrefix(got, "[prunesched: output of ") && strings.Contains(got, "removed: AGENT_REQUEST,") && !strings.Contains(got, r.proj.logMarker), "request %d (cache-safe point %d): log not removed: %.200q", i, iX, got)
+		testutil.True(t, strings.HasPrefix(got, "[prunesched: output of ") && strings.Contains(got, "removed: AGENT_REQUEST,") && !strings.Contains(got, r.proj.logMarker), "request %d (cache-safe point %d): log not removed: %.200q", i, iX, got)
 	}
 	for i := first("rules"); i < len(views); i++ {
-		require_True(t, strings.Contains(views[i].results[id("rules")], strings.TrimSpace(r.proj.rules)[:40]), "request %d: the rule file changed: %.200q", i, views[i].results[id("rules")])
+		testutil.True(t, strings.Contains(views[i].results[id("rules")], strings.TrimSpace(r.proj.rules)[:40]), "request %d: the rule file changed: %.200q", i, views[i].results[id("rules")])
 	}
 
 	// context_recover: the copy pruned by a rule at its first send comes
 	// back byte for byte; its placeholder stays.
 	a2 := views[iA2].results[id("a2")]
-	require_True(t, strings.HasPrefix(a2, "[prunesched: output of ") && !strings.Contains(a2, r.proj.aLast), "the second read at its first send: %.300q", a2)
+	testutil.True(t, strings.HasPrefix(a2, "[prunesched: output of ") && !strings.Contains(a2, r.proj.aLast), "the second read at its first send: %.300q", a2)
 	rec := views[iRec].results[id("rec")]
 	sessions := b.sessionsOf(t, events.DefaultTenant, id("a1"))
-	require_True(t, len(sessions) == 1, "sessions holding %s: %v", id("a1"), sessions)
+	testutil.True(t, len(sessions) == 1, "sessions holding %s: %v", id("a1"), sessions)
 	session := sessions[0]
 	want := originalOutput(t, b, session, id("a2"))
-	require_True(t, rec == want && strings.Contains(rec, r.proj.aLast), "recovered %d bytes, want the original %d: %.300q", len(rec), len(want), rec)
+	testutil.True(t, rec == want && strings.Contains(rec, r.proj.aLast), "recovered %d bytes, want the original %d: %.300q", len(rec), len(want), rec)
 	for i := iRec; i < len(views); i++ {
-		require_True(t, views[i].results[id("a2")] == a2 && views[i].results[id("rec")] == rec, "request %d: the placeholder or the recovery changed", i)
+		testutil.True(t, views[i].results[id("a2")] == a2 && views[i].results[id("rec")] == rec, "request %d: the placeholder or the recovery changed", i)
 	}
 
 	// The log.
 	items := b.items(t, events.DefaultTenant, session)
 	it := itemByID(items, id("a2"))
-	require_True(t, it != nil && it.Pruned && (it.Applied.Rung == events.L0 || it.Applied.Rung == events.L1) && it.Applied.Trigger == events.TriggerNeverSent, "%s: %+v applied %+v", id("a2"), it, it.Applied)
+	testutil.True(t, it != nil && it.Pruned && (it.Applied.Rung == events.L0 || it.Applied.Rung == events.L1) && it.Applied.Trigger == events.TriggerNeverSent, "%s: %+v applied %+v", id("a2"), it, it.Applied)
 	t.Logf("second read pruned by %s %s (%s)", it.Applied.Rung, it.Applied.Reason, it.Applied.Trigger)
 	it = itemByID(items, id("log"))
-	require_True(t, it != nil && it.Pruned && it.Applied.Reason == events.ReasonAgentRequest && it.Applied.Trigger == events.TriggerCacheExpired, "%s: %+v", id("log"), it)
+	testutil.True(t, it != nil && it.Pruned && it.Applied.Reason == events.ReasonAgentRequest && it.Applied.Trigger == events.TriggerCacheExpired, "%s: %+v", id("log"), it)
 	for _, s := range []string{"a1", "rules", "list", "prune", "rec", "x"} {
 		it := itemByID(items, id(s))
 		// The recovered bytes repeat the first read's lines, so L1 span
 		// may reference them (SPAN_REFERENCE, applied in the log); the
 		// proxy splices whole placeholders only, so the wire carries them
 		// whole (checked above).
-		require_True(t, it != nil && (!it.Pruned || s == "rec" && it.Applied.Reason == events.ReasonSpanReference), "%s: %+v applied %+v", id(s), it, it.Applied)
+		testutil.True(t, it != nil && (!it.Pruned || s == "rec" && it.Applied.Reason == events.ReasonSpanReference), "%s: %+v applied %+v", id(s), it, it.Applied)
 	}
 	return views
 }
@@ -481,13 +482,13 @@ func originalOutput(t *testing.T, b *bench, session, item string) string {
 			o, ok = s.OriginalOf(i)
 		}
 	})
-	require_True(t, ok, "no original of %s in %s", item, session)
+	testutil.True(t, ok, "no original of %s in %s", item, session)
 	if o.Output != nil {
 		return *o.Output
 	}
-	require_True(t, o.Hash != "", "original of %s: no output", item)
+	testutil.True(t, o.Hash != "", "original of %s: no output", item)
 	raw, err := b.px.cfg.Backend.Blob(context.Background(), o.Hash)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	return string(raw)
 }
 
@@ -496,7 +497,7 @@ func originalOutput(t *testing.T, b *bench, session, item string) string {
 func ctxPolicy(t *testing.T) policy.Policy {
 	t.Helper()
 	pol, err := policy.Parse([]byte("name: cli-context-tools\neligibility:\n  protect_recent_turns: 0\n"))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	return pol
 }
 
@@ -598,22 +599,22 @@ func TestClaudeCodeContextTools(t *testing.T) {
 				Subtype, Result string
 				IsError         bool `json:"is_error"`
 			}
-			require_NoError(t, json.Unmarshal(out, &res))
-			require_True(t, res.Subtype == "success" && !res.IsError && res.Result == "done", "claude result: %s", out)
+			testutil.NoError(t, json.Unmarshal(out, &res))
+			testutil.True(t, res.Subtype == "success" && !res.IsError && res.Result == "done", "claude result: %s", out)
 			views := checkCtxRun(t, c.bench, r, c.f.requests()[start:], anthropicView)
 			for k, n := range r.names {
-				require_True(t, n.name == "mcp__prunesched__"+string(k), "Claude Code calls %s %s", k, n)
+				testutil.True(t, n.name == "mcp__prunesched__"+string(k), "Claude Code calls %s %s", k, n)
 			}
 
 			// Whether the context tools were deferred behind ToolSearch.
 			_, direct := views[0].contextTool(agenttools.List)
 			t.Logf("first request's tools: %v (deferred: %v)", toolNames(views[0]), views[0].deferTo)
 			if !tc.search {
-				require_True(t, direct && !views[0].has("ToolSearch"), "ENABLE_TOOL_SEARCH=false: tools %v", toolNames(views[0]))
+				testutil.True(t, direct && !views[0].has("ToolSearch"), "ENABLE_TOOL_SEARCH=false: tools %v", toolNames(views[0]))
 				return
 			}
-			require_True(t, !direct && views[0].has("ToolSearch"), "ToolSearch is not in front of the MCP tools: tools %v", toolNames(views[0]))
-			require_True(t, strings.Contains(string(c.f.requests()[start].body), "mcp__prunesched__context_prune"), "the deferred tools' names are not in the first request")
+			testutil.True(t, !direct && views[0].has("ToolSearch"), "ToolSearch is not in front of the MCP tools: tools %v", toolNames(views[0]))
+			testutil.True(t, strings.Contains(string(c.f.requests()[start].body), "mcp__prunesched__context_prune"), "the deferred tools' names are not in the first request")
 			for i, v := range views {
 				if _, ok := v.results[r.prefix+"search"]; ok {
 					t.Logf("after ToolSearch: tools %v (deferred: %v); its result: %.400s", toolNames(v), v.deferTo, v.results[r.prefix+"search"])
@@ -621,8 +622,8 @@ func TestClaudeCodeContextTools(t *testing.T) {
 					// tool_reference blocks of ToolSearch's result.
 					for _, k := range agenttools.Kinds {
 						n, ok := v.contextTool(k)
-						require_True(t, ok && v.deferTo[n.name], "request %d, after ToolSearch: %s not among the tools %v (deferred %v)", i, k, toolNames(v), v.deferTo)
-						require_True(t, strings.Contains(v.results[r.prefix+"search"], `{"tool_name":"`+n.name+`","type":"tool_reference"}`), "ToolSearch's result does not load %s: %s", n.name, v.results[r.prefix+"search"])
+						testutil.True(t, ok && v.deferTo[n.name], "request %d, after ToolSearch: %s not among the tools %v (deferred %v)", i, k, toolNames(v), v.deferTo)
+						testutil.True(t, strings.Contains(v.results[r.prefix+"search"], `{"tool_name":"`+n.name+`","type":"tool_reference"}`), "ToolSearch's result does not load %s: %s", n.name, v.results[r.prefix+"search"])
 					}
 					break
 				}
@@ -645,8 +646,8 @@ func TestCodexContextTools(t *testing.T) {
 	proj := newCtxProject(t, "AGENTS.md")
 	home := t.TempDir()
 	// The user's own settings (no provider: setup adds and selects one).
-	require_NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o755))
-	require_NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(`model = "fake-model"
+	testutil.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o755))
+	testutil.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(`model = "fake-model"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
@@ -663,16 +664,16 @@ plugins = false
 	}}
 	start := c.start(r)
 	out := runInHome(t, proj.dir, home, []string{"OPENAI_API_KEY=" + secretKey}, cli, "exec", "--skip-git-repo-check", "--json", "Tidy up the context.")
-	require_True(t, strings.Contains(string(out), `"turn.completed"`) && strings.Contains(string(out), `"text":"done"`), "codex output:\n%s", out)
+	testutil.True(t, strings.Contains(string(out), `"turn.completed"`) && strings.Contains(string(out), `"text":"done"`), "codex output:\n%s", out)
 	views := checkCtxRun(t, c.bench, r, c.f.requests()[start:], responsesView)
 	t.Logf("first request's tools: %v", toolNames(views[0]))
 	for k, n := range r.names {
-		require_True(t, n.ns == "mcp__prunesched" && n.name == string(k), "Codex offers %s as %s", k, n)
+		testutil.True(t, n.ns == "mcp__prunesched" && n.name == string(k), "Codex offers %s as %s", k, n)
 	}
 	// The log names the call by its qualified name, as Codex does.
 	sessions := c.sessionsOf(t, events.DefaultTenant, r.prefix+"rec")
 	it := itemByID(c.items(t, events.DefaultTenant, sessions[0]), r.prefix+"rec")
-	require_True(t, it != nil && it.Tool == "mcp__prunesched__context_recover", "the recovery's tool: %+v", it)
+	testutil.True(t, it != nil && it.Tool == "mcp__prunesched__context_recover", "the recovery's tool: %+v", it)
 }
 
 // TestOpenCodeContextTools: OpenCode on its built-in anthropic provider,
@@ -688,8 +689,8 @@ func TestOpenCodeContextTools(t *testing.T) {
 	// The user's own settings (setup adds the base URLs and the MCP
 	// server).
 	cfgDir := filepath.Join(home, ".config", "opencode")
-	require_NoError(t, os.MkdirAll(cfgDir, 0o755))
-	require_NoError(t, os.WriteFile(filepath.Join(cfgDir, "opencode.json"), []byte(`{
+	testutil.NoError(t, os.MkdirAll(cfgDir, 0o755))
+	testutil.NoError(t, os.WriteFile(filepath.Join(cfgDir, "opencode.json"), []byte(`{
   "$schema": "https://opencode.ai/config.json",
   "model": "anthropic/claude-sonnet-4-5",
   "small_model": "anthropic/claude-sonnet-4-5",
@@ -705,10 +706,10 @@ func TestOpenCodeContextTools(t *testing.T) {
 	out := runInHome(t, proj.dir, home, []string{"ANTHROPIC_API_KEY=" + secretKey, "OPENCODE_DISABLE_MODELS_FETCH=1",
 		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1"},
 		cli, "run", "--format", "json", "tidy", "up", "the", "context")
-	require_True(t, strings.Contains(string(out), `"text":"done"`), "opencode output:\n%s", out)
+	testutil.True(t, strings.Contains(string(out), `"text":"done"`), "opencode output:\n%s", out)
 	views := checkCtxRun(t, c.bench, r, c.f.requests()[start:], anthropicView)
 	t.Logf("first request's tools: %v", toolNames(views[0]))
 	for k, n := range r.names {
-		require_True(t, n.name == "prunesched_"+string(k), "OpenCode offers %s as %s", k, n)
+		testutil.True(t, n.name == "prunesched_"+string(k), "OpenCode offers %s as %s", k, n)
 	}
 }

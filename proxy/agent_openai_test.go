@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/agenttools"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // openaiClient plays an agent on an OpenAI API with prunesched's MCP
@@ -59,16 +60,16 @@ func (c *openaiClient) send() call {
 		path, key = "/v1/responses", "input"
 	}
 	body, err := json.Marshal(map[string]any{"model": "gpt-test", "stream": true, key: c.items, "tools": c.tools()})
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	hr, err := http.NewRequest("POST", c.url+path, bytes.NewReader(body))
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+secretKey)
 	hr.Header.Set("X-Session-Id", "oa-"+string(c.api))
 	resp, err := http.DefaultClient.Do(hr)
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	defer resp.Body.Close()
-	require_True(c.t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	testutil.True(c.t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 	var out call
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
@@ -90,7 +91,7 @@ func (c *openaiClient) send() call {
 				}
 			}
 		}
-		require_NoError(c.t, json.Unmarshal([]byte(data), &ev))
+		testutil.NoError(c.t, json.Unmarshal([]byte(data), &ev))
 		for _, ch := range ev.Choices {
 			out.text += ch.Delta.Content
 			for _, tc := range ch.Delta.ToolCalls {
@@ -115,7 +116,7 @@ func (c *openaiClient) send() call {
 			}
 		}
 	}
-	require_NoError(c.t, sc.Err())
+	testutil.NoError(c.t, sc.Err())
 	return out
 }
 
@@ -125,7 +126,7 @@ func (c *openaiClient) step() bool {
 	c.t.Helper()
 	cl := c.send()
 	if cl.name == "" {
-		require_True(c.t, cl.text == "done", "the model ended with %q", cl.text)
+		testutil.True(c.t, cl.text == "done", "the model ended with %q", cl.text)
 		return false
 	}
 	var result any
@@ -136,7 +137,7 @@ func (c *openaiClient) step() bool {
 		}
 	} else {
 		var in struct{ FilePath string }
-		require_NoError(c.t, json.Unmarshal([]byte(cl.args), &in))
+		testutil.NoError(c.t, json.Unmarshal([]byte(cl.args), &in))
 		result = map[string]string{
 			filepath.Join(c.proj.dir, "a.txt"): c.proj.a, filepath.Join(c.proj.dir, "test.log"): c.proj.log,
 			filepath.Join(c.proj.dir, c.proj.rulesName): c.proj.rules, filepath.Join(c.proj.dir, "x.txt"): "one more file\n",
@@ -184,7 +185,7 @@ func TestAgentContextToolsOpenAI(t *testing.T) {
 					{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "tidy up the context"}}}}
 			}
 			for n := 0; cl.step(); n++ {
-				require_True(t, n < 20, "the conversation did not end")
+				testutil.True(t, n < 20, "the conversation did not end")
 			}
 			view := chatView
 			if api == APIOpenAIResponses {
@@ -199,7 +200,7 @@ func TestAgentContextToolsOpenAI(t *testing.T) {
 				}
 			}
 			for k, n := range r.names {
-				require_True(t, n == want[k], "%s called as %s", k, n)
+				testutil.True(t, n == want[k], "%s called as %s", k, n)
 			}
 		})
 	}
@@ -224,20 +225,20 @@ func TestAgentContextToolsNamespace(t *testing.T) {
 	}
 	body, err := json.Marshal(map[string]any{"model": "gpt-test", "stream": true, "input": input,
 		"tools": []any{map[string]any{"type": "function", "name": "read", "parameters": map[string]any{"type": "object"}}}})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	hr, err := http.NewRequest("POST", b.url+"/v1/responses", bytes.NewReader(body))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+secretKey)
 	resp, err := http.DefaultClient.Do(hr)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	resp.Body.Close()
-	require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 	reqs := f.requests()
-	require_True(t, len(reqs) == 1, "%d requests upstream", len(reqs))
+	testutil.True(t, len(reqs) == 1, "%d requests upstream", len(reqs))
 	var req map[string]any
-	require_NoError(t, json.Unmarshal(reqs[0].body, &req))
+	testutil.NoError(t, json.Unmarshal(reqs[0].body, &req))
 	got := responsesView(req).results
-	require_True(t, got["call_other"] == "mcp__other says: "+agenttools.Stub(agenttools.List), "another server's context_list was answered by prunesched: %.200q", got["call_other"])
-	require_True(t, strings.HasPrefix(got["call_ours"], "prunesched: the "), "prunesched's context_list was not answered: %.200q", got["call_ours"])
+	testutil.True(t, got["call_other"] == "mcp__other says: "+agenttools.Stub(agenttools.List), "another server's context_list was answered by prunesched: %.200q", got["call_other"])
+	testutil.True(t, strings.HasPrefix(got["call_ours"], "prunesched: the "), "prunesched's context_list was not answered: %.200q", got["call_ours"])
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	assert "github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
@@ -65,20 +66,20 @@ func (c *agentClient) send() map[string]any {
 		"context_management": map[string]any{"edits": []any{}},
 	}
 	body, err := json.Marshal(req)
-	require_NoError(c.t, err)
+	assert.NoError(c.t, err)
 	hr, err := http.NewRequest("POST", c.url+"/v1/messages", bytes.NewReader(body))
-	require_NoError(c.t, err)
+	assert.NoError(c.t, err)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("x-api-key", c.key)
 	hr.Header.Set("X-Claude-Code-Session-Id", c.session)
 	resp, err := http.DefaultClient.Do(hr)
-	require_NoError(c.t, err)
+	assert.NoError(c.t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require_NoError(c.t, err)
-	require_True(c.t, resp.StatusCode == 200, "status %d: %s", resp.StatusCode, raw)
+	assert.NoError(c.t, err)
+	assert.True(c.t, resp.StatusCode == 200, "status %d: %s", resp.StatusCode, raw)
 	var out map[string]any
-	require_NoError(c.t, json.Unmarshal(raw, &out))
+	assert.NoError(c.t, json.Unmarshal(raw, &out))
 	return out
 }
 
@@ -159,7 +160,7 @@ func agentScript(t *testing.T) func(body map[string]any) turn {
 func TestAgentContextTools(t *testing.T) {
 	t.Parallel()
 	pol, err := policy.Parse([]byte("name: agent-test\neligibility:\n  protect_recent_turns: 0\n"))
-	require_NoError(t, err)
+	assert.NoError(t, err)
 	clock := &agentClock{t: time.Now()} // the budget counts from the request time on the real clock
 	// The provider reports a warm cache: removing what it holds breaks it.
 	f := &fakeUpstream{usage: map[string]any{"input_tokens": 50, "cache_creation_input_tokens": 400, "cache_read_input_tokens": 3000,
@@ -182,7 +183,7 @@ func TestAgentContextTools(t *testing.T) {
 			// 8th request.
 			clock.jump(6 * time.Minute)
 		}
-		require_True(t, steps < 20, "conversation did not end")
+		assert.True(t, steps < 20, "conversation did not end")
 	}
 	reqs := f.requests()
 	if len(reqs) != 10 {
@@ -198,20 +199,20 @@ func TestAgentContextTools(t *testing.T) {
 	// context_list: the stub never reaches the model; the answer names the
 	// handles, and every later request sends the same bytes.
 	list := results[5]["toolu_list"]
-	require_True(t, strings.HasPrefix(list, "prunesched: the ") && strings.Contains(list, "output of Read /p/test.log"), "list answer:\n%s", list)
-	require_True(t, strings.Contains(list, "protected (PROJECT_RULE)") || strings.Contains(list, "/p/CLAUDE.md"), "list answer lacks CLAUDE.md:\n%s", list)
+	assert.True(t, strings.HasPrefix(list, "prunesched: the ") && strings.Contains(list, "output of Read /p/test.log"), "list answer:\n%s", list)
+	assert.True(t, strings.Contains(list, "protected (PROJECT_RULE)") || strings.Contains(list, "/p/CLAUDE.md"), "list answer lacks CLAUDE.md:\n%s", list)
 	for i := 6; i < len(reqs); i++ {
-		require_True(t, results[i]["toolu_list"] == list, "request %d: list answer changed:\n%s", i+1, results[i]["toolu_list"])
+		assert.True(t, results[i]["toolu_list"] == list, "request %d: list answer changed:\n%s", i+1, results[i]["toolu_list"])
 	}
 
 	// context_prune: one line per handle.
 	pr := results[6]["toolu_prune"]
-	require_True(t, strings.HasPrefix(pr, "prunesched: 1 of 4 accepted."), "prune answer:\n%s", pr)
-	require_True(t, regexp.MustCompile(`#\d+ accepted \(AGENT_REQUEST\): queued until a cache-safe point`).MatchString(pr), "prune answer lacks the accepted line:\n%s", pr)
-	require_True(t, regexp.MustCompile(`#\d+ refused: protected \(PROJECT_RULE: project-rule file matching CLAUDE.md\)`).MatchString(pr), "prune answer lacks the refusal:\n%s", pr)
-	require_True(t, strings.Contains(pr, `"#12\">" is not a handle`) && strings.Contains(pr, "#999 not found: no item #999 in this session"), "prune answer lacks the invalid handles:\n%s", pr)
+	assert.True(t, strings.HasPrefix(pr, "prunesched: 1 of 4 accepted."), "prune answer:\n%s", pr)
+	assert.True(t, regexp.MustCompile(`#\d+ accepted \(AGENT_REQUEST\): queued until a cache-safe point`).MatchString(pr), "prune answer lacks the accepted line:\n%s", pr)
+	assert.True(t, regexp.MustCompile(`#\d+ refused: protected \(PROJECT_RULE: project-rule file matching CLAUDE.md\)`).MatchString(pr), "prune answer lacks the refusal:\n%s", pr)
+	assert.True(t, strings.Contains(pr, `"#12\">" is not a handle`) && strings.Contains(pr, "#999 not found: no item #999 in this session"), "prune answer lacks the invalid handles:\n%s", pr)
 	for i := 7; i < len(reqs); i++ {
-		require_True(t, results[i]["toolu_prune"] == pr, "request %d: prune answer changed", i+1)
+		assert.True(t, results[i]["toolu_prune"] == pr, "request %d: prune answer changed", i+1)
 	}
 
 	// The accepted removal waits for the cache-safe point: whole through
@@ -229,21 +230,21 @@ func TestAgentContextTools(t *testing.T) {
 		}
 	}
 	for i := 7; i < len(reqs); i++ {
-		require_True(t, strings.HasPrefix(results[i]["toolu_log"], "[prunesched: output of Read /p/test.log removed: AGENT_REQUEST,"), "request %d: log not removed: %.200q", i+1, results[i]["toolu_log"])
-		require_True(t, results[i]["toolu_rules"] == c.files["/p/CLAUDE.md"], "request %d: CLAUDE.md changed", i+1)
+		assert.True(t, strings.HasPrefix(results[i]["toolu_log"], "[prunesched: output of Read /p/test.log removed: AGENT_REQUEST,"), "request %d: log not removed: %.200q", i+1, results[i]["toolu_log"])
+		assert.True(t, results[i]["toolu_rules"] == c.files["/p/CLAUDE.md"], "request %d: CLAUDE.md changed", i+1)
 	}
 
 	// context_recover: the second a.txt, pruned by a rule as it arrived,
 	// comes back byte for byte; its placeholder stays.
-	require_True(t, strings.HasPrefix(results[2]["toolu_a2"], "[prunesched: output of Read /p/a.txt removed: L0 DUPLICATE_OUTPUT"), "toolu_a2 at its first send: %.200q", results[2]["toolu_a2"])
-	require_True(t, results[9]["toolu_rec"] == a, "recovered %d bytes, want the original %d: %.200q", len(results[9]["toolu_rec"]), len(a), results[9]["toolu_rec"])
-	require_True(t, strings.HasPrefix(results[9]["toolu_a2"], "[prunesched:"), "the placeholder left its place")
+	assert.True(t, strings.HasPrefix(results[2]["toolu_a2"], "[prunesched: output of Read /p/a.txt removed: L0 DUPLICATE_OUTPUT"), "toolu_a2 at its first send: %.200q", results[2]["toolu_a2"])
+	assert.True(t, results[9]["toolu_rec"] == a, "recovered %d bytes, want the original %d: %.200q", len(results[9]["toolu_rec"]), len(a), results[9]["toolu_rec"])
+	assert.True(t, strings.HasPrefix(results[9]["toolu_a2"], "[prunesched:"), "the placeholder left its place")
 
 	// The log and the certificates.
 	session := b.session("agent-1", reqs[0].header)
 	items := b.items(t, events.DefaultTenant, session)
 	logIt := itemByID(items, "toolu_log")
-	require_True(t, logIt != nil && logIt.Pruned && logIt.Applied.Reason == events.ReasonAgentRequest && logIt.Applied.Trigger == events.TriggerCacheExpired, "log item %+v", logIt)
+	assert.True(t, logIt != nil && logIt.Pruned && logIt.Applied.Reason == events.ReasonAgentRequest && logIt.Applied.Trigger == events.TriggerCacheExpired, "log item %+v", logIt)
 	var found bool
 	b.svc.Pipeline.Projection.View(events.DefaultTenant, session, func(s *projections.Session) {
 		for _, ci := range s.ContextItems() {
@@ -252,30 +253,30 @@ func TestAgentContextTools(t *testing.T) {
 			}
 		}
 	})
-	require_True(t, found, "the log's certificate does not say the agent decided")
+	assert.True(t, found, "the log's certificate does not say the agent decided")
 	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, session)
-	require_NoError(t, err)
+	assert.NoError(t, err)
 	var asks int
 	for _, e := range evs {
 		if pr, ok := e.Data.(*events.PruneRequest); ok {
 			asks++
-			require_True(t, pr.By == events.ByAgent && pr.Reason == "the test passed; done with its log", "prune request %+v", pr)
+			assert.True(t, pr.By == events.ByAgent && pr.Reason == "the test passed; done with its log", "prune request %+v", pr)
 		}
 		if tr, ok := e.Data.(*events.ToolResult); ok && tr.Item == "toolu_list" {
-			require_True(t, tr.Tool == "mcp__prunesched__context_list", "the list's result names tool %q", tr.Tool)
+			assert.True(t, tr.Tool == "mcp__prunesched__context_list", "the list's result names tool %q", tr.Tool)
 		}
 	}
-	require_True(t, asks == 2, "want 2 agent prune requests in the log (the valid handles), got %d", asks)
+	assert.True(t, asks == 2, "want 2 agent prune requests in the log (the valid handles), got %d", asks)
 	// The economics count the recovery.
 	led := scheduler.SimulateAll(pol, evs, scheduler.StrategyScheduled)[scheduler.StrategyScheduled]
-	require_True(t, led.Total.Recoveries == 1 && led.Total.RecoveryTokens > 0, "economics (the test model is unpriced: tokens only): %d recoveries, %d tokens, $%v", led.Total.Recoveries, led.Total.RecoveryTokens, led.Total.RecoveryCost)
+	assert.True(t, led.Total.Recoveries == 1 && led.Total.RecoveryTokens > 0, "economics (the test model is unpriced: tokens only): %d recoveries, %d tokens, $%v", led.Total.Recoveries, led.Total.RecoveryTokens, led.Total.RecoveryCost)
 
 	// Metrics.
-	require_True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("accepted", "AGENT_REQUEST")) == 1, "accepted metric")
-	require_True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("refused", "PROJECT_RULE")) == 1, "refused metric")
-	require_True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("invalid", "garbled")) == 1, "garbled metric")
-	require_True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("invalid", "not_found")) == 1, "not_found metric")
-	require_True(t, testutil.ToFloat64(b.px.met.recovers.WithLabelValues("recovered")) == 1, "recoveries metric")
+	assert.True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("accepted", "AGENT_REQUEST")) == 1, "accepted metric")
+	assert.True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("refused", "PROJECT_RULE")) == 1, "refused metric")
+	assert.True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("invalid", "garbled")) == 1, "garbled metric")
+	assert.True(t, testutil.ToFloat64(b.px.met.agent.WithLabelValues("invalid", "not_found")) == 1, "not_found metric")
+	assert.True(t, testutil.ToFloat64(b.px.met.recovers.WithLabelValues("recovered")) == 1, "recoveries metric")
 
 	// Another credential's session: the same handle is not found there.
 	other := &agentClient{t: t, url: b.url, key: "sk-ant-OTHER-key-000000000000", session: "agent-1", files: c.files}
@@ -287,8 +288,8 @@ func TestAgentContextTools(t *testing.T) {
 	other.send()
 	reqs = f.requests()
 	_, got := toolResults(t, reqs[len(reqs)-1].body)
-	require_True(t, strings.HasPrefix(got["toolu_o1"], "prunesched: not found: no item #"), "another credential's recovery: %.200q", got["toolu_o1"])
-	require_True(t, !strings.Contains(got["toolu_o1"], "alpha line"), "another credential read the content")
+	assert.True(t, strings.HasPrefix(got["toolu_o1"], "prunesched: not found: no item #"), "another credential's recovery: %.200q", got["toolu_o1"])
+	assert.True(t, !strings.Contains(got["toolu_o1"], "alpha line"), "another credential read the content")
 }
 
 // judgeFailsOnce fails the first wait for the agent's removal requests to
@@ -346,9 +347,9 @@ func TestAgentPruneRetriedAfterFailOpen(t *testing.T) {
 	c.send() // judged fails: fails open
 	c.send() // retried
 	reqs = f.requests()
-	require_True(t, len(reqs) == 3, "upstream saw %d requests", len(reqs))
+	assert.True(t, len(reqs) == 3, "upstream saw %d requests", len(reqs))
 	_, got := toolResults(t, reqs[1].body)
-	require_True(t, got["toolu_p"] == agenttools.Stub(agenttools.Prune), "the failed-open request was changed: %q", got["toolu_p"])
+	assert.True(t, got["toolu_p"] == agenttools.Stub(agenttools.Prune), "the failed-open request was changed: %q", got["toolu_p"])
 	_, got = toolResults(t, reqs[2].body)
-	require_True(t, strings.HasPrefix(got["toolu_p"], "prunesched: 1 of 1 accepted."), "retried answer: %q\nlogs:\n%s", got["toolu_p"], b.logs.String())
+	assert.True(t, strings.HasPrefix(got["toolu_p"], "prunesched: 1 of 1 accepted."), "retried answer: %q\nlogs:\n%s", got["toolu_p"], b.logs.String())
 }

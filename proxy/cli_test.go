@@ -14,6 +14,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/agentclis"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -95,8 +96,8 @@ func project(t *testing.T) (dir string, a string) {
 		fmt.Fprintf(&sb, "alpha line %d of an unchanged file\n", i)
 	}
 	a = sb.String()
-	require_NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte(a), 0o644))
-	require_NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b version 1\n"), 0o644))
+	testutil.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte(a), 0o644))
+	testutil.NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b version 1\n"), 0o644))
 	return dir, a
 }
 
@@ -129,15 +130,15 @@ func TestClaudeCodeCLI(t *testing.T) {
 		"ANTHROPIC_BASE_URL=" + b.url, "ANTHROPIC_API_KEY=" + secretKey,
 		"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
 	}, bin, "-p", "Read a.txt twice, then b.txt twice.", "--allowedTools", "Read", "--output-format", "json")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var res struct {
 		Subtype   string `json:"subtype"`
 		IsError   bool   `json:"is_error"`
 		Result    string `json:"result"`
 		SessionID string `json:"session_id"`
 	}
-	require_NoError(t, json.Unmarshal(out, &res))
-	require_True(t, res.Subtype == "success" && !res.IsError && res.Result == "done", "claude result: %s", out)
+	testutil.NoError(t, json.Unmarshal(out, &res))
+	testutil.True(t, res.Subtype == "success" && !res.IsError && res.Result == "done", "claude result: %s", out)
 
 	// Find the requests by how many tool results they carry.
 	byResults := map[int][]byte{}
@@ -147,15 +148,15 @@ func TestClaudeCodeCLI(t *testing.T) {
 			continue
 		}
 		byResults[countToolResults(req)] = r.body
-		require_True(t, r.header.Get("X-Claude-Code-Session-Id") == res.SessionID, "session header %q", r.header.Get("X-Claude-Code-Session-Id"))
+		testutil.True(t, r.header.Get("X-Claude-Code-Session-Id") == res.SessionID, "session header %q", r.header.Get("X-Claude-Code-Session-Id"))
 	}
-	require_True(t, byResults[2] != nil && byResults[4] != nil, "missing requests: %v", keys(byResults))
+	testutil.True(t, byResults[2] != nil && byResults[4] != nil, "missing requests: %v", keys(byResults))
 	_, got := toolResults(t, byResults[2])
 	t.Logf("request after the second read: a1=%.80q a2=%.80q", got["toolu_a1"], got["toolu_a2"])
-	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "second read of a.txt not replaced: %q", got["toolu_a2"])
-	require_True(t, strings.Contains(got["toolu_a1"], "alpha line 30"), "first read of a.txt not whole: %q", got["toolu_a1"])
+	testutil.True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "second read of a.txt not replaced: %q", got["toolu_a2"])
+	testutil.True(t, strings.Contains(got["toolu_a1"], "alpha line 30"), "first read of a.txt not whole: %q", got["toolu_a1"])
 	_, got = toolResults(t, byResults[4])
-	require_True(t, strings.Contains(got["toolu_b1"], "b version 1") && strings.Contains(got["toolu_b2"], "b version 2"), "b.txt reads: %q / %q", got["toolu_b1"], got["toolu_b2"])
+	testutil.True(t, strings.Contains(got["toolu_b1"], "b version 1") && strings.Contains(got["toolu_b2"], "b version 2"), "b.txt reads: %q / %q", got["toolu_b1"], got["toolu_b2"])
 	for n, body := range byResults {
 		checkCacheControl(t, n, body)
 	}
@@ -166,14 +167,14 @@ func TestClaudeCodeCLI(t *testing.T) {
 	session := b.session(res.SessionID, f.requests()[len(f.requests())-1].header)
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "toolu_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a2: %+v", a2)
+	testutil.True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Reason == events.ReasonDuplicateOutput, "toolu_a2: %+v", a2)
 	// Applied at the request the copy first appeared in (checked above);
 	// this fake reports no cache usage, so the cache model may call the
 	// cache cold (cache_expired) before never_sent is consulted.
-	require_True(t, a2.Applied.Trigger == events.TriggerNeverSent || a2.Applied.Trigger == events.TriggerCacheExpired, "toolu_a2 applied by %s", a2.Applied.Trigger)
+	testutil.True(t, a2.Applied.Trigger == events.TriggerNeverSent || a2.Applied.Trigger == events.TriggerCacheExpired, "toolu_a2 applied by %s", a2.Applied.Trigger)
 	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
-		require_True(t, it != nil && !it.Pruned && it.Tool == "Read", "%s: %+v", id, it)
+		testutil.True(t, it != nil && !it.Pruned && it.Tool == "Read", "%s: %+v", id, it)
 	}
 	ds := b.decisions(t, events.DefaultTenant, session)
 	pruned := 0
@@ -182,7 +183,7 @@ func TestClaudeCodeCLI(t *testing.T) {
 			pruned++
 		}
 	}
-	require_True(t, pruned == 1, "want exactly one applied prune, decisions: %+v", ds)
+	testutil.True(t, pruned == 1, "want exactly one applied prune, decisions: %+v", ds)
 }
 
 func keys(m map[int][]byte) []int {
@@ -197,7 +198,7 @@ func keys(m map[int][]byte) []int {
 func checkCacheControl(t *testing.T, n int, body []byte) {
 	t.Helper()
 	c := strings.Count(string(body), `"cache_control"`)
-	require_True(t, c <= 4, "request with %d tool results has %d cache_control breakpoints", n, c)
+	testutil.True(t, c <= 4, "request with %d tool results has %d cache_control breakpoints", n, c)
 }
 
 // outputsOf returns call id -> output of the Responses input items or the
@@ -205,7 +206,7 @@ func checkCacheControl(t *testing.T, n int, body []byte) {
 func outputsOf(t *testing.T, body []byte) map[string]string {
 	t.Helper()
 	var req map[string]any
-	require_NoError(t, json.Unmarshal(body, &req))
+	testutil.NoError(t, json.Unmarshal(body, &req))
 	out := map[string]string{}
 	for _, key := range []string{"input", "messages"} {
 		list, _ := req[key].([]any)
@@ -246,7 +247,7 @@ func TestCodexCLI(t *testing.T) {
 		return tn
 	}), nil)
 	codexHome := filepath.Join(t.TempDir(), ".codex")
-	require_NoError(t, os.MkdirAll(codexHome, 0o755))
+	testutil.NoError(t, os.MkdirAll(codexHome, 0o755))
 	cfg := fmt.Sprintf(`model = "fake-model"
 model_provider = "fake"
 approval_policy = "never"
@@ -262,11 +263,11 @@ base_url = "%s/v1"
 env_key = "FAKE_API_KEY"
 wire_api = "responses"
 `, b.url)
-	require_NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644))
+	testutil.NoError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644))
 	out, err := runCLI(t, dir, []string{"CODEX_HOME=" + codexHome, "FAKE_API_KEY=" + secretKey},
 		bin, "exec", "--skip-git-repo-check", "--json", "Run cat a.txt twice, then cat b.txt twice, then say done.")
-	require_NoError(t, err)
-	require_True(t, strings.Contains(string(out), `"turn.completed"`) && strings.Contains(string(out), `"done"`), "codex output:\n%s", out)
+	testutil.NoError(t, err)
+	testutil.True(t, strings.Contains(string(out), `"turn.completed"`) && strings.Contains(string(out), `"done"`), "codex output:\n%s", out)
 
 	byOutputs := map[int][]byte{}
 	session := ""
@@ -277,22 +278,22 @@ wire_api = "responses"
 		}
 		byOutputs[countItems(req, "input", "type", "function_call_output")] = r.body
 		session = b.session(r.header.Get("Session-Id"), r.header)
-		require_True(t, r.header.Get("Authorization") == "Bearer "+secretKey, "authorization not forwarded")
+		testutil.True(t, r.header.Get("Authorization") == "Bearer "+secretKey, "authorization not forwarded")
 	}
-	require_True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
+	testutil.True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second cat: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
-	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of exec_command"), "second cat of a.txt not replaced: %q", got["call_a2"])
-	require_True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first cat not whole: %q", got["call_a1"])
+	testutil.True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of exec_command"), "second cat of a.txt not replaced: %q", got["call_a2"])
+	testutil.True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first cat not whole: %q", got["call_a1"])
 	got = outputsOf(t, byOutputs[4])
-	require_True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
+	testutil.True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
 
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "call_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L1 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
+	testutil.True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L1 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
 	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
-		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
+		testutil.True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
 }
 
@@ -325,8 +326,8 @@ func TestOpenCodeCLI(t *testing.T) {
 	out, err := runCLI(t, dir, []string{"OPENCODE_CONFIG_CONTENT=" + cfg, "OPENCODE_DISABLE_MODELS_FETCH=1",
 		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1"},
 		bin, "run", "--format", "json", "read", "a.txt", "twice", "then", "b.txt", "twice")
-	require_NoError(t, err)
-	require_True(t, strings.Contains(string(out), `"done"`), "opencode output:\n%s", out)
+	testutil.NoError(t, err)
+	testutil.True(t, strings.Contains(string(out), `"done"`), "opencode output:\n%s", out)
 
 	byOutputs := map[int][]byte{}
 	session := ""
@@ -338,19 +339,19 @@ func TestOpenCodeCLI(t *testing.T) {
 		byOutputs[countItems(req, "messages", "role", "tool")] = r.body
 		session = b.session(r.header.Get("X-Session-Id"), r.header)
 	}
-	require_True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
+	testutil.True(t, !strings.HasPrefix(session, "-k") && byOutputs[2] != nil && byOutputs[4] != nil, "requests: %v session %q", keys(byOutputs), session)
 	got := outputsOf(t, byOutputs[2])
 	t.Logf("request after the second read: a1=%.90q a2=%.90q", got["call_a1"], got["call_a2"])
-	require_True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of read"), "second read of a.txt not replaced: %q", got["call_a2"])
-	require_True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first read not whole: %q", got["call_a1"])
+	testutil.True(t, strings.HasPrefix(got["call_a2"], "[prunesched: output of read"), "second read of a.txt not replaced: %q", got["call_a2"])
+	testutil.True(t, strings.Contains(got["call_a1"], "alpha line 30"), "first read not whole: %q", got["call_a1"])
 	got = outputsOf(t, byOutputs[4])
-	require_True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
+	testutil.True(t, strings.Contains(got["call_b1"], "b version 1") && strings.Contains(got["call_b2"], "b version 2"), "b.txt reads: %q / %q", got["call_b1"], got["call_b2"])
 
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "call_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
+	testutil.True(t, a2 != nil && a2.Pruned && a2.Applied.Rung == events.L0 && a2.Applied.Trigger == events.TriggerNeverSent, "call_a2: %+v", a2)
 	for _, id := range []string{"call_a1", "call_b1", "call_b2"} {
 		it := itemByID(items, id)
-		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
+		testutil.True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
 }

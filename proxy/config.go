@@ -13,9 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/httplimit"
-	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -57,7 +55,7 @@ const (
 )
 
 // Backend is what the proxy needs from a running prunesched: the log and
-// the pipeline. ServiceBackend adapts the store and pipeline.
+// the pipeline. service.ProxyBackend adapts the store and pipeline.
 type Backend interface {
 	// Append stores facts and returns them stored (Seq set).
 	Append(ctx context.Context, evs []events.Event) ([]events.Event, error)
@@ -77,48 +75,6 @@ type Backend interface {
 	Judged(ctx context.Context, tenant, session string, lastFact uint64) error
 	// Blob returns a payload stored by content address.
 	Blob(ctx context.Context, hash string) ([]byte, error)
-}
-
-// ServiceBackend returns the Backend of a store and a running pipeline.
-func ServiceBackend(st *store.Store, p *pipeline.Pipeline) Backend {
-	return &serviceBackend{st: st, p: p}
-}
-
-type serviceBackend struct {
-	st *store.Store
-	p  *pipeline.Pipeline
-}
-
-func (b *serviceBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
-	return b.st.Append(ctx, evs)
-}
-
-func (b *serviceBackend) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
-	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
-}
-
-func (b *serviceBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
-	return b.p.Scheduler.DecideLiveAfter(ctx, tenant, session, lastFact, at, req)
-}
-
-func (b *serviceBackend) WaitSeq(ctx context.Context, seq uint64) error {
-	return b.p.Projection.WaitSeq(ctx, seq)
-}
-
-func (b *serviceBackend) View(tenant, session string, fn func(*projections.Session)) bool {
-	return b.p.Projection.View(tenant, session, fn)
-}
-
-func (b *serviceBackend) Judged(ctx context.Context, tenant, session string, lastFact uint64) error {
-	seq, err := b.p.Scheduler.WaitJudged(ctx, tenant, session, lastFact)
-	if err != nil {
-		return err
-	}
-	return b.p.Projection.WaitSeq(ctx, seq)
-}
-
-func (b *serviceBackend) Blob(ctx context.Context, hash string) ([]byte, error) {
-	return b.st.GetBlob(ctx, hash)
 }
 
 // Config configures a Proxy. The zero value plus Upstream and Backend is

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/store"
 )
 
 // A fleet (issue 29): several proxies on one log, behind a load balancer
@@ -60,7 +59,7 @@ const fleetAttempts = 3
 var errRace = errors.New("another proxy appended to the session since its state was read")
 
 // fleetBackend is what a Backend offers a proxy of a fleet
-// (ServiceBackend): the session's events after a sequence, and facts
+// (service.ProxyBackend): the session's events after a sequence, and facts
 // appended after an expected last fact.
 type fleetBackend interface {
 	// FactsAndApplicationsAfter returns the session's facts and
@@ -70,25 +69,8 @@ type fleetBackend interface {
 	// AppendAfter appends facts of one session in order, each only if the
 	// session's last fact is still the one before it (the first: at
 	// expect; 0: no fact yet). It returns the facts stored before a
-	// failure; a failed expectation wraps store.ErrConflict.
+	// failure; a failed expectation wraps events.ErrConflict.
 	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
-}
-
-func (b *serviceBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
-	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after)
-}
-
-func (b *serviceBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
-	out := make([]events.Event, 0, len(evs))
-	for _, e := range evs {
-		stored, err := b.st.AppendGuarded(ctx, e, expect)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, stored)
-		expect = stored.Seq
-	}
-	return out, nil
 }
 
 // fleet returns the backend's fleet operations when Config.Fleet is set
@@ -197,7 +179,7 @@ func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) err
 	q.mu.Unlock()
 	w.evs = w.evs[len(stored):]
 	if err != nil {
-		if len(stored) == 0 && errors.Is(err, store.ErrConflict) {
+		if len(stored) == 0 && errors.Is(err, events.ErrConflict) {
 			return errRace
 		}
 		// The rest are appended after forwarding (the request fails
@@ -229,7 +211,7 @@ func (p *Proxy) publishApp(ctx context.Context, fb fleetBackend, pl *plan) error
 	}
 	if _, err := fb.AppendAfter(ctx, []events.Event{*pl.app}, q.last()); err != nil {
 		w.published = false
-		if errors.Is(err, store.ErrConflict) {
+		if errors.Is(err, events.ErrConflict) {
 			return errRace
 		}
 		return fmt.Errorf("publish the application of %s: %w", pl.session, err)
@@ -272,17 +254,17 @@ func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Ev
 	if err == nil {
 		return stored, nil
 	}
-	if !errors.Is(err, store.ErrConflict) {
+	if !errors.Is(err, events.ErrConflict) {
 		return nil, err
 	}
 	rest := evs[len(stored):]
 	for {
 		more, err := p.cfg.Backend.Append(ctx, rest)
-		var ee *store.EventError
+		var ee *events.EventError
 		if err == nil {
 			return append(stored, more...), nil
 		}
-		if !errors.Is(err, store.ErrIDConflict) || !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(rest) {
+		if !errors.Is(err, events.ErrIDConflict) || !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(rest) {
 			return nil, err
 		}
 		// Another proxy recorded this item first (its copy, with its own

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 
 	"github.com/prunesched/prunesched/service"
 )
@@ -28,24 +29,24 @@ func TestJoinFleetRefusesAnotherKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: testPolicy(t)})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(svc.Close)
 	js := svc.Store.JS()
 	key, err := NewIdentityKey()
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	other, err := NewIdentityKey()
-	require_NoError(t, err)
-	require_NoError(t, JoinFleet(ctx, js, key, 1))
-	require_NoError(t, JoinFleet(ctx, js, append([]byte(nil), key...), 1))
+	testutil.NoError(t, err)
+	testutil.NoError(t, JoinFleet(ctx, js, key, 1))
+	testutil.NoError(t, JoinFleet(ctx, js, append([]byte(nil), key...), 1))
 	err = JoinFleet(ctx, js, other, 1)
-	require_True(t, errors.Is(err, ErrFleetKey), "another key joined: %v", err)
+	testutil.True(t, errors.Is(err, ErrFleetKey), "another key joined: %v", err)
 	msg := err.Error()
-	require_True(t, strings.Contains(msg, KeyFingerprint(other)) && strings.Contains(msg, KeyFingerprint(key)) && strings.Contains(msg, "proxy-identity.key"),
+	testutil.True(t, strings.Contains(msg, KeyFingerprint(other)) && strings.Contains(msg, KeyFingerprint(key)) && strings.Contains(msg, "proxy-identity.key"),
 		"the error names neither fingerprint nor the fix: %s", msg)
-	require_True(t, !strings.Contains(msg, string(other)) && !strings.Contains(strings.ToLower(msg), hex.EncodeToString(other)), "the error shows the key")
+	testutil.True(t, !strings.Contains(msg, string(other)) && !strings.Contains(strings.ToLower(msg), hex.EncodeToString(other)), "the error shows the key")
 	err = JoinFleet(ctx, js, nil, 1)
-	require_True(t, errors.Is(err, ErrFleetKey), "a random key joined: %v", err)
-	require_True(t, KeyFingerprint(key) != KeyFingerprint(other) && len(KeyFingerprint(key)) == 16, "fingerprints")
+	testutil.True(t, errors.Is(err, ErrFleetKey), "a random key joined: %v", err)
+	testutil.True(t, KeyFingerprint(key) != KeyFingerprint(other) && len(KeyFingerprint(key)) == 16, "fingerprints")
 }
 
 // TestNoWorkerBounded: with no eligibility or scheduler worker running
@@ -61,17 +62,17 @@ func TestNoWorkerBounded(t *testing.T) {
 	defer cancel()
 	pol := testPolicy(t)
 	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: pol, Workers: []string{"projection"}})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(svc.Close)
 	f := &fakeUpstream{}
 	up := httptest.NewServer(okUpstream(f))
 	t.Cleanup(up.Close)
 	start := func(mod func(*Config)) (string, *prometheus.Registry, *Proxy) {
 		reg := prometheus.NewRegistry()
-		cfg := Config{Upstream: up.URL, Backend: ServiceBackend(svc.Store, svc.Pipeline), Registry: reg, Policy: &pol}
+		cfg := Config{Upstream: up.URL, Backend: service.NewProxyBackend(svc.Store, svc.Pipeline), Registry: reg, Policy: &pol}
 		mod(&cfg)
 		px, err := New(cfg)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -94,16 +95,16 @@ func TestNoWorkerBounded(t *testing.T) {
 		req, _ := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(body(n)))
 		req.Header.Set(SessionHeader, session)
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+		testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 		reqs := f.requests()
 		return string(reqs[len(reqs)-1].body)
 	}
 	total := func(reg *prometheus.Registry, name string) float64 {
 		mfs, err := reg.Gather()
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		sum := 0.0
 		for _, mf := range mfs {
 			if mf.GetName() == name {
@@ -116,22 +117,22 @@ func TestNoWorkerBounded(t *testing.T) {
 	}
 
 	logFirst, lreg, _ := start(func(c *Config) { c.LogFirst, c.Budget = true, 100*time.Millisecond })
-	require_True(t, send(logFirst, "lf", 1) == body(1), "log first: the body changed")
-	require_True(t, total(lreg, "prunesched_proxy_fail_open_total") == 1, "log first: the wait for the workers did not fail open")
+	testutil.True(t, send(logFirst, "lf", 1) == body(1), "log first: the body changed")
+	testutil.True(t, total(lreg, "prunesched_proxy_fail_open_total") == 1, "log first: the wait for the workers did not fail open")
 
 	fleet, freg, fpx := start(func(c *Config) { c.Fleet, c.Budget = true, time.Hour })
 	send(fleet, "fl", 1)
 	pruned := send(fleet, "fl", 2)
-	require_True(t, pruned != body(2) && strings.Contains(pruned, "prunesched"), "fleet: the duplicate read was not pruned without the workers: %s", pruned)
-	require_True(t, total(freg, "prunesched_proxy_fail_open_total") == 0, "fleet: a request failed open")
-	require_NoError(t, fpx.Flush(ctx))
+	testutil.True(t, pruned != body(2) && strings.Contains(pruned, "prunesched"), "fleet: the duplicate read was not pruned without the workers: %s", pruned)
+	testutil.True(t, total(freg, "prunesched_proxy_fail_open_total") == 0, "fleet: a request failed open")
+	testutil.NoError(t, fpx.Flush(ctx))
 	evs, err := svc.Store.ReadSession(ctx, "default", "fl")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	apps := 0
 	for _, e := range evs {
 		if _, ok := e.Data.(*events.Application); ok {
 			apps++
 		}
 	}
-	require_True(t, apps == 1, "fleet: %d applications in the log without the workers, want the proxy's 1", apps)
+	testutil.True(t, apps == 1, "fleet: %d applications in the log without the workers, want the proxy's 1", apps)
 }

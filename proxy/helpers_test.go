@@ -15,24 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/service"
 )
-
-func require_NoError(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
-	}
-}
-
-func require_True(t testing.TB, ok bool, format string, args ...any) {
-	t.Helper()
-	if !ok {
-		t.Fatalf(format, args...)
-	}
-}
 
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer struct {
@@ -58,7 +45,7 @@ func (s *syncBuffer) String() string {
 // the last 2 turns: in a test where the cache is warm it would wait.)
 func testPolicy(t testing.TB) policy.Policy {
 	p, err := policy.Parse([]byte("name: proxy-test\nscheduler:\n  mode: next_request\neligibility:\n  protect_recent_turns: 0\n"))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	return p
 }
 
@@ -78,16 +65,16 @@ func setup(t testing.TB, pol policy.Policy, upstream http.Handler, mod func(*Con
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: pol, Logger: logger})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(svc.Close)
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
-	cfg := Config{Upstream: up.URL, Backend: ServiceBackend(svc.Store, svc.Pipeline), Logger: logger, Registry: svc.Registry, Budget: time.Hour}
+	cfg := Config{Upstream: up.URL, Backend: service.NewProxyBackend(svc.Store, svc.Pipeline), Logger: logger, Registry: svc.Registry, Budget: time.Hour}
 	if mod != nil {
 		mod(&cfg)
 	}
 	px, err := New(cfg)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	// After the server closed (cleanups run last first): records still
 	// running in the background finish, or are cancelled, before the
 	// service stops.
@@ -97,7 +84,7 @@ func setup(t testing.TB, pol policy.Policy, upstream http.Handler, mod func(*Con
 		_ = px.Close(ctx)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	srv := &http.Server{Handler: px.Handler()}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -109,11 +96,11 @@ func (b *bench) items(t testing.TB, tenant, session string) []projections.Item {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require_NoError(t, b.px.Flush(ctx))
-	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var out []projections.Item
 	ok := b.svc.Pipeline.Projection.View(tenant, session, func(s *projections.Session) { out = s.Items() })
-	require_True(t, ok, "session %s/%s unknown; sessions: %v", tenant, session, b.svc.Pipeline.Projection.Sessions())
+	testutil.True(t, ok, "session %s/%s unknown; sessions: %v", tenant, session, b.svc.Pipeline.Projection.Sessions())
 	return out
 }
 
@@ -128,8 +115,8 @@ func (b *bench) sessionsOf(t testing.TB, tenant, item string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require_NoError(t, b.px.Flush(ctx))
-	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var out []string
 	for _, r := range b.svc.Pipeline.Projection.Sessions() {
 		if r.Tenant != tenant {
@@ -292,7 +279,7 @@ func toolResults(t testing.TB, body []byte) (ids []string, contents map[string]s
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	require_NoError(t, json.Unmarshal(body, &req))
+	testutil.NoError(t, json.Unmarshal(body, &req))
 	contents = map[string]string{}
 	for _, m := range req.Messages {
 		var blocks []map[string]any

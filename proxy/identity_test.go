@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // convClient plays a minimal Anthropic client: one credential, optional
@@ -32,22 +33,22 @@ func (c *convClient) send() map[string]any {
 		"tools":    []any{map[string]any{"name": "Read", "input_schema": map[string]any{"type": "object"}}},
 		"messages": c.messages,
 	})
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	req, err := http.NewRequest("POST", c.url+"/v1/messages", bytes.NewReader(body))
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-api-key", c.key)
 	if c.session != "" {
 		req.Header.Set("X-Claude-Code-Session-Id", c.session)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require_NoError(c.t, err)
-	require_True(c.t, resp.StatusCode == 200, "status %d: %s", resp.StatusCode, raw)
+	testutil.NoError(c.t, err)
+	testutil.True(c.t, resp.StatusCode == 200, "status %d: %s", resp.StatusCode, raw)
 	var out map[string]any
-	require_NoError(c.t, json.Unmarshal(raw, &out))
+	testutil.NoError(c.t, json.Unmarshal(raw, &out))
 	c.messages = append(c.messages, map[string]any{"role": "assistant", "content": out["content"]})
 	return out
 }
@@ -96,31 +97,31 @@ func TestTwoUsersSameOpening(t *testing.T) {
 	a.send()
 
 	sa, sb := b.sessionsOf(t, events.DefaultTenant, "toolu_AAA1"), b.sessionsOf(t, events.DefaultTenant, "toolu_BBB1")
-	require_True(t, len(sa) == 1 && len(sb) == 1 && sa[0] != sb[0], "A's read in sessions %v, B's in %v: want one session each", sa, sb)
+	testutil.True(t, len(sa) == 1 && len(sb) == 1 && sa[0] != sb[0], "A's read in sessions %v, B's in %v: want one session each", sa, sb)
 	itemsA := b.items(t, events.DefaultTenant, sa[0])
-	require_True(t, itemByID(itemsA, "toolu_BBB1") == nil, "B's read in A's session")
+	testutil.True(t, itemByID(itemsA, "toolu_BBB1") == nil, "B's read in A's session")
 	a1 := itemByID(itemsA, "toolu_AAA1")
-	require_True(t, a1 != nil && !a1.Pruned, "A's only copy pruned: %+v", a1)
+	testutil.True(t, a1 != nil && !a1.Pruned, "A's only copy pruned: %+v", a1)
 	for _, d := range b.decisions(t, events.DefaultTenant, sa[0]) {
-		require_True(t, !(d.Item == "toolu_AAA1" && d.Decision == events.Prune), "A's read marked: %+v", d)
+		testutil.True(t, !(d.Item == "toolu_AAA1" && d.Decision == events.Prune), "A's read marked: %+v", d)
 	}
 	for i, r := range f.requests() {
 		switch r.header.Get("x-api-key") {
 		case keyA:
-			require_True(t, !bytes.Contains(r.body, []byte("BBB")), "request %d of A mentions B's conversation:\n%s", i, r.body)
+			testutil.True(t, !bytes.Contains(r.body, []byte("BBB")), "request %d of A mentions B's conversation:\n%s", i, r.body)
 		case keyB:
-			require_True(t, !bytes.Contains(r.body, []byte("AAA")), "request %d of B mentions A's conversation:\n%s", i, r.body)
+			testutil.True(t, !bytes.Contains(r.body, []byte("AAA")), "request %d of B mentions A's conversation:\n%s", i, r.body)
 		}
 	}
 	// The credential is neither logged nor stored; only its tag is.
 	for _, s := range []string{sa[0], sb[0]} {
 		evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, s)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		all, err := json.Marshal(evs)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		for _, k := range []string{keyA, keyB, "SECRET"} {
-			require_True(t, !bytes.Contains(all, []byte(k)), "credential %q stored in session %s", k, s)
-			require_True(t, !strings.Contains(b.logs.String(), k), "credential %q logged", k)
+			testutil.True(t, !bytes.Contains(all, []byte(k)), "credential %q stored in session %s", k, s)
+			testutil.True(t, !strings.Contains(b.logs.String(), k), "credential %q logged", k)
 		}
 	}
 }
@@ -145,14 +146,14 @@ func TestSessionHeaderTwoCredentials(t *testing.T) {
 	hA.Set("x-api-key", keyA)
 	hB.Set("x-api-key", keyB)
 	sA, sB := b.session("shared-session", hA), b.session("shared-session", hB)
-	require_True(t, sA != sB && strings.HasPrefix(sA, "shared-session-k") && len(sA) == len("shared-session-k")+12, "sessions %q %q", sA, sB)
+	testutil.True(t, sA != sB && strings.HasPrefix(sA, "shared-session-k") && len(sA) == len("shared-session-k")+12, "sessions %q %q", sA, sB)
 	got := map[string][]string{}
 	for _, id := range []string{"toolu_AAA1", "toolu_BBB1", "toolu_NNN1"} {
 		got[id] = b.sessionsOf(t, events.DefaultTenant, id)
 	}
-	require_True(t, len(got["toolu_AAA1"]) == 1 && got["toolu_AAA1"][0] == sA, "A's call in %v, want %s", got["toolu_AAA1"], sA)
-	require_True(t, len(got["toolu_BBB1"]) == 1 && got["toolu_BBB1"][0] == sB, "B's call in %v, want %s", got["toolu_BBB1"], sB)
-	require_True(t, len(got["toolu_NNN1"]) == 1 && got["toolu_NNN1"][0] == "shared-session", "no-credential call in %v", got["toolu_NNN1"])
+	testutil.True(t, len(got["toolu_AAA1"]) == 1 && got["toolu_AAA1"][0] == sA, "A's call in %v, want %s", got["toolu_AAA1"], sA)
+	testutil.True(t, len(got["toolu_BBB1"]) == 1 && got["toolu_BBB1"][0] == sB, "B's call in %v, want %s", got["toolu_BBB1"], sB)
+	testutil.True(t, len(got["toolu_NNN1"]) == 1 && got["toolu_NNN1"][0] == "shared-session", "no-credential call in %v", got["toolu_NNN1"])
 }
 
 // TestCredentialTag: the tag is deterministic for a key and a credential,
@@ -161,7 +162,7 @@ func TestCredentialTag(t *testing.T) {
 	t.Parallel()
 	mk := func(key []byte) *Proxy {
 		p, err := New(Config{Upstream: "http://127.0.0.1:1", Backend: &failingBackend{}, IdentityKey: key})
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		return p
 	}
 	k1 := bytes.Repeat([]byte{1}, 32)
@@ -174,17 +175,17 @@ func TestCredentialTag(t *testing.T) {
 		return out
 	}
 	x := h("x-api-key", secretKey)
-	require_True(t, p1.credentialTag(x) == p1b.credentialTag(x), "same key, same credential: tags differ")
-	require_True(t, p1.credentialTag(x) != p2.credentialTag(x), "another key gives the same tag")
-	require_True(t, p1.credentialTag(x) != p1.credentialTag(h("x-api-key", secretKey+"x")), "another credential gives the same tag")
-	require_True(t, p1.credentialTag(h("Authorization", secretAuth)) != p1.credentialTag(h("Authorization", "Bearer other")), "bearer tokens not told apart")
-	require_True(t, p1.credentialTag(h()) == "" && p1.credentialTag(h("Accept", "x")) == "", "no credential must give no tag")
-	require_True(t, !strings.Contains(p1.credentialTag(x), secretKey), "tag holds the key")
+	testutil.True(t, p1.credentialTag(x) == p1b.credentialTag(x), "same key, same credential: tags differ")
+	testutil.True(t, p1.credentialTag(x) != p2.credentialTag(x), "another key gives the same tag")
+	testutil.True(t, p1.credentialTag(x) != p1.credentialTag(h("x-api-key", secretKey+"x")), "another credential gives the same tag")
+	testutil.True(t, p1.credentialTag(h("Authorization", secretAuth)) != p1.credentialTag(h("Authorization", "Bearer other")), "bearer tokens not told apart")
+	testutil.True(t, p1.credentialTag(h()) == "" && p1.credentialTag(h("Accept", "x")) == "", "no credential must give no tag")
+	testutil.True(t, !strings.Contains(p1.credentialTag(x), secretKey), "tag holds the key")
 	// Nil key: New makes a random one.
 	r1, r2 := mk(nil), mk(nil)
-	require_True(t, r1.credentialTag(x) != r2.credentialTag(x), "random keys gave the same tag")
+	testutil.True(t, r1.credentialTag(x) != r2.credentialTag(x), "random keys gave the same tag")
 	_, err := New(Config{Upstream: "http://127.0.0.1:1", Backend: &failingBackend{}, IdentityKey: []byte("short")})
-	require_True(t, err != nil && strings.Contains(err.Error(), "IdentityKey"), "short key accepted: %v", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "IdentityKey"), "short key accepted: %v", err)
 }
 
 // TestIdentityKeyFile: the key is created once with mode 0600 and reused;
@@ -194,22 +195,22 @@ func TestIdentityKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "proxy-identity.key")
 	k1, err := LoadOrCreateIdentityKey(path)
-	require_NoError(t, err)
-	require_True(t, len(k1) == IdentityKeySize, "key size %d", len(k1))
+	testutil.NoError(t, err)
+	testutil.True(t, len(k1) == IdentityKeySize, "key size %d", len(k1))
 	fi, err := os.Stat(path)
-	require_NoError(t, err)
-	require_True(t, fi.Mode().Perm() == 0o600, "mode %v", fi.Mode().Perm())
+	testutil.NoError(t, err)
+	testutil.True(t, fi.Mode().Perm() == 0o600, "mode %v", fi.Mode().Perm())
 	k2, err := LoadOrCreateIdentityKey(path)
-	require_NoError(t, err)
-	require_True(t, bytes.Equal(k1, k2), "key changed at reload")
-	require_NoError(t, os.Chmod(path, 0o644))
+	testutil.NoError(t, err)
+	testutil.True(t, bytes.Equal(k1, k2), "key changed at reload")
+	testutil.NoError(t, os.Chmod(path, 0o644))
 	_, err = LoadOrCreateIdentityKey(path)
-	require_True(t, err != nil && strings.Contains(err.Error(), "chmod 600"), "readable key accepted: %v", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "chmod 600"), "readable key accepted: %v", err)
 	bad := filepath.Join(dir, "bad.key")
-	require_NoError(t, os.WriteFile(bad, []byte("not hex\n"), 0o600))
+	testutil.NoError(t, os.WriteFile(bad, []byte("not hex\n"), 0o600))
 	_, err = LoadOrCreateIdentityKey(bad)
-	require_True(t, err != nil && strings.Contains(err.Error(), bad), "bad key accepted: %v", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), bad), "bad key accepted: %v", err)
 	entries, err := os.ReadDir(filepath.Join(dir, "sub"))
-	require_NoError(t, err)
-	require_True(t, len(entries) == 1, "temporary files left: %v", entries)
+	testutil.NoError(t, err)
+	testutil.True(t, len(entries) == 1, "temporary files left: %v", entries)
 }

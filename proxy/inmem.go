@@ -29,7 +29,7 @@ import (
 // log (after the queue drained).
 
 // logBackend is what a Backend offers for deciding in memory: the
-// session's log and the token counter Append uses. ServiceBackend
+// session's log and the token counter Append uses. service.ProxyBackend
 // implements it; a Backend without it decides through the pipeline.
 type logBackend interface {
 	// ReadSession returns the session's events in log order.
@@ -41,30 +41,10 @@ type logBackend interface {
 	PutBlob(ctx context.Context, hash string, data []byte) error
 }
 
-func (b *serviceBackend) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
-	return b.st.ReadSession(ctx, tenant, session)
-}
-
-func (b *serviceBackend) Tokens() events.TokenCounter { return b.st.Tokens() }
-
 // factCounter is a Backend that can say how many facts of a session the
-// pipeline holds through a stream sequence (ServiceBackend).
+// pipeline holds through a stream sequence (service.ProxyBackend).
 type factCounter interface {
 	SessionFacts(tenant, session string, lastFact uint64) (int, bool)
-}
-
-func (b *serviceBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
-	return b.p.Scheduler.SessionFacts(tenant, session, lastFact)
-}
-
-func (b *serviceBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
-	return b.st.PutBlob(ctx, hash, data)
-}
-
-// PutBlobString stores an output held as a string without copying it
-// whole (events.StringBlobPutter).
-func (b *serviceBackend) PutBlobString(ctx context.Context, hash string, data string) error {
-	return b.st.PutBlobString(ctx, hash, data)
 }
 
 // memState is a session's state in memory: the cores and the projection.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // memFailing is a Backend that decides in memory (it has the log's
@@ -78,10 +79,10 @@ func TestInMemoryFailOpen(t *testing.T) {
 		req.Header.Set("x-api-key", secretKey)
 		req.Header.Set(SessionHeader, session)
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require_True(t, resp.StatusCode == 200 && bytes.Contains(out, []byte(`"ok"`)), "client got %d %s", resp.StatusCode, out)
+		testutil.True(t, resp.StatusCode == 200 && bytes.Contains(out, []byte(`"ok"`)), "client got %d %s", resp.StatusCode, out)
 	}
 	body := func(n int) string {
 		msgs := `{"role":"user","content":"hello"}`
@@ -97,22 +98,22 @@ func TestInMemoryFailOpen(t *testing.T) {
 
 	mf.readFail.Store(true)
 	send("load", body(0))
-	require_True(t, last() == body(0), "load failure: the body changed")
-	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageLoad) == 1, "load failure not counted")
+	testutil.True(t, last() == body(0), "load failure: the body changed")
+	testutil.True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageLoad) == 1, "load failure not counted")
 	mf.readFail.Store(false)
 
 	// A load past the budget: the budget is the proxy's, so a second
 	// proxy with a short one shares the log.
 	mf.readBlock.Store(true)
 	px, err := New(Config{Upstream: b.upstream.URL, Backend: mf, Budget: 20 * time.Millisecond, Registry: nil})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = px.Close(ctx)
 	})
 	pl, err := px.budgeted(context.Background(), APIAnthropic, http.Header{SessionHeader: {"slow"}}, []byte(body(0)), time.Now(), newHold(func() {}))
-	require_True(t, pl == nil && err != nil && strings.Contains(err.Error(), StageTimeout), "a load past the budget: plan %v, err %v", pl, err)
+	testutil.True(t, pl == nil && err != nil && strings.Contains(err.Error(), StageTimeout), "a load past the budget: plan %v, err %v", pl, err)
 	mf.readBlock.Store(false)
 	close(mf.release)
 
@@ -123,11 +124,11 @@ func TestInMemoryFailOpen(t *testing.T) {
 	send("write", body(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require_NoError(t, b.px.Flush(ctx))
-	require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") >= 1, "the failed write was not counted")
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.True(t, counter(t, b, "prunesched_proxy_record_failures_total") >= 1, "the failed write was not counted")
 	mf.appendFail.Store(false)
 	send("write", body(3))
-	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageAppend) == 0, "a failed log write made a request fail open")
+	testutil.True(t, counter(t, b, "prunesched_proxy_fail_open_total", "stage", StageAppend) == 0, "a failed log write made a request fail open")
 	items := b.items(t, events.DefaultTenant, b.session("write", http.Header{"X-Api-Key": {secretKey}}))
 	have := map[string]bool{}
 	for _, it := range items {
@@ -135,9 +136,9 @@ func TestInMemoryFailOpen(t *testing.T) {
 	}
 	for i := range 3 {
 		id := fmt.Sprintf("t%d", i)
-		require_True(t, have[id], "item %s lost with the failed write", id)
+		testutil.True(t, have[id], "item %s lost with the failed write", id)
 	}
-	require_True(t, counter(t, b, "prunesched_proxy_decision_divergences_total") == 0, "decisions diverged")
+	testutil.True(t, counter(t, b, "prunesched_proxy_decision_divergences_total") == 0, "decisions diverged")
 }
 
 // TestInMemoryOrderWithHeldRecord: deciding in memory, the client's next
@@ -171,10 +172,10 @@ func TestInMemoryOrderWithHeldRecord(t *testing.T) {
 	post := func(body []byte) {
 		t.Helper()
 		resp, err := http.Post(b.url+"/v1/messages", "application/json", bytes.NewReader(body))
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+		testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 	}
 	post(body(user))
 	receive(t, g.entered, "the record's log write to start")
@@ -182,8 +183,8 @@ func TestInMemoryOrderWithHeldRecord(t *testing.T) {
 	post(body(user,
 		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": map[string]any{"file_path": "/p/a.txt"}}}},
 		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_r1", "content": "alpha"}}}))
-	require_True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
-	require_True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
+	testutil.True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
+	testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
 		"requests not both rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
 	release()
 	requireAnswerFirst(t, b, "toolu_r1")
@@ -210,12 +211,12 @@ func TestInMemoryForeignFacts(t *testing.T) {
 		req.Header.Set("x-api-key", secretKey)
 		req.Header.Set(SessionHeader, "foreign")
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		require_NoError(t, b.px.Flush(ctx))
+		testutil.NoError(t, b.px.Flush(ctx))
 	}
 	state := func() *sessState {
 		b.px.mu.Lock()
@@ -224,17 +225,17 @@ func TestInMemoryForeignFacts(t *testing.T) {
 	}
 	send(1)
 	first := state().mem
-	require_True(t, first != nil && !state().q.isStale(), "not decided in memory")
+	testutil.True(t, first != nil && !state().q.isStale(), "not decided in memory")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := b.svc.Store.Append(ctx, []events.Event{events.New(events.NewID(), "", session, time.Now(), &events.Message{Item: "user.text.foreign.0", Role: events.RoleUser, Kind: events.KindText, Text: "a note the API appended"})})
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	send(2)
-	require_True(t, state().q.isStale(), "the foreign fact was not noticed")
+	testutil.True(t, state().q.isStale(), "the foreign fact was not noticed")
 	send(3)
 	st := state()
-	require_True(t, st.mem != first && !st.q.isStale(), "the state was not rebuilt")
+	testutil.True(t, st.mem != first && !st.q.isStale(), "the state was not rebuilt")
 	_, ok := st.mem.proj.IndexOf("user.text.foreign.0")
-	require_True(t, ok, "the rebuilt state lacks the foreign fact")
-	require_True(t, counter(t, b, "prunesched_proxy_fail_open_total") == 0, "a request failed open")
+	testutil.True(t, ok, "the rebuilt state lacks the foreign fact")
+	testutil.True(t, counter(t, b, "prunesched_proxy_fail_open_total") == 0, "a request failed open")
 }

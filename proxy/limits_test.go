@@ -16,6 +16,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/httplimit"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // serveWith serves the bench's proxy on a second server with the given
@@ -23,7 +24,7 @@ import (
 func serveWith(t *testing.T, b *bench, srv *http.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	srv.Handler = b.px.Handler()
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -45,16 +46,16 @@ func TestStreamExemptFromWriteTimeout(t *testing.T) {
 		req, _ := http.NewRequest("POST", url+"/v1/messages", bytes.NewReader(body))
 		req.Header.Set("X-Claude-Code-Session-Id", "wt-1")
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		defer resp.Body.Close()
 		out, err := io.ReadAll(resp.Body)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		return out
 	}
 	direct := get(b.upstream.URL)
 	via := get(url)
 	norm := func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("msg_fake_2"), []byte("msg_fake_1")) }
-	require_True(t, len(direct) > 0 && bytes.Equal(norm(direct), norm(via)), "stream cut or changed:\n%s\n---\n%s", direct, via)
+	testutil.True(t, len(direct) > 0 && bytes.Equal(norm(direct), norm(via)), "stream cut or changed:\n%s\n---\n%s", direct, via)
 }
 
 // TestProxyBodyOverLimitStreamed: a body over the proxy's body limit (the
@@ -71,18 +72,18 @@ func TestProxyBodyOverLimitStreamed(t *testing.T) {
 	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}],"pad":"` + strings.Repeat("x", 5000) + `"}`
 	for i, r := range []io.Reader{strings.NewReader(body), io.MultiReader(strings.NewReader(body))} {
 		resp, err := http.Post(b.url+"/v1/messages", "application/json", r)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require_True(t, resp.StatusCode == http.StatusOK, "body %d over the limit: %d %s", i, resp.StatusCode, out)
+		testutil.True(t, resp.StatusCode == http.StatusOK, "body %d over the limit: %d %s", i, resp.StatusCode, out)
 		reqs := up.requests()
-		require_True(t, len(reqs) == i+1 && string(reqs[i].body) == body, "body %d did not reach the upstream unchanged", i)
+		testutil.True(t, len(reqs) == i+1 && string(reqs[i].body) == body, "body %d did not reach the upstream unchanged", i)
 	}
 	refs, err := b.svc.Store.Sessions(context.Background())
-	require_NoError(t, err)
-	require_True(t, len(refs) == 0, "a body over the limit was recorded: %v", refs)
-	require_True(t, budget.Used() == 0, "budget still holds %d bytes", budget.Used())
-	require_True(t, strings.Contains(b.logs.String(), "forwarded unchanged as a stream"), "fail-open not logged")
+	testutil.NoError(t, err)
+	testutil.True(t, len(refs) == 0, "a body over the limit was recorded: %v", refs)
+	testutil.True(t, budget.Used() == 0, "budget still holds %d bytes", budget.Used())
+	testutil.True(t, strings.Contains(b.logs.String(), "forwarded unchanged as a stream"), "fail-open not logged")
 }
 
 // blockingBackend holds Append until gate is closed, and says when an
@@ -116,20 +117,20 @@ func TestProxyBackgroundWorkHoldsBudget(t *testing.T) {
 	})
 	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	_, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require_True(t, resp.StatusCode == http.StatusOK, "status %d", resp.StatusCode)
+	testutil.True(t, resp.StatusCode == http.StatusOK, "status %d", resp.StatusCode)
 	select {
 	case <-bb.entered:
 	case <-time.After(time.Minute): // guard against a hung run, not a measurement
 		t.Fatal("the append never started")
 	}
-	require_True(t, budget.Used() == int64(len(body)), "budget holds %d bytes while the append runs, want %d", budget.Used(), len(body))
+	testutil.True(t, budget.Used() == int64(len(body)), "budget holds %d bytes while the append runs, want %d", budget.Used(), len(body))
 	close(bb.gate)
 	deadline := time.Now().Add(time.Minute)
 	for budget.Used() != 0 {
-		require_True(t, time.Now().Before(deadline), "budget still holds %d bytes after the append", budget.Used())
+		testutil.True(t, time.Now().Before(deadline), "budget still holds %d bytes after the append", budget.Used())
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -141,11 +142,11 @@ func TestDecodeBodyBounded(t *testing.T) {
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)
 	_, _ = zw.Write(bytes.Repeat([]byte("x"), 1<<20))
-	require_NoError(t, zw.Close())
+	testutil.NoError(t, zw.Close())
 	_, _, err := decodeBody(zb.Bytes(), "gzip", 1000)
-	require_True(t, err != nil && strings.Contains(err.Error(), "over the 1000-byte body limit"), "1 MiB of gzip under a 1000-byte limit: %v", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "over the 1000-byte body limit"), "1 MiB of gzip under a 1000-byte limit: %v", err)
 	out, enc, err := decodeBody(zb.Bytes(), "gzip", 2<<20)
-	require_True(t, err == nil && enc && len(out) == 1<<20, "within the limit: %d bytes, %v", len(out), err)
+	testutil.True(t, err == nil && enc && len(out) == 1<<20, "within the limit: %d bytes, %v", len(out), err)
 }
 
 // TestProxySlowBodyCutOff: a client that stalls mid-body is answered 408
@@ -157,16 +158,16 @@ func TestProxySlowBodyCutOff(t *testing.T) {
 	b := setup(t, testPolicy(t), anthropicFake(&fakeUpstream{}, readScript("/p")), nil)
 	url := serveWith(t, b, &http.Server{ReadTimeout: 100 * time.Millisecond})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out, _ := io.ReadAll(resp.Body)
-	require_True(t, resp.StatusCode == http.StatusRequestTimeout && strings.Contains(string(out), "read timeout"), "slow body: %d %s", resp.StatusCode, out)
+	testutil.True(t, resp.StatusCode == http.StatusRequestTimeout && strings.Contains(string(out), "read timeout"), "slow body: %d %s", resp.StatusCode, out)
 	_, err = conn.Read(make([]byte, 1))
-	require_True(t, err != nil, "the connection stayed open")
+	testutil.True(t, err != nil, "the connection stayed open")
 }
 
 // TestLargeToolResultNotCopied: the parse keeps a large tool result's raw
@@ -179,15 +180,15 @@ func TestLargeToolResultNotCopied(t *testing.T) {
 			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + strings.Repeat("x", n) + `"}]}]}`)
 		conv, err := parseChecked(APIAnthropic, body, nil)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		var raw []byte
 		for _, b := range conv.blocks {
 			if b.kind == bToolResult {
 				raw = b.raw
 			}
 		}
-		require_True(t, len(raw) == n+2, "tool result raw of %d bytes, want %d", len(raw), n+2)
+		testutil.True(t, len(raw) == n+2, "tool result raw of %d bytes, want %d", len(raw), n+2)
 		inBody := &raw[0] == &body[bytes.Index(body, []byte(`"xxx`))]
-		require_True(t, inBody == (n >= largeRaw), "%d-byte output: raw in the body %v", n, inBody)
+		testutil.True(t, inBody == (n >= largeRaw), "%d-byte output: raw in the body %v", n, inBody)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // newGate returns a gateBackend and its release (idempotent).
@@ -162,8 +163,8 @@ func TestRecordBeforeResponseEnds(t *testing.T) {
 			}
 			n := len(f.requests())
 			release()
-			require_True(t, n == 1, "the upstream saw the client's next request (%d requests) before the previous response was recorded", n)
-			require_NoError(t, receive(t, done, "the client to finish"))
+			testutil.True(t, n == 1, "the upstream saw the client's next request (%d requests) before the previous response was recorded", n)
+			testutil.NoError(t, receive(t, done, "the client to finish"))
 
 			// In the log: request 1's model request and the assistant's
 			// tool call come before request 2's tool result.
@@ -177,7 +178,7 @@ func TestRecordBeforeResponseEnds(t *testing.T) {
 func counter(t testing.TB, b *bench, name string, labels ...string) float64 {
 	t.Helper()
 	mf, err := b.svc.Registry.Gather()
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	sum := 0.0
 	for _, fam := range mf {
 		if fam.GetName() != name {
@@ -216,16 +217,15 @@ func receive[T any](t testing.TB, c <-chan T, what string) T {
 	}
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
+// waitFor waits, through testutil.Eventually, until cond holds.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testutil.Eventually(t, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestUpstreamErrorKinds: a client's own cancel is not an upstream error,
@@ -257,12 +257,12 @@ func TestUpstreamErrorKinds(t *testing.T) {
 		}()
 		<-entered
 		cancel()
-		require_True(t, <-errc != nil, "the canceled request succeeded")
+		testutil.True(t, <-errc != nil, "the canceled request succeeded")
 		waitFor(t, "the proxy to see the cancel", func() bool {
 			l := b.logs.String()
 			return strings.Contains(l, "client went away") || strings.Contains(l, "proxy: upstream")
 		})
-		require_True(t, counter(t, b, errs) == 0, "a client's cancel counted as an upstream error")
+		testutil.True(t, counter(t, b, errs) == 0, "a client's cancel counted as an upstream error")
 	})
 
 	t.Run("5xx", func(t *testing.T) {
@@ -274,12 +274,12 @@ func TestUpstreamErrorKinds(t *testing.T) {
 		b := setup(t, testPolicy(t), up, nil)
 		for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
 			resp, err := http.Post(b.url+path, "application/json", strings.NewReader(body))
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			require_True(t, resp.StatusCode == 503, "status %d", resp.StatusCode)
+			testutil.True(t, resp.StatusCode == 503, "status %d", resp.StatusCode)
 		}
-		require_True(t, counter(t, b, errs, "kind", "5xx") == 2, "5xx not counted: %v", counter(t, b, errs))
+		testutil.True(t, counter(t, b, errs, "kind", "5xx") == 2, "5xx not counted: %v", counter(t, b, errs))
 	})
 
 	t.Run("header timeout", func(t *testing.T) {
@@ -290,11 +290,11 @@ func TestUpstreamErrorKinds(t *testing.T) {
 		})
 		b := setup(t, testPolicy(t), up, func(c *Config) { c.ResponseHeaderTimeout = 50 * time.Millisecond })
 		resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require_True(t, resp.StatusCode == http.StatusBadGateway && strings.Contains(string(out), "upstream timeout"), "got %d %s", resp.StatusCode, out)
-		require_True(t, counter(t, b, errs, "kind", "timeout") == 1, "timeout not counted")
+		testutil.True(t, resp.StatusCode == http.StatusBadGateway && strings.Contains(string(out), "upstream timeout"), "got %d %s", resp.StatusCode, out)
+		testutil.True(t, counter(t, b, errs, "kind", "timeout") == 1, "timeout not counted")
 	})
 }
 
@@ -321,11 +321,11 @@ func TestRecordTimeoutReleasesResponse(t *testing.T) {
 	})
 	body := `{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	out, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require_NoError(t, err)
-	require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
+	testutil.NoError(t, err)
+	testutil.True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
 	// The record runs after the response: it reaches the gate.
 	receive(t, g.entered, "a record to start (none: the request failed open?)")
 	waitFor(t, "the record timeout to be counted", func() bool { return counter(t, b, "prunesched_proxy_record_timeouts_total") == 1 })
@@ -429,13 +429,13 @@ func TestRecordOffClientPath(t *testing.T) {
 				firstc <- answer{b, err}
 			}()
 			a := receive(t, firstc, "the response to end while its record is held (it does not: the record is on the client's path)")
-			require_NoError(t, a.err)
+			testutil.NoError(t, a.err)
 			first := a.b
 			end := `"tool_use"`
 			if stream {
 				end = "message_stop"
 			}
-			require_True(t, bytes.Contains(first, []byte(end)), "first response cut: %s", first)
+			testutil.True(t, bytes.Contains(first, []byte(end)), "first response cut: %s", first)
 			// The record, in the background, reaches its append.
 			receive(t, g.entered, "a record to start (none: the request failed open?)")
 			// The next request, at once; it arrives while the record is
@@ -454,9 +454,9 @@ func TestRecordOffClientPath(t *testing.T) {
 			}
 			held.Store(false)
 			release()
-			require_NoError(t, receive(t, done, "the next request to finish"))
-			require_True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
-			require_True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
+			testutil.NoError(t, receive(t, done, "the next request to finish"))
+			testutil.True(t, len(f.requests()) == 2, "upstream saw %d requests", len(f.requests()))
+			testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 2,
 				"requests not both rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
 
 			requireAnswerFirst(t, b, "toolu_r1")
@@ -483,36 +483,36 @@ func TestCloseFinishesRecords(t *testing.T) {
 			t.Cleanup(release)
 			body := `{"model":"m","max_tokens":10,"stream":true,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
 			resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			out, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			require_NoError(t, err)
-			require_True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
+			testutil.NoError(t, err)
+			testutil.True(t, bytes.Contains(out, []byte("message_stop")), "response cut: %s", out)
 			<-g.entered // the record runs, held, after the response ended
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if cancelled {
 				cancel()
-				require_True(t, b.px.Close(ctx) != nil, "Close with an ended context returned nil")
-				require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 1, "the cancelled record was not counted as failed")
-				require_True(t, counter(t, b, "prunesched_proxy_record_timeouts_total") == 0, "a record cancelled by Close counted as a timeout")
+				testutil.True(t, b.px.Close(ctx) != nil, "Close with an ended context returned nil")
+				testutil.True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 1, "the cancelled record was not counted as failed")
+				testutil.True(t, counter(t, b, "prunesched_proxy_record_timeouts_total") == 0, "a record cancelled by Close counted as a timeout")
 				return
 			}
 			release()
-			require_NoError(t, b.px.Close(ctx))
-			require_True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 0, "the record failed")
+			testutil.NoError(t, b.px.Close(ctx))
+			testutil.True(t, counter(t, b, "prunesched_proxy_record_failures_total") == 0, "the record failed")
 			var mrs int
 			for _, s := range b.svc.Pipeline.Projection.Sessions() {
 				evs, err := b.svc.Store.ReadSession(context.Background(), s.Tenant, s.Session)
-				require_NoError(t, err)
+				testutil.NoError(t, err)
 				for _, e := range evs {
 					if _, ok := e.Data.(*events.ModelRequest); ok {
 						mrs++
 					}
 				}
 			}
-			require_True(t, mrs == 1, "%d model requests in the log after Close, want 1", mrs)
+			testutil.True(t, mrs == 1, "%d model requests in the log after Close, want 1", mrs)
 		})
 	}
 }
@@ -523,9 +523,9 @@ func TestCloseFinishesRecords(t *testing.T) {
 func requireAnswerFirst(t testing.TB, b *bench, item string) {
 	t.Helper()
 	sessions := b.sessionsOf(t, events.DefaultTenant, item)
-	require_True(t, len(sessions) == 1, "sessions %v", sessions)
+	testutil.True(t, len(sessions) == 1, "sessions %v", sessions)
 	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sessions[0])
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var mr1, call, result uint64
 	for _, e := range evs {
 		switch e.Data.(type) {
@@ -539,6 +539,6 @@ func requireAnswerFirst(t testing.TB, b *bench, item string) {
 			result = e.Seq
 		}
 	}
-	require_True(t, mr1 > 0 && call > 0 && result > 0 && mr1 < result && call < result,
+	testutil.True(t, mr1 > 0 && call > 0 && result > 0 && mr1 < result && call < result,
 		"log order: model request 1 at %d, tool call at %d, tool result at %d", mr1, call, result)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // convSummary renders everything a parse yields that the proxy uses, with
@@ -101,7 +102,7 @@ func TestParseReuseAnthropic(t *testing.T) {
 		append(bytes.TrimSuffix(good, []byte(`],"stream":true}`)), []byte(`,{"role":"user","content":"x"} {"role":"user"}],"stream":true}`)...),
 		append(bytes.TrimSuffix(good, []byte(`],"stream":true}`)), []byte(`,{"role":"robot","content":"x"}],"stream":true}`)...))
 	n := checkReuse(t, APIAnthropic, bodies...)
-	require_True(t, n > 0, "no block reused")
+	testutil.True(t, n > 0, "no block reused")
 	t.Logf("%d blocks reused", n)
 }
 
@@ -122,7 +123,7 @@ func TestParseReuseOpenAIChat(t *testing.T) {
 		bodies = append(bodies, mk(msgs))
 	}
 	n := checkReuse(t, APIOpenAIChat, bodies...)
-	require_True(t, n > 0, "no block reused")
+	testutil.True(t, n > 0, "no block reused")
 	t.Logf("%d blocks reused", n)
 }
 
@@ -147,7 +148,7 @@ func TestParseReuseOpenAIResponses(t *testing.T) {
 	}
 	bodies = append(bodies, mk(`"instructions":"inst",`, items)[:40], []byte(`{"input":"just text","tools":[{}]}`))
 	n := checkReuse(t, APIOpenAIResponses, bodies...)
-	require_True(t, n > 0, "no block reused")
+	testutil.True(t, n > 0, "no block reused")
 	t.Logf("%d blocks reused", n)
 }
 
@@ -162,13 +163,13 @@ func TestParseBlocksOwnTheirBytes(t *testing.T) {
 	} {
 		b := []byte(body)
 		c, err := parseWith(api, b, &parseCache{})
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		before := convSummary(c)
 		for i := range b {
 			b[i] = 'x'
 		}
 		c.body = []byte(body)
-		require_True(t, convSummary(c) == before, "%s: blocks alias the body", api)
+		testutil.True(t, convSummary(c) == before, "%s: blocks alias the body", api)
 	}
 }
 
@@ -179,14 +180,14 @@ func TestParseCacheBounds(t *testing.T) {
 	pc := &parseCache{}
 	for i := 0; i < parseCacheEntries+10; i++ {
 		_, err := parseWith(APIAnthropic, anthBody([]string{fmt.Sprintf(`{"role":"user","content":"task %d"}`, i)}, false), pc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 	}
-	require_True(t, len(pc.entries) == parseCacheEntries, "%d entries", len(pc.entries))
+	testutil.True(t, len(pc.entries) == parseCacheEntries, "%d entries", len(pc.entries))
 	msgs := []string{`{"role":"user","content":"task 0"}`}
 	for i := 0; i < 5; i++ {
 		msgs = append(msgs, `{"role":"assistant","content":"x"}`)
 		_, err := parseWith(APIAnthropic, anthBody(msgs, true), pc)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 	}
 	n := 0
 	for _, e := range pc.entries {
@@ -194,7 +195,7 @@ func TestParseCacheBounds(t *testing.T) {
 			n++
 		}
 	}
-	require_True(t, n == 1, "%d entries for one conversation", n)
+	testutil.True(t, n == 1, "%d entries for one conversation", n)
 }
 
 // TestSessionSweep: idle session states are dropped (at most once a
@@ -213,14 +214,14 @@ func TestSessionSweep(t *testing.T) {
 	held := p.sessions[sessionKey{"t", "s1"}]
 	held.mu.Lock()
 	p.state("t", "new")
-	require_True(t, len(p.sessions) == maxSessions+1, "swept within the second: %d sessions", len(p.sessions))
+	testutil.True(t, len(p.sessions) == maxSessions+1, "swept within the second: %d sessions", len(p.sessions))
 	now = now.Add(time.Second)
 	p.state("t", "new")
 	held.mu.Unlock()
-	require_True(t, len(p.sessions) == 2 && p.sessions[sessionKey{"t", "s1"}] == held, "%d sessions left", len(p.sessions))
+	testutil.True(t, len(p.sessions) == 2 && p.sessions[sessionKey{"t", "s1"}] == held, "%d sessions left", len(p.sessions))
 	// Few sessions: swept once a minute.
 	now = now.Add(DefaultSessionIdle)
-	require_True(t, p.EvictIdle() == 2 && len(p.sessions) == 0, "%d sessions left", len(p.sessions))
+	testutil.True(t, p.EvictIdle() == 2 && len(p.sessions) == 0, "%d sessions left", len(p.sessions))
 }
 
 // FuzzParseReuse: a body parsed after another (whose parse it may reuse)
@@ -274,19 +275,19 @@ func TestParseCheckedText(t *testing.T) {
 			pc := &parseCache{}
 			if tc.first != nil {
 				_, err := parseChecked(APIAnthropic, anthBody(tc.first, false), pc)
-				require_NoError(t, err)
+				testutil.NoError(t, err)
 			}
 			before := append([]*parsed(nil), pc.entries...)
 			_, err := parseChecked(APIAnthropic, tc.body, pc)
 			want := events.CheckText(tc.body)
 			if want != nil {
-				require_True(t, err != nil && err.Error() == want.Error(), "parseChecked error %v, want CheckText's %v", err, want)
-				require_True(t, len(pc.entries) == len(before) && (len(before) == 0 || pc.entries[0] == before[0]), "a refused body was cached")
+				testutil.True(t, err != nil && err.Error() == want.Error(), "parseChecked error %v, want CheckText's %v", err, want)
+				testutil.True(t, len(pc.entries) == len(before) && (len(before) == 0 || pc.entries[0] == before[0]), "a refused body was cached")
 				return
 			}
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			// Cached, trusted as plain only when the whole body is.
-			require_True(t, len(pc.entries) > 0 && pc.entries[0].plain == events.PlainText(tc.body),
+			testutil.True(t, len(pc.entries) > 0 && pc.entries[0].plain == events.PlainText(tc.body),
 				"cached plain=%v, body plain=%v", len(pc.entries) > 0 && pc.entries[0].plain, events.PlainText(tc.body))
 		})
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -423,7 +422,7 @@ func (p *Proxy) appendNew(ctx context.Context, pl *plan, h http.Header) error {
 			// The requests' ids derive from the result and the handles; a
 			// request that failed open after storing them finds them
 			// stored (with its own time): they stand as stored.
-			if err := p.appendFacts(ctx, pl, tenant, nil, nil, asks, nil); err != nil && !errors.Is(err, store.ErrIDConflict) {
+			if err := p.appendFacts(ctx, pl, tenant, nil, nil, asks, nil); err != nil && !errors.Is(err, events.ErrIDConflict) {
 				return err
 			}
 			// In memory the cores judged them as they were fed.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 const (
@@ -85,9 +86,9 @@ func (c *simClient) send() (map[string]any, *http.Response) {
 		"stream":             c.stream,
 	}
 	body, err := json.Marshal(req)
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	hr, err := http.NewRequest("POST", c.url+"/v1/messages?beta=true", bytes.NewReader(body))
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("x-api-key", secretKey)
 	hr.Header.Set("Authorization", secretAuth)
@@ -96,15 +97,15 @@ func (c *simClient) send() (map[string]any, *http.Response) {
 		hr.Header.Set("X-Claude-Code-Session-Id", c.session)
 	}
 	resp, err := http.DefaultClient.Do(hr)
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require_NoError(c.t, err)
+	testutil.NoError(c.t, err)
 	if resp.StatusCode != 200 {
 		return map[string]any{"status": resp.StatusCode, "raw": string(raw)}, resp
 	}
 	var out map[string]any
-	require_NoError(c.t, json.Unmarshal(raw, &out))
+	testutil.NoError(c.t, json.Unmarshal(raw, &out))
 	return out, resp
 }
 
@@ -116,7 +117,7 @@ func (c *simClient) run(prompt string) int {
 	for n := 1; n <= 10; n++ {
 		out, _ := c.send()
 		content, _ := out["content"].([]any)
-		require_True(c.t, len(content) == 1, "request %d: unexpected answer %v", n, out)
+		testutil.True(c.t, len(content) == 1, "request %d: unexpected answer %v", n, out)
 		blk := content[0].(map[string]any)
 		if blk["type"] == "text" {
 			return n
@@ -146,59 +147,59 @@ func TestAnthropicDuplicateReadPruned(t *testing.T) {
 		"/p/a.txt": strings.Repeat("alpha line\n", 40), "/p/b.txt": "b version 1\n",
 	}}
 	n := c.run("read a.txt twice, then b.txt twice")
-	require_True(t, n == 5, "want 5 requests, got %d", n)
+	testutil.True(t, n == 5, "want 5 requests, got %d", n)
 	reqs := f.requests()
-	require_True(t, len(reqs) == 5, "upstream saw %d requests", len(reqs))
+	testutil.True(t, len(reqs) == 5, "upstream saw %d requests", len(reqs))
 
 	// Request 3 (after the second read of a.txt) carries the first copy
 	// whole (already cached) and the placeholder instead of the second.
 	_, got := toolResults(t, reqs[2].body)
-	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "toolu_a2 not pruned in request 3: %q", got["toolu_a2"])
-	require_True(t, strings.Contains(got["toolu_a2"], "L0 DUPLICATE_OUTPUT"), "placeholder lacks rung/reason: %q", got["toolu_a2"])
-	require_True(t, got["toolu_a1"] == c.files["/p/a.txt"], "toolu_a1 changed: %q", got["toolu_a1"])
+	testutil.True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched: output of Read"), "toolu_a2 not pruned in request 3: %q", got["toolu_a2"])
+	testutil.True(t, strings.Contains(got["toolu_a2"], "L0 DUPLICATE_OUTPUT"), "placeholder lacks rung/reason: %q", got["toolu_a2"])
+	testutil.True(t, got["toolu_a1"] == c.files["/p/a.txt"], "toolu_a1 changed: %q", got["toolu_a1"])
 	// Request 5: the changed file's reads are both kept.
 	_, got = toolResults(t, reqs[4].body)
-	require_True(t, got["toolu_b1"] == "b version 1\n" && got["toolu_b2"] == "b version 2\n", "b reads changed: %q / %q", got["toolu_b1"], got["toolu_b2"])
-	require_True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched:"), "toolu_a2 restored in request 5")
+	testutil.True(t, got["toolu_b1"] == "b version 1\n" && got["toolu_b2"] == "b version 2\n", "b reads changed: %q / %q", got["toolu_b1"], got["toolu_b2"])
+	testutil.True(t, strings.HasPrefix(got["toolu_a2"], "[prunesched:"), "toolu_a2 restored in request 5")
 
 	// Protocol: every tool_use keeps its tool_result, signatures and the
 	// client's own fields are byte-identical, at most 4 breakpoints.
 	for i, r := range reqs {
 		checkProtocol(t, i, r.body)
-		require_True(t, r.header.Get("x-api-key") == secretKey, "request %d: x-api-key not forwarded", i)
+		testutil.True(t, r.header.Get("x-api-key") == secretKey, "request %d: x-api-key not forwarded", i)
 	}
-	require_True(t, bytes.Count(reqs[2].body, []byte(`"cache_control"`)) == 3, "request 3: want the client's 2 breakpoints + 1 before the prune:\n%s", reqs[2].body)
-	require_True(t, bytes.Count(reqs[3].body, []byte(`"cache_control"`)) == 2, "request 4: breakpoints %d", bytes.Count(reqs[3].body, []byte(`"cache_control"`)))
+	testutil.True(t, bytes.Count(reqs[2].body, []byte(`"cache_control"`)) == 3, "request 3: want the client's 2 breakpoints + 1 before the prune:\n%s", reqs[2].body)
+	testutil.True(t, bytes.Count(reqs[3].body, []byte(`"cache_control"`)) == 2, "request 4: breakpoints %d", bytes.Count(reqs[3].body, []byte(`"cache_control"`)))
 
 	// The log: the facts, the model requests with usage, and the decision.
 	// The session is the client's header plus the tag of its credential.
 	session := b.session("sim-session-1", reqs[0].header)
-	require_True(t, strings.HasPrefix(session, "sim-session-1-k"), "session %q", session)
+	testutil.True(t, strings.HasPrefix(session, "sim-session-1-k"), "session %q", session)
 	items := b.items(t, events.DefaultTenant, session)
 	a2 := itemByID(items, "toolu_a2")
-	require_True(t, a2 != nil && a2.Pruned && a2.Applied != nil && a2.Applied.Rung == events.L0, "toolu_a2 item: %+v", a2)
+	testutil.True(t, a2 != nil && a2.Pruned && a2.Applied != nil && a2.Applied.Rung == events.L0, "toolu_a2 item: %+v", a2)
 	for _, id := range []string{"toolu_a1", "toolu_b1", "toolu_b2"} {
 		it := itemByID(items, id)
-		require_True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
+		testutil.True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
 	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, session)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var mrs int
 	for _, e := range evs {
 		if mr, ok := e.Data.(*events.ModelRequest); ok {
 			mrs++
-			require_True(t, mr.Usage != nil && mr.Usage.InputTokens == 120 && mr.Usage.OutputTokens == 1, "usage %+v", mr.Usage)
-			require_True(t, mr.CacheTTL == "5m" && mr.Provider == "anthropic", "model request %+v", mr)
+			testutil.True(t, mr.Usage != nil && mr.Usage.InputTokens == 120 && mr.Usage.OutputTokens == 1, "usage %+v", mr.Usage)
+			testutil.True(t, mr.CacheTTL == "5m" && mr.Provider == "anthropic", "model request %+v", mr)
 		}
 	}
-	require_True(t, mrs == 5, "want 5 model requests in the log, got %d", mrs)
+	testutil.True(t, mrs == 5, "want 5 model requests in the log, got %d", mrs)
 
 	// Secrets never reach the log or the event stream.
 	all, err := json.Marshal(evs)
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	for _, s := range []string{secretKey, "sk-SECRET-bearer"} {
-		require_True(t, !bytes.Contains(all, []byte(s)), "secret %q in the event stream", s)
-		require_True(t, !strings.Contains(b.logs.String(), s), "secret %q in the logs", s)
+		testutil.True(t, !bytes.Contains(all, []byte(s)), "secret %q in the event stream", s)
+		testutil.True(t, !strings.Contains(b.logs.String(), s), "secret %q in the logs", s)
 	}
 }
 
@@ -215,8 +216,8 @@ func checkProtocol(t *testing.T, i int, body []byte) {
 		Metadata          json.RawMessage `json:"metadata"`
 		Tools             json.RawMessage `json:"tools"`
 	}
-	require_NoError(t, json.Unmarshal(body, &req))
-	require_True(t, len(req.ContextManagement) > 0 && len(req.Thinking) > 0 && len(req.Metadata) > 0 && len(req.Tools) > 0, "request %d lost a client field", i)
+	testutil.NoError(t, json.Unmarshal(body, &req))
+	testutil.True(t, len(req.ContextManagement) > 0 && len(req.Thinking) > 0 && len(req.Metadata) > 0 && len(req.Tools) > 0, "request %d lost a client field", i)
 	uses, results := map[string]bool{}, map[string]bool{}
 	for _, m := range req.Messages {
 		for _, b := range m.Content {
@@ -227,14 +228,14 @@ func checkProtocol(t *testing.T, i int, body []byte) {
 				results[b["tool_use_id"].(string)] = true
 			case "thinking":
 				id := strings.TrimSuffix(strings.TrimPrefix(b["signature"].(string), "sig/"), "+==")
-				require_True(t, uses[id] || strings.HasPrefix(id, "toolu_"), "request %d: signature changed: %v", i, b["signature"])
+				testutil.True(t, uses[id] || strings.HasPrefix(id, "toolu_"), "request %d: signature changed: %v", i, b["signature"])
 			}
 		}
 	}
 	for id := range uses {
-		require_True(t, results[id], "request %d: tool_use %s lost its tool_result", i, id)
+		testutil.True(t, results[id], "request %d: tool_use %s lost its tool_result", i, id)
 	}
-	require_True(t, bytes.Count(body, []byte(`"cache_control"`)) <= 4, "request %d: more than 4 breakpoints", i)
+	testutil.True(t, bytes.Count(body, []byte(`"cache_control"`)) <= 4, "request %d: more than 4 breakpoints", i)
 }
 
 // TestStreamPassthroughUnchanged: the SSE bytes the client receives are
@@ -250,7 +251,7 @@ func TestStreamPassthroughUnchanged(t *testing.T) {
 		req, _ := http.NewRequest("POST", url+"/v1/messages", bytes.NewReader(body))
 		req.Header.Set("X-Claude-Code-Session-Id", "stream-1")
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		defer resp.Body.Close()
 		out, _ := io.ReadAll(resp.Body)
 		return out, resp.Header
@@ -258,11 +259,11 @@ func TestStreamPassthroughUnchanged(t *testing.T) {
 	direct, _ := get(b.upstream.URL)
 	via, h := get(b.url)
 	norm := func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("msg_fake_2"), []byte("msg_fake_1")) }
-	require_True(t, bytes.Equal(norm(direct), norm(via)), "stream changed:\n%s\n---\n%s", direct, via)
-	require_True(t, isSSE(h), "content type %q", h.Get("Content-Type"))
+	testutil.True(t, bytes.Equal(norm(direct), norm(via)), "stream changed:\n%s\n---\n%s", direct, via)
+	testutil.True(t, isSSE(h), "content type %q", h.Get("Content-Type"))
 	b.items(t, events.DefaultTenant, "stream-1")
 	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, "stream-1")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	var mr *events.ModelRequest
 	var call *events.ToolCall
 	for _, e := range evs {
@@ -273,10 +274,10 @@ func TestStreamPassthroughUnchanged(t *testing.T) {
 			call = d
 		}
 	}
-	require_True(t, mr != nil && mr.Usage != nil, "no model request")
+	testutil.True(t, mr != nil && mr.Usage != nil, "no model request")
 	want := events.Usage{InputTokens: 120, CacheReadTokens: 50, CacheWriteTokens: 300, CacheWrite1hTokens: 200, OutputTokens: 17}
-	require_True(t, *mr.Usage == want && mr.CacheTTL == "1h", "usage %+v ttl %q", *mr.Usage, mr.CacheTTL)
-	require_True(t, call != nil && call.CallID == "toolu_a1" && string(call.Input) == `{"file_path":"/p/a.txt"}`, "streamed tool call %+v", call)
+	testutil.True(t, *mr.Usage == want && mr.CacheTTL == "1h", "usage %+v ttl %q", *mr.Usage, mr.CacheTTL)
+	testutil.True(t, call != nil && call.CallID == "toolu_a1" && string(call.Input) == `{"file_path":"/p/a.txt"}`, "streamed tool call %+v", call)
 }
 
 // TestUpstreamErrorVerbatim: upstream errors reach the client unchanged.
@@ -292,11 +293,11 @@ func TestUpstreamErrorVerbatim(t *testing.T) {
 	b := setup(t, testPolicy(t), up, nil)
 	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(b.url+"/v1/messages", "application/json", strings.NewReader(body))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	require_True(t, resp.StatusCode == 529 && resp.Header.Get("Retry-After") == "7" && resp.Header.Get("request-id") == "req_123", "status %d headers %v", resp.StatusCode, resp.Header)
-	require_True(t, string(out) == `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "body %s", out)
+	testutil.True(t, resp.StatusCode == 529 && resp.Header.Get("Retry-After") == "7" && resp.Header.Get("request-id") == "req_123", "status %d headers %v", resp.StatusCode, resp.Header)
+	testutil.True(t, string(out) == `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "body %s", out)
 }
 
 // failingBackend fails at one stage. With block set, DecideLive blocks
@@ -379,17 +380,17 @@ func TestFailOpen(t *testing.T) {
 				req.Header.Set("Content-Encoding", tc.enc)
 			}
 			resp, err := http.DefaultClient.Do(req)
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			out, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			require_True(t, resp.StatusCode == 200 && bytes.Contains(out, []byte(`"ok"`)), "client got %d %s", resp.StatusCode, out)
+			testutil.True(t, resp.StatusCode == 200 && bytes.Contains(out, []byte(`"ok"`)), "client got %d %s", resp.StatusCode, out)
 			reqs := f.requests()
-			require_True(t, len(reqs) == 1 && string(reqs[0].body) == body, "upstream got %d requests: %q", len(reqs), reqs)
+			testutil.True(t, len(reqs) == 1 && string(reqs[0].body) == body, "upstream got %d requests: %q", len(reqs), reqs)
 			if tc.enc != "" {
-				require_True(t, reqs[0].header.Get("Content-Encoding") == tc.enc, "content-encoding dropped")
+				testutil.True(t, reqs[0].header.Get("Content-Encoding") == tc.enc, "content-encoding dropped")
 			}
 			mf, err := b.svc.Registry.Gather()
-			require_NoError(t, err)
+			testutil.NoError(t, err)
 			found := false
 			for _, fam := range mf {
 				if fam.GetName() != "prunesched_proxy_fail_open_total" {
@@ -403,9 +404,9 @@ func TestFailOpen(t *testing.T) {
 					}
 				}
 			}
-			require_True(t, found, "fail-open metric for stage %s not counted", tc.stage)
-			require_True(t, strings.Contains(b.logs.String(), "stage="+tc.stage), "fail-open not logged")
-			require_True(t, !strings.Contains(b.logs.String(), secretKey), "secret logged")
+			testutil.True(t, found, "fail-open metric for stage %s not counted", tc.stage)
+			testutil.True(t, strings.Contains(b.logs.String(), "stage="+tc.stage), "fail-open not logged")
+			testutil.True(t, !strings.Contains(b.logs.String(), secretKey), "secret logged")
 		})
 	}
 }
@@ -416,32 +417,32 @@ func TestSessionIdentity(t *testing.T) {
 	p := &Proxy{cfg: Config{Tenant: "default", IdentityKey: bytes.Repeat([]byte{7}, 32)}, log: slog.New(slog.DiscardHandler)}
 	mk := func(body string) *conversation {
 		c, err := parseWith(APIAnthropic, []byte(body), nil)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		return c
 	}
 	c := mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"first"}]}`)
 	h := http.Header{}
 	h.Set("X-Claude-Code-Session-Id", "7ef78460-70fe-4c7e-8941-73dc3d823a80")
 	ten, s, _ := p.identity(h, c)
-	require_True(t, ten == "default" && s == "7ef78460-70fe-4c7e-8941-73dc3d823a80", "got %s %s", ten, s)
+	testutil.True(t, ten == "default" && s == "7ef78460-70fe-4c7e-8941-73dc3d823a80", "got %s %s", ten, s)
 	h = http.Header{}
 	h.Set("Session-Id", "a.b c")
 	h.Set(TenantHeader, "team-1")
 	ten, s, _ = p.identity(h, c)
-	require_True(t, ten == "team-1" && s == "a_b_c", "got %s %s", ten, s)
+	testutil.True(t, ten == "team-1" && s == "a_b_c", "got %s %s", ten, s)
 	// A credential adds its keyed tag, always the same for one key.
 	h = http.Header{}
 	h.Set("X-Claude-Code-Session-Id", "7ef78460-70fe-4c7e-8941-73dc3d823a80")
 	h.Set("x-api-key", secretKey)
 	_, s, _ = p.identity(h, c)
 	_, s2, _ := p.identity(h, c)
-	require_True(t, s == s2 && strings.HasPrefix(s, "7ef78460-70fe-4c7e-8941-73dc3d823a80-k") && len(s) == 36+2+12 && events.ValidToken(s), "got %s", s)
+	testutil.True(t, s == s2 && strings.HasPrefix(s, "7ef78460-70fe-4c7e-8941-73dc3d823a80-k") && len(s) == 36+2+12 && events.ValidToken(s), "got %s", s)
 	_, dk, _ := p.identity(http.Header{"X-Api-Key": {secretKey}}, c)
 	_, d1, _ := p.identity(http.Header{}, c)
-	require_True(t, dk == d1+p.credentialTag(h), "derived with a credential %s, without %s", dk, d1)
+	testutil.True(t, dk == d1+p.credentialTag(h), "derived with a credential %s, without %s", dk, d1)
 	_, d2, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"}]}`))
 	_, d3, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"other"}]}`))
-	require_True(t, strings.HasPrefix(d1, "derived-") && d1 == d2 && d1 != d3, "derived ids %s %s %s", d1, d2, d3)
+	testutil.True(t, strings.HasPrefix(d1, "derived-") && d1 == d2 && d1 != d3, "derived ids %s %s %s", d1, d2, d3)
 }
 
 // TestSubagentLane: a second conversation under the same client session
@@ -455,7 +456,7 @@ func TestSubagentLane(t *testing.T) {
 		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("X-Claude-Code-Session-Id", "lane-test")
 		resp, err := http.DefaultClient.Do(req)
-		require_NoError(t, err)
+		testutil.NoError(t, err)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
@@ -464,11 +465,11 @@ func TestSubagentLane(t *testing.T) {
 	send("main task")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require_NoError(t, b.px.Flush(ctx))
-	require_NoError(t, b.svc.Pipeline.WaitIdle(ctx))
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.NoError(t, b.svc.Pipeline.WaitIdle(ctx))
 	var names []string
 	for _, r := range b.svc.Pipeline.Projection.Sessions() {
 		names = append(names, r.Session)
 	}
-	require_True(t, len(names) == 2 && names[0] == "lane-test" && strings.HasPrefix(names[1], "lane-test-"), "sessions %v", names)
+	testutil.True(t, len(names) == 2 && names[0] == "lane-test" && strings.HasPrefix(names[1], "lane-test-"), "sessions %v", names)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // spyBackend keeps every event the proxy appended.
@@ -168,12 +169,12 @@ func streamUpstream(chunks []string, end string, release <-chan struct{}, cancel
 func (s streamShape) post(t testing.TB, b *bench, session string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest("POST", b.url+s.path, strings.NewReader(s.body))
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SessionHeader, session)
 	resp, err := http.DefaultClient.Do(req)
-	require_NoError(t, err)
-	require_True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	testutil.NoError(t, err)
+	testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 	return resp
 }
 
@@ -183,7 +184,7 @@ func closeProxy(t testing.TB, b *bench) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require_NoError(t, b.px.Close(ctx))
+	testutil.NoError(t, b.px.Close(ctx))
 }
 
 // requireNoAnswerRecorded waits for the proxy's records and fails if the
@@ -192,8 +193,8 @@ func requireNoAnswerRecorded(t testing.TB, b *bench, spy *spyBackend) {
 	t.Helper()
 	closeProxy(t, b)
 	items, request := assistantFacts(spy)
-	require_True(t, len(items) == 0, "partial answer recorded as assistant items: %v", items)
-	require_True(t, request, "the model request was not recorded")
+	testutil.True(t, len(items) == 0, "partial answer recorded as assistant items: %v", items)
+	testutil.True(t, request, "the model request was not recorded")
 }
 
 // assistantFacts returns the assistant items the proxy appended, and
@@ -231,13 +232,13 @@ func TestBrokenStreamAborts(t *testing.T) {
 			resp := s.post(t, b, session)
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF (a clean end hides the break)", err)
-			require_True(t, string(got) == s.partial, "the client got other bytes than the upstream sent:\n%q\nwant\n%q", got, s.partial)
+			testutil.True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF (a clean end hides the break)", err)
+			testutil.True(t, string(got) == s.partial, "the client got other bytes than the upstream sent:\n%q\nwant\n%q", got, s.partial)
 			requireNoAnswerRecorded(t, b, spy)
 			logs := b.logs.String()
-			require_True(t, strings.Contains(logs, "upstream response broke off") && strings.Contains(logs, "session="+session), "not logged with the session:\n%s", logs)
-			require_True(t, strings.Contains(logs, "incomplete answer"), "incomplete record not logged:\n%s", logs)
-			require_True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindStream) == 1, "broken stream not counted")
+			testutil.True(t, strings.Contains(logs, "upstream response broke off") && strings.Contains(logs, "session="+session), "not logged with the session:\n%s", logs)
+			testutil.True(t, strings.Contains(logs, "incomplete answer"), "incomplete record not logged:\n%s", logs)
+			testutil.True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindStream) == 1, "broken stream not counted")
 		})
 	}
 }
@@ -269,18 +270,18 @@ func TestStalledStreamAborts(t *testing.T) {
 			defer resp.Body.Close()
 			first := make([]byte, len(s.partial))
 			_, err := io.ReadFull(resp.Body, first)
-			require_NoError(t, err)
-			require_True(t, string(first) == s.partial, "the client got other bytes than the upstream sent: %q", first)
+			testutil.NoError(t, err)
+			testutil.True(t, string(first) == s.partial, "the client got other bytes than the upstream sent: %q", first)
 			timer.fire(t)
 			rest, err := io.ReadAll(resp.Body)
-			require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read after the stall: err %v, want unexpected EOF", err)
-			require_True(t, len(rest) == 0, "bytes after the stall: %q", rest)
+			testutil.True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read after the stall: err %v, want unexpected EOF", err)
+			testutil.True(t, len(rest) == 0, "bytes after the stall: %q", rest)
 			receive(t, cancelled, "the upstream request to be cancelled")
 			requireNoAnswerRecorded(t, b, spy)
 			logs := b.logs.String()
-			require_True(t, strings.Contains(logs, "upstream response stalled") && strings.Contains(logs, "session="+session), "stall not logged with the session:\n%s", logs)
-			require_True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindIdle) == 1, "stall not counted")
-			require_True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindStream) == 0, "stall counted as a broken stream")
+			testutil.True(t, strings.Contains(logs, "upstream response stalled") && strings.Contains(logs, "session="+session), "stall not logged with the session:\n%s", logs)
+			testutil.True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindIdle) == 1, "stall not counted")
+			testutil.True(t, counter(t, b, "prunesched_proxy_upstream_errors_total", "kind", UpstreamKindStream) == 0, "stall counted as a broken stream")
 		})
 	}
 }
@@ -299,8 +300,8 @@ func TestStreamIdleTimeoutRealTimer(t *testing.T) {
 	resp := s.post(t, b, "stall-real")
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
-	require_True(t, strings.HasPrefix(s.partial, string(got)), "the client got bytes the upstream did not send: %q", got)
+	testutil.True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
+	testutil.True(t, strings.HasPrefix(s.partial, string(got)), "the client got bytes the upstream did not send: %q", got)
 	receive(t, cancelled, "the upstream request to be cancelled")
 	waitFor(t, "the stall to be logged", func() bool {
 		return strings.Contains(b.logs.String(), "upstream response stalled") && strings.Contains(b.logs.String(), "session=stall-real")
@@ -336,17 +337,17 @@ func TestStreamEndWithoutTerminal(t *testing.T) {
 			resp := tc.shape.post(t, b, "end-"+string(tc.shape.api))
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			require_NoError(t, err)
-			require_True(t, string(got) == tc.shape.partial+tc.tail, "the client got other bytes than the upstream sent: %q", got)
+			testutil.NoError(t, err)
+			testutil.True(t, string(got) == tc.shape.partial+tc.tail, "the client got other bytes than the upstream sent: %q", got)
 			closeProxy(t, b)
 			items, request := assistantFacts(spy)
-			require_True(t, request, "the model request was not recorded")
+			testutil.True(t, request, "the model request was not recorded")
 			if tc.whole {
-				require_True(t, len(items) == 2, "a whole answer's text and tool call not recorded: %v", items)
+				testutil.True(t, len(items) == 2, "a whole answer's text and tool call not recorded: %v", items)
 			} else {
-				require_True(t, len(items) == 0, "an answer without its terminal event recorded as assistant items: %v", items)
+				testutil.True(t, len(items) == 0, "an answer without its terminal event recorded as assistant items: %v", items)
 			}
-			require_True(t, counter(t, b, "prunesched_proxy_upstream_errors_total") == 0, "a clean end counted as an upstream error")
+			testutil.True(t, counter(t, b, "prunesched_proxy_upstream_errors_total") == 0, "a clean end counted as an upstream error")
 		})
 	}
 }
@@ -358,11 +359,11 @@ func TestPassthroughBrokenStreamAborts(t *testing.T) {
 	const sent = "data: {\"partial\":true}\n\n"
 	b := setup(t, testPolicy(t), streamUpstream([]string{sent}, "cut", nil, nil), nil)
 	resp, err := http.Get(b.url + "/v1/other")
-	require_NoError(t, err)
+	testutil.NoError(t, err)
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
-	require_True(t, string(got) == sent, "got %q", got)
+	testutil.True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
+	testutil.True(t, string(got) == sent, "got %q", got)
 }
 
 // TestStreamIdleDisabled: a negative StreamIdleTimeout starts no timer.
@@ -376,7 +377,7 @@ func TestStreamIdleDisabled(t *testing.T) {
 	w.arm()
 	w.disarm()
 	w.done()
-	require_True(t, !w.idled(), "idled without a timer")
+	testutil.True(t, !w.idled(), "idled without a timer")
 }
 
 // TestBrokenJSONAnswerAborts: a non-streamed answer whose body breaks off
@@ -399,7 +400,7 @@ func TestBrokenJSONAnswerAborts(t *testing.T) {
 	resp := s.post(t, b, "cut-json")
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require_True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
-	require_True(t, string(got) == sent, "got %q", got)
+	testutil.True(t, errors.Is(err, io.ErrUnexpectedEOF), "client read: err %v, want unexpected EOF", err)
+	testutil.True(t, string(got) == sent, "got %q", got)
 	requireNoAnswerRecorded(t, b, spy)
 }

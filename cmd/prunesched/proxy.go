@@ -152,7 +152,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 		Upstream: *upstream, OpenAIUpstream: *openaiUp, Tenant: *tenant, Budget: *budget, RecordTimeout: *recordTimeout,
 		ResponseHeaderTimeout: *headerTimeout, StreamIdleTimeout: streamIdle, Bodies: bodies, WriteTimeout: *limits.write,
 		IdentityKey: idKey, Policy: &pol, Fleet: *fleet,
-		Backend: proxy.ServiceBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
+		Backend: service.NewProxyBackend(svc.Store, svc.Pipeline), Logger: logger.With("component", "proxy"), Registry: svc.Registry,
 	})
 	if err != nil {
 		return usagef("%v", err)

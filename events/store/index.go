@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,7 +17,7 @@ import (
 // event) by Append when a fact's id is already stored in its session with
 // different content. Nothing of the batch is stored. Match it with
 // errors.Is.
-var ErrIDConflict = errors.New("event id already stored with different content")
+var ErrIDConflict = events.ErrIDConflict
 
 // The log is its own index of fact ids: before publishing, Append checks a
 // session's facts against the ids the session holds in the stream. Each

@@ -26,32 +26,17 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // ErrConflict is returned (wrapped) by AppendGuarded when the session's last
-// fact is not the one the caller expected: another event landed since the
-// caller's decision point. Match it with errors.Is.
-var ErrConflict = errors.New("conflict: session changed since the expected sequence")
+// fact is not the one the caller expected (events.ErrConflict).
+var ErrConflict = events.ErrConflict
 
 // ErrTooLarge is returned (wrapped) when an encoded event is over the
 // largest message the NATS server accepts. The API answers it with 413.
 // Tool outputs do not count: they go to the blob store whatever their size.
 var ErrTooLarge = errors.New("event too large")
 
-// EventError says which event of a batch was rejected and why. Err is often
-// an *events.FieldError naming the field.
-type EventError struct {
-	// Index is the event's position in the batch passed to Append.
-	Index int
-	// ID is the event id (may be empty when the id itself is missing).
-	ID  string
-	Err error
-}
-
-// Error names the event by position and id, then the cause.
-func (e *EventError) Error() string {
-	return fmt.Sprintf("event %d (id %q): %v", e.Index, e.ID, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *EventError) Unwrap() error { return e.Err }
+// EventError says which event of a batch was rejected and why
+// (events.EventError).
+type EventError = events.EventError
 
 // Store is prunesched's log: the event stream and the blob bucket on one
 // JetStream connection. It is safe for concurrent use. It does not own the

@@ -1,0 +1,117 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/pipeline"
+	"github.com/prunesched/prunesched/projections"
+)
+
+// ProxyBackend is the proxy's Backend over a store and a running pipeline:
+// the log, the live decision and the projection. It lives here, with the
+// service that owns both, so the proxy reaches the log and the pipeline
+// only through its Backend interface (proxy.Backend and the optional
+// interfaces the proxy asserts: deciding in memory, a fleet). It is safe
+// for concurrent use as its store and pipeline are.
+type ProxyBackend struct {
+	st *store.Store
+	p  *pipeline.Pipeline
+}
+
+// NewProxyBackend returns the proxy's Backend over st and the running
+// pipeline p.
+func NewProxyBackend(st *store.Store, p *pipeline.Pipeline) *ProxyBackend {
+	return &ProxyBackend{st: st, p: p}
+}
+
+// Append stores facts and returns them stored (Seq set).
+func (b *ProxyBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	return b.st.Append(ctx, evs)
+}
+
+// LastFactSeq is the stream sequence of the session's last fact (0: none).
+func (b *ProxyBackend) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
+}
+
+// DecideLive has the scheduler worker decide the request from the log.
+func (b *ProxyBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
+	return b.p.Scheduler.DecideLiveAfter(ctx, tenant, session, lastFact, at, req)
+}
+
+// WaitSeq blocks until the projection has applied seq.
+func (b *ProxyBackend) WaitSeq(ctx context.Context, seq uint64) error {
+	return b.p.Projection.WaitSeq(ctx, seq)
+}
+
+// View runs fn on the session's projection; false when unknown.
+func (b *ProxyBackend) View(tenant, session string, fn func(*projections.Session)) bool {
+	return b.p.Projection.View(tenant, session, fn)
+}
+
+// Judged blocks until eligibility has judged the session's facts up to
+// lastFact and the projection holds the marks it made for them.
+func (b *ProxyBackend) Judged(ctx context.Context, tenant, session string, lastFact uint64) error {
+	seq, err := b.p.Scheduler.WaitJudged(ctx, tenant, session, lastFact)
+	if err != nil {
+		return err
+	}
+	return b.p.Projection.WaitSeq(ctx, seq)
+}
+
+// Blob returns a payload stored by content address.
+func (b *ProxyBackend) Blob(ctx context.Context, hash string) ([]byte, error) {
+	return b.st.GetBlob(ctx, hash)
+}
+
+// FactsAndApplicationsAfter returns the session's facts and applications
+// after stream sequence after, in log order (a fleet proxy catching up).
+func (b *ProxyBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after)
+}
+
+// AppendAfter appends facts of one session in order, each only if the
+// session's last fact is still the one before it (the first: at expect;
+// 0: no fact yet). It returns the facts stored before a failure; a failed
+// expectation wraps events.ErrConflict.
+func (b *ProxyBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
+	out := make([]events.Event, 0, len(evs))
+	for _, e := range evs {
+		stored, err := b.st.AppendGuarded(ctx, e, expect)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, stored)
+		expect = stored.Seq
+	}
+	return out, nil
+}
+
+// ReadSession returns every event of the session in log order (the proxy
+// rebuilding its in-memory state).
+func (b *ProxyBackend) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return b.st.ReadSession(ctx, tenant, session)
+}
+
+// Tokens is the token counter Append uses.
+func (b *ProxyBackend) Tokens() events.TokenCounter { return b.st.Tokens() }
+
+// SessionFacts says how many facts of the session the pipeline holds
+// through stream sequence lastFact.
+func (b *ProxyBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
+	return b.p.Scheduler.SessionFacts(tenant, session, lastFact)
+}
+
+// PutBlob stores a payload by content address.
+func (b *ProxyBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
+	return b.st.PutBlob(ctx, hash, data)
+}
+
+// PutBlobString stores an output held as a string without copying it
+// whole (events.StringBlobPutter).
+func (b *ProxyBackend) PutBlobString(ctx context.Context, hash string, data string) error {
+	return b.st.PutBlobString(ctx, hash, data)
+}
