@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -231,7 +229,7 @@ func (u *oaUsage) usage() *events.Usage {
 	if u.InputTokensDetail != nil {
 		cached += u.InputTokensDetail.CachedTokens
 	}
-	return &events.Usage{InputTokens: max(in-cached, 0), CacheReadTokens: cached, OutputTokens: out}
+	return events.OpenAIUsage(in, out, cached, 0)
 }
 
 type chatToolCall struct {
@@ -452,179 +450,4 @@ func (c *capture) event(data []byte) {
 			c.terminal = true
 		}
 	}
-}
-
-// errRecordTimeout is the cause of a record cancelled by RecordTimeout.
-var errRecordTimeout = errors.New("record timeout")
-
-// record appends the model request (when prunesched rendered it) and the
-// assistant's content under the session lock. It returns once the record
-// holds the lock, before the end of the response can reach the client,
-// and the record goes on in the background: the client's next request of
-// the session, which may follow the moment it sees that end, takes the
-// same lock (lane, process), so it waits for the record and is recorded
-// after it. The record has RecordTimeout from the end of the response:
-// past it the record is cancelled and fails, counted in
-// prunesched_proxy_record_timeouts_total, and a response still waiting for
-// the lock goes on. After Close the record finishes before record returns.
-func (p *Proxy) record(pl *plan, c *capture) {
-	c.done = time.Now()
-	st := pl.st
-	ctx, cancel := context.WithCancelCause(p.bg.ctx)
-	expired := p.cfg.RecordTimer(p.cfg.RecordTimeout)
-	locked, done := make(chan struct{}), make(chan struct{})
-	// Usually the lock is free: take it here, so the response goes on
-	// without waiting for the record's goroutine to be scheduled.
-	have := st.mu.TryLock()
-	if have {
-		close(locked)
-	}
-	tracked := p.bg.add()
-	go func() {
-		if tracked {
-			defer p.bg.wg.Done()
-		}
-		defer close(done)
-		defer cancel(nil)
-		if !have {
-			st.mu.Lock()
-			close(locked)
-		}
-		defer st.mu.Unlock()
-		start := time.Now()
-		c.finish()
-		err := p.recordLocked(ctx, pl, c)
-		p.met.stage(pl.api, StageRecord, start)
-		if err != nil {
-			p.met.recordFailure()
-			if context.Cause(ctx) == errRecordTimeout {
-				p.met.recordTimeout()
-			}
-			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
-		}
-	}()
-	go func() {
-		select {
-		case <-done:
-		case <-expired:
-			// The record, cancelled here, fails and counts the timeout
-			// (unless it ended meanwhile: the first cancel wins).
-			cancel(errRecordTimeout)
-			if context.Cause(ctx) != errRecordTimeout {
-				return
-			}
-			p.log.Warn("proxy: recording the response took longer than the record timeout; record cancelled, response released", "api", pl.api, "session", pl.session, "timeout", p.cfg.RecordTimeout)
-		}
-	}()
-	_, fleet := p.fleet()
-	wait := locked
-	if !tracked || fleet {
-		wait = done
-	}
-	select {
-	case <-wait:
-	case <-ctx.Done():
-	}
-	if fleet {
-		p.holdEnd(pl)
-	}
-}
-
-func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
-	st := pl.st
-	tenant := tenantField(pl.tenant)
-	var evs []events.Event
-	if pl.rendered {
-		model := c.model
-		if model == "" {
-			model = pl.conv.model
-		}
-		mr := &events.ModelRequest{Request: pl.req, Provider: pl.api.provider(), Model: model, Usage: c.usage, CacheTTL: pl.conv.cacheTTL, SourceID: sanitizeSource(c.id)}
-		if !validItemID(mr.SourceID) {
-			mr.SourceID = ""
-		}
-		evs = append(evs, events.New(events.DerivedID("proxy-request", pl.tenant, pl.session, pl.req), tenant, pl.session, pl.at, mr))
-	}
-	blocks := c.blocks
-	if !c.whole() {
-		// The stream broke off, stalled or ended without its terminal
-		// event (or the client left): what arrived is not the model's
-		// answer. None of it becomes an item, so nothing can take it as
-		// evidence (a partial tool call, a truncated text); the model
-		// request and its usage, which the provider counted, are kept.
-		p.log.Info("proxy: incomplete answer: its assistant content is not recorded", "api", pl.api, "session", pl.session, "request", pl.req, "blocks", len(blocks))
-		blocks = nil
-	}
-	var items []string
-	counts := map[string]int{}
-	for _, b := range blocks {
-		var payload events.Payload
-		var item string
-		switch b.kind {
-		case bText, bThinking:
-			text := b.text.String()
-			key := text
-			if b.kind == bThinking && b.signature != "" {
-				key = b.signature
-			}
-			if b.kind == bText && text == "" {
-				continue
-			}
-			prefix := strings.TrimSuffix(textItemID(events.RoleAssistant, b.kind, key, 0), ".0")
-			n := st.counts[prefix] + counts[prefix]
-			counts[prefix]++
-			item = prefix + "." + itoa(n)
-			kind := events.KindText
-			if b.kind == bThinking {
-				kind = events.KindThinking
-			}
-			payload = &events.Message{Item: item, Role: events.RoleAssistant, Kind: kind, Text: text, Signature: b.signature}
-		case bToolUse:
-			if b.callID == "" {
-				continue
-			}
-			item, _ = callItemIDs(b.callID)
-			payload = &events.ToolCall{Item: item, CallID: b.callID, Tool: orUnknown(b.tool), Input: toolInput(b.input.String())}
-		default:
-			continue
-		}
-		if _, ok := st.known[item]; ok {
-			continue
-		}
-		ev := events.New(events.DerivedID("proxy-fact", pl.tenant, pl.session, item), tenant, pl.session, c.done, payload)
-		if ev.Validate() != nil {
-			continue
-		}
-		evs = append(evs, ev)
-		items = append(items, item)
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	if st.mem != nil {
-		// In memory now, in the log after the request's own write.
-		w := &logWrite{tenant: pl.tenant, session: pl.session, api: pl.api}
-		err := p.feedMem(st, w, evs)
-		if err != nil {
-			st.q.markStale()
-		}
-		if len(w.evs) > 0 {
-			p.enqueue(st, w)
-		}
-		if err != nil {
-			return err
-		}
-	} else {
-		stored, err := p.cfg.Backend.Append(ctx, evs)
-		if err != nil {
-			return err
-		}
-		for _, e := range stored {
-			st.lastSeq = max(st.lastSeq, e.Seq)
-		}
-	}
-	for _, id := range items {
-		st.remember(id)
-	}
-	return nil
 }
