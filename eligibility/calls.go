@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 // callFailure is what the errored rung and its protections need about a

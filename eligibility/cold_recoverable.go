@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/terms"
+	"github.com/prunesched/prunesched/internal/terms"
 )
 
 // L4, cold and recoverable: the opt-in recoverable policy

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/toolspec"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/toolspec"
 )
 
 // By is the Mark.By of every automatic decision.

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/toolspec"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/toolspec"
 )
 
 func TestToolClasses(t *testing.T) {

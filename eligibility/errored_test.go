@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 // bigWrite is a Write whose content is about 1000 tokens.

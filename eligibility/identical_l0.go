@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 // L0, identical rendered copy. An older tool output O and a newer output N

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 // L4, predicted irrelevant: a heuristic, off by default (eligibility.l4).

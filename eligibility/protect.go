@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/agenttools"
 )
 
 // Protection is checked before any prune and derives from properties of the

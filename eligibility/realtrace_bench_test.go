@@ -6,7 +6,7 @@ import (
 
 	"github.com/prunesched/prunesched/eligibility"
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/policy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 func (c *Core) onToolResult(ev events.Event, p *events.ToolResult) {

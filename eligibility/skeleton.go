@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prunesched/prunesched/toolspec"
+	"github.com/prunesched/prunesched/internal/toolspec"
 )
 
 // skeleton renders the argument skeleton of a failed call's input for its

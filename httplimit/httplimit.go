@@ -2,7 +2,9 @@
 // (the API of serve and worker, and the proxy): read, write and idle
 // timeouts, a byte budget that all request bodies being read at once share,
 // and reading one bounded body into memory. One definition, so both servers
-// answer an oversized or slow request the same way.
+// answer an oversized or slow request the same way. It must never read a
+// body past its limit or outside the shared budget into memory: memory is
+// bounded by configuration, not by the input.
 package httplimit
 
 import (

@@ -7,5 +7,8 @@
 // process with `prunesched worker`.
 //
 // It owns no policy: what to prune is the eligibility core's, when is the
-// scheduler core's, and what the bundle looks like is the projection's.
+// scheduler core's, and what the bundle looks like is the projection's. It
+// must never decide anything the cores would not decide from the log alone
+// (no wall clock, no arrival order across sessions): the same log gives
+// the same decisions, in one process or in a fleet.
 package pipeline

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"

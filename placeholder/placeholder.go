@@ -21,9 +21,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
+	"github.com/prunesched/prunesched/internal/agenttools"
 )
 
 // Limits on what a placeholder quotes.

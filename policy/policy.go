@@ -1,7 +1,9 @@
 // Package policy owns prunesched's one configuration file: protection,
 // determinism classes, horizons, pressure thresholds and provider cache
 // prices. Every field has a documented default; the zero Policy with
-// SetDefaults applied is the shipped policy. It decides nothing itself.
+// SetDefaults applied is the shipped policy. It decides nothing itself, and
+// it must not turn on anything beyond provable pruning by default: the
+// recoverable policy and the L3 rung are opt-in fields.
 package policy
 
 import (

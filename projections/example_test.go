@@ -8,7 +8,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/events/tokens"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/projections"
 )
 

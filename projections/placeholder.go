@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prunesched/prunesched/internal/toolspec"
 	"github.com/prunesched/prunesched/placeholder"
-	"github.com/prunesched/prunesched/toolspec"
 )
 
 // HostPlaceholder is what the host itself shows for an output it cleared

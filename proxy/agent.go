@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/agenttools"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 )

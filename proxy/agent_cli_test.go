@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/agentclis"
+	"github.com/prunesched/prunesched/internal/agenttools"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"

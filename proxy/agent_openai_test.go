@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prunesched/prunesched/agenttools"
+	"github.com/prunesched/prunesched/internal/agenttools"
 	"github.com/prunesched/prunesched/internal/testutil"
 )
 

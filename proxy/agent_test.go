@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/agenttools"
 	assert "github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"

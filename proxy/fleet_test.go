@@ -17,7 +17,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/testutil"
 
-	"github.com/prunesched/prunesched/service"
+	"github.com/prunesched/prunesched/internal/service"
 )
 
 // TestJoinFleetRefusesAnotherKey: the first proxy on a log stores its

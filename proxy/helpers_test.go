@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/projections"
-	"github.com/prunesched/prunesched/service"
 )
 
 // syncBuffer is a goroutine-safe log sink.

@@ -9,14 +9,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prunesched/prunesched/cores"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/decide"
 	"github.com/prunesched/prunesched/projections"
 )
 
 // Deciding in memory (issue 28). The proxy keeps each session's state in
 // memory: both production cores (eligibility and scheduler, run as the
-// workers run them, package cores) and a projection of the session, fed
+// workers run them, package decide) and a projection of the session, fed
 // the same events in the same order as the log will hold them. A request
 // is decided from that state, on its own facts, and forwarded at once; its
 // facts go to the log after forwarding, through the session's write queue
@@ -49,7 +49,7 @@ type factCounter interface {
 
 // memState is a session's state in memory: the cores and the projection.
 type memState struct {
-	cores *cores.Session
+	cores *decide.Session
 	proj  *projections.Session
 }
 
@@ -91,7 +91,7 @@ func (p *Proxy) newMem(tenant, session string, st *sessState) *memState {
 			return io.NopCloser(bytes.NewReader(b)), nil
 		}
 	}
-	return &memState{cores: cores.NewSession(*p.cfg.Policy, tenant, session, content), proj: projections.NewSession(tenant, session)}
+	return &memState{cores: decide.NewSession(*p.cfg.Policy, tenant, session, content), proj: projections.NewSession(tenant, session)}
 }
 
 // loadMem builds the session's in-memory state from the log: every fact

@@ -4,8 +4,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prunesched/prunesched/agenttools"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/agenttools"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 )

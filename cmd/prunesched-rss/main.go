@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prunesched/prunesched/bench/rss"
+	"github.com/prunesched/prunesched/internal/bench/rss"
 )
 
 func main() {

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/prunesched/prunesched/analyze"
-	"github.com/prunesched/prunesched/compare"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/eval/analyze"
+	"github.com/prunesched/prunesched/internal/eval/compare"
+	"github.com/prunesched/prunesched/internal/importers"
 )
 
 func runAnalyze(ctx context.Context, e *env, args []string) error {

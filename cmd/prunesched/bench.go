@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prunesched/prunesched/bench"
+	"github.com/prunesched/prunesched/internal/bench"
 )
 
 func runBench(ctx context.Context, e *env, args []string) error {

@@ -15,11 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prunesched/prunesched/analyze"
-	"github.com/prunesched/prunesched/apiclient"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/apiclient"
+	"github.com/prunesched/prunesched/internal/eval/analyze"
+	"github.com/prunesched/prunesched/internal/importers"
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/projections"
-	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
 

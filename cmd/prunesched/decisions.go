@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/prunesched/prunesched/apiclient"
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/apiclient"
 	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"

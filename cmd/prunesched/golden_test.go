@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/importers"
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/service"
 )
 
 var update = flag.Bool("update", false, "rewrite the behaviour goldens")

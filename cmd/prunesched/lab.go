@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prunesched/prunesched/lab"
-	"github.com/prunesched/prunesched/lab/modelrun"
+	"github.com/prunesched/prunesched/internal/eval/lab"
+	"github.com/prunesched/prunesched/internal/eval/lab/modelrun"
 )
 
 func runLab(ctx context.Context, e *env, args []string) error {

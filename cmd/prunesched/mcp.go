@@ -7,7 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/prunesched/prunesched/mcpserver"
+	"github.com/prunesched/prunesched/internal/mcpserver"
 )
 
 // runMCP is `prunesched mcp`: the context tools' MCP server on stdio. The

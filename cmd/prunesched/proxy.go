@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
-	"github.com/prunesched/prunesched/httpguard"
+	"github.com/prunesched/prunesched/internal/httpguard"
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/proxy"
-	"github.com/prunesched/prunesched/service"
 )
 
 // identityKeyFile is the proxy's identity key inside the data directory.

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prunesched/prunesched/api"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/httplimit"
+	"github.com/prunesched/prunesched/internal/api"
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/service"
 	"github.com/spf13/pflag"
 )
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/prunesched/prunesched/agentsetup"
+	"github.com/prunesched/prunesched/internal/agentsetup"
 )
 
 func runSetup(_ context.Context, e *env, args []string) error {

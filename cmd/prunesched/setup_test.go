@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prunesched/prunesched/agentsetup"
 	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/internal/agentsetup"
 )
 
 // TestSetupCommand: the command line of setup: write, idempotent rerun,

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prunesched/prunesched/analyze"
-	"github.com/prunesched/prunesched/apiclient"
+	"github.com/prunesched/prunesched/internal/apiclient"
+	"github.com/prunesched/prunesched/internal/eval/analyze"
 	"github.com/prunesched/prunesched/projections"
 	"github.com/prunesched/prunesched/scheduler"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prunesched/prunesched/api"
+	"github.com/prunesched/prunesched/internal/api"
+	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/policy"
-	"github.com/prunesched/prunesched/service"
 )
 
 // TestClientSendsToken: client commands send --token as a bearer token to a

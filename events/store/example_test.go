@@ -7,7 +7,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
-	"github.com/prunesched/prunesched/importers"
+	"github.com/prunesched/prunesched/internal/importers"
 )
 
 // Example starts the embedded JetStream server on a directory, opens the

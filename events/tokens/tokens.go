@@ -1,6 +1,7 @@
 // Package tokens counts tokens with a real tokenizer. Tokenizing is slow, so
 // prunesched counts each payload once, when it enters the log, and stores the
-// count beside the content address; the render path only adds stored counts.
+// count beside the content address; the render path only adds stored counts
+// and must not tokenize.
 package tokens
 
 import (

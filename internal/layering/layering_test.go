@@ -81,7 +81,7 @@ func module(t *testing.T) map[string]*pkg {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkgs) < 10 || pkgs["eligibility"] == nil || pkgs["importers"] == nil {
+	if len(pkgs) < 10 || pkgs["eligibility"] == nil || pkgs["internal/importers"] == nil {
 		t.Fatalf("read %d packages from %s: the walk missed the module", len(pkgs), root)
 	}
 	return pkgs
@@ -127,13 +127,19 @@ func deps(pkgs map[string]*pkg, p string) map[string][]string {
 	return seen
 }
 
+// internal reports whether package p is importable only inside the module
+// (a path element "internal").
+func internal(p string) bool {
+	return slices.Contains(strings.Split(p, "/"), "internal")
+}
+
 // under reports whether package p is dir or inside it.
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // formatImporter reports whether p is one trace format's importer
 // (importers/claudecode, ...), not the registry or the shared internals.
 func formatImporter(p string) bool {
-	rest, ok := strings.CutPrefix(p, "importers/")
+	rest, ok := strings.CutPrefix(p, "internal/importers/")
 	return ok && !strings.Contains(rest, "/") && rest != "internal"
 }
 
@@ -148,25 +154,35 @@ func prefixed(prefix string, xs []string, bad func(string) bool) []string {
 	return out
 }
 
-// TestLayering checks the import rules, one row each.
-func TestLayering(t *testing.T) {
-	pkgs := module(t)
-	var names []string
-	for p := range pkgs {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	rules := []struct {
-		name string
-		// check returns the violations of package p.
-		check func(p string) []string
-	}{
+// rule is one import rule: check returns the violations of package p.
+type rule struct {
+	name  string
+	check func(p string) []string
+}
+
+// public is the module's API on purpose: what a Go user embeds. Every other
+// package lives under internal/ (or is a command, or the deploy files' test).
+var public = []string{
+	"events", "events/store", "events/tokens", "policy", "eligibility",
+	"scheduler", "projections", "pipeline", "proxy", "placeholder", "httplimit",
+}
+
+// runtime is what runs in production: the public packages and the servers.
+// None of it reaches the offline evaluation under internal/eval.
+func runtime(p string) bool {
+	return slices.Contains(public, p) || under(p, "internal/service") || under(p, "internal/api") ||
+		under(p, "internal/inspector") || under(p, "internal/mcpserver") || under(p, "internal/decide")
+}
+
+// rules returns the import rules over the module pkgs, one row each.
+func rules(pkgs map[string]*pkg) []rule {
+	return []rule{
 		{
 			// Importers turn traces into facts; what a tool does is
 			// toolspec's. The eligibility core is no part of importing.
 			name: "importers reach no eligibility",
 			check: func(p string) []string {
-				if !under(p, "importers") {
+				if !under(p, "internal/importers") {
 					return nil
 				}
 				if chain, ok := deps(pkgs, p)["eligibility"]; ok {
@@ -181,10 +197,10 @@ func TestLayering(t *testing.T) {
 			// knows them all.
 			name: "a format importer imports no other importer",
 			check: func(p string) []string {
-				if !under(p, "importers") || p == "importers" {
+				if !under(p, "internal/importers") || p == "internal/importers" {
 					return nil
 				}
-				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return formatImporter(d) || d == "importers" })
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return formatImporter(d) || d == "internal/importers" })
 			},
 		},
 		{
@@ -192,7 +208,7 @@ func TestLayering(t *testing.T) {
 			// format's importer.
 			name: "analyze imports no format importer",
 			check: func(p string) []string {
-				if p != "analyze" {
+				if p != "internal/eval/analyze" {
 					return nil
 				}
 				return prefixed("imports ", pkgs[p].imports, formatImporter)
@@ -204,7 +220,7 @@ func TestLayering(t *testing.T) {
 			// like everyone else: it imports no eligibility.
 			name: "analyze imports no eligibility",
 			check: func(p string) []string {
-				if p != "analyze" {
+				if p != "internal/eval/analyze" {
 					return nil
 				}
 				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return d == "eligibility" })
@@ -216,7 +232,7 @@ func TestLayering(t *testing.T) {
 			// signal: a leaf that imports nothing of the module.
 			name: "terms is a leaf",
 			check: func(p string) []string {
-				if p != "terms" {
+				if p != "internal/terms" {
 					return nil
 				}
 				return prefixed("imports ", pkgs[p].imports, func(string) bool { return true })
@@ -233,7 +249,7 @@ func TestLayering(t *testing.T) {
 				}
 				var out []string
 				ds := deps(pkgs, p)
-				for _, bad := range []string{"lateruse", "compare", "lab", "projections"} {
+				for _, bad := range []string{"internal/eval/lateruse", "internal/eval/compare", "internal/eval/lab", "projections"} {
 					if chain, ok := ds[bad]; ok {
 						out = append(out, "reaches "+bad+": "+strings.Join(chain, " -> "))
 					}
@@ -246,14 +262,66 @@ func TestLayering(t *testing.T) {
 			// analyze share: it imports nothing of the module but events.
 			name: "toolspec is a leaf",
 			check: func(p string) []string {
-				if p != "toolspec" {
+				if p != "internal/toolspec" {
 					return nil
 				}
 				return prefixed("imports ", pkgs[p].imports, func(d string) bool { return d != "events" })
 			},
 		},
+		{
+			// What a Go user may import is decided, not accidental.
+			name: "public API on purpose",
+			check: func(p string) []string {
+				if p == "" || internal(p) || under(p, "cmd") || p == "deploy" || slices.Contains(public, p) {
+					return nil
+				}
+				return []string{"is public: move it under internal/ or add it to the public list on purpose"}
+			},
+		},
+		{
+			// Offline evaluation (analyze, compare, the later-use signal,
+			// the lab) sits under internal/eval and the runtime never
+			// reaches it; bench and the CLI may.
+			name: "the runtime reaches no offline evaluation",
+			check: func(p string) []string {
+				if !runtime(p) {
+					return nil
+				}
+				var out []string
+				for d, chain := range deps(pkgs, p) {
+					if under(d, "internal/eval") {
+						out = append(out, "reaches "+d+": "+strings.Join(chain, " -> "))
+					}
+				}
+				sort.Strings(out)
+				return out
+			},
+		},
+		{
+			// The proxy reaches the log and the pipeline only through its
+			// Backend interface; the adapter lives with the service.
+			name: "the proxy imports no service, store or pipeline",
+			check: func(p string) []string {
+				if !under(p, "proxy") {
+					return nil
+				}
+				return prefixed("imports ", pkgs[p].imports, func(d string) bool {
+					return under(d, "internal/service") || d == "events/store" || d == "pipeline"
+				})
+			},
+		},
 	}
-	for _, r := range rules {
+}
+
+// TestLayering checks the import rules against the module.
+func TestLayering(t *testing.T) {
+	pkgs := module(t)
+	var names []string
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, r := range rules(pkgs) {
 		t.Run(r.name, func(t *testing.T) {
 			for _, p := range names {
 				for _, v := range r.check(p) {
@@ -264,17 +332,42 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// TestLayeringCatches: the rules see a violation when one is there (a
-// fabricated module, so the check cannot pass by reading nothing).
+// TestLayeringCatches: every rule sees a violation when one is there (a
+// fabricated module that breaks each rule once, so no rule can pass by
+// reading nothing).
 func TestLayeringCatches(t *testing.T) {
 	pkgs := map[string]*pkg{
-		"importers/a":              {imports: []string{"importers/internal/build", "importers/b"}},
-		"importers/internal/build": {imports: []string{"toolspec", "eligibility"}},
+		"internal/importers/a":              {imports: []string{"internal/importers/internal/build", "internal/importers/b"}},
+		"internal/importers/b":              {},
+		"internal/importers/internal/build": {imports: []string{"internal/toolspec", "eligibility"}},
+		"internal/eval/analyze":             {imports: []string{"internal/importers/b", "eligibility"}},
+		"internal/terms":                    {imports: []string{"events"}},
+		"internal/toolspec":                 {imports: []string{"events", "policy"}},
+		"eligibility":                       {imports: []string{"internal/eval/lateruse"}},
+		"internal/eval/lateruse":            {},
+		"proxy":                             {imports: []string{"events/store", "pipeline"}},
+		"events/store":                      {},
+		"pipeline":                          {},
+		"toolbox":                           {},
 	}
-	if chain, ok := deps(pkgs, "importers/a")["eligibility"]; !ok || strings.Join(chain, " ") != "importers/a importers/internal/build eligibility" {
+	if chain, ok := deps(pkgs, "internal/importers/a")["eligibility"]; !ok || strings.Join(chain, " ") != "internal/importers/a internal/importers/internal/build eligibility" {
 		t.Errorf("transitive eligibility: %v %v", chain, ok)
 	}
-	if !formatImporter("importers/b") || formatImporter("importers/internal") || formatImporter("importers/internal/build") || formatImporter("importers") {
+	if !formatImporter("internal/importers/b") || formatImporter("internal/importers/internal") || formatImporter("internal/importers/internal/build") || formatImporter("internal/importers") {
 		t.Error("formatImporter misnames packages")
+	}
+	var names []string
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, r := range rules(pkgs) {
+		n := 0
+		for _, p := range names {
+			n += len(r.check(p))
+		}
+		if n == 0 {
+			t.Errorf("rule %q sees no violation in a module that breaks it", r.name)
+		}
 	}
 }

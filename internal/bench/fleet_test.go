@@ -1,0 +1,658 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
+	"github.com/prunesched/prunesched/internal/bench/replay"
+	"github.com/prunesched/prunesched/internal/importers"
+	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/pipeline"
+	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/proxy"
+)
+
+// fleetRig is prunesched on one embedded JetStream server (the workers,
+// as a worker process runs them) and a fake upstream, with proxies that
+// each have their own connection, store and (not consuming) pipeline, as
+// separate proxy processes would, and one identity key.
+type fleetRig struct {
+	t   *testing.T
+	svc *service.Service
+	pol policy.Policy
+	key []byte
+	// one is a single proxy over the service itself (the baseline), else
+	// the proxies are a fleet.
+	one bool
+	// connect opens a proxy's own connection to the log; replicas is the
+	// log's replica count.
+	connect  func() (*nats.Conn, error)
+	replicas int
+
+	mu      sync.Mutex
+	answers map[string]replay.Turn
+	bodies  map[string][]byte
+	// hold, when set for a key, blocks the upstream's answer to it:
+	// reached is closed when the request arrived, release ends it.
+	hold map[string]*gate
+	up   string
+
+	proxies []*fleetProxy
+}
+
+// gate blocks one stage of one request.
+type gate struct {
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func newGate() *gate { return &gate{reached: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) pass() {
+	g.once.Do(func() { close(g.reached) })
+	<-g.release
+}
+
+// fleetProxy is one proxy of the rig.
+type fleetProxy struct {
+	px  *proxy.Proxy
+	reg *prometheus.Registry
+	url string
+	be  *fleetBackend
+	now atomic.Int64 // Config.Now, set per request (unix nanoseconds)
+	// expireHold makes the fleet hold end at once (holdNow).
+	expireHold atomic.Bool
+}
+
+// fleetBackend forwards to a proxy's backend; it can block the guarded
+// publish (appendGate) and die (every write fails, as for a killed
+// process).
+type fleetBackend struct {
+	proxy.Backend
+	inner interface {
+		ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
+		Tokens() events.TokenCounter
+		PutBlob(ctx context.Context, hash string, data []byte) error
+		SessionFacts(tenant, session string, lastFact uint64) (int, bool)
+		FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+		AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
+	}
+	appendGate atomic.Pointer[gate]
+	// recordGate blocks the next append of a response's record (facts
+	// with a model request).
+	recordGate atomic.Pointer[gate]
+	dead       atomic.Bool
+}
+
+var errKilled = fmt.Errorf("killed")
+
+func (b *fleetBackend) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return b.inner.ReadSession(ctx, tenant, session)
+}
+func (b *fleetBackend) Tokens() events.TokenCounter { return b.inner.Tokens() }
+func (b *fleetBackend) PutBlob(ctx context.Context, hash string, data []byte) error {
+	if b.dead.Load() {
+		return errKilled
+	}
+	return b.inner.PutBlob(ctx, hash, data)
+}
+func (b *fleetBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
+	return b.inner.SessionFacts(tenant, session, lastFact)
+}
+func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	return b.inner.FactsAndApplicationsAfter(ctx, tenant, session, after)
+}
+func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
+	if g := b.appendGate.Swap(nil); g != nil {
+		g.pass()
+	}
+	for _, e := range evs {
+		if _, ok := e.Data.(*events.ModelRequest); ok {
+			if g := b.recordGate.Swap(nil); g != nil {
+				g.pass()
+			}
+			break
+		}
+	}
+	if b.dead.Load() {
+		return nil, errKilled
+	}
+	return b.inner.AppendAfter(ctx, evs, expect)
+}
+func (b *fleetBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	if b.dead.Load() {
+		return nil, errKilled
+	}
+	return b.Backend.Append(ctx, evs)
+}
+func (b *fleetBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
+	if b.dead.Load() {
+		return nil, errKilled
+	}
+	return b.Backend.DecideLive(ctx, tenant, session, lastFact, at, req)
+}
+
+func startFleet(t *testing.T, pol policy.Policy, n int, one bool) *fleetRig {
+	t.Helper()
+	return startFleetOn(t, service.Config{DataDir: t.TempDir(), Policy: pol}, nil, n, one)
+}
+
+// startFleetOn is startFleet with the workers' service started with cfg
+// and the proxies' connections made by connect (nil: in-process
+// connections to the service's embedded server).
+func startFleetOn(t *testing.T, cfg service.Config, connect func() (*nats.Conn, error), n int, one bool) *fleetRig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc, err := service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	key, err := proxy.NewIdentityKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if connect == nil {
+		connect = func() (*nats.Conn, error) { return svc.Embedded.Connect("proxy") }
+	}
+	r := &fleetRig{t: t, svc: svc, pol: cfg.Policy, key: key, one: one, connect: connect, replicas: max(cfg.Replicas, 1),
+		answers: map[string]replay.Turn{}, bodies: map[string][]byte{}, hold: map[string]*gate{}}
+	r.up = serveTest(t, http.HandlerFunc(r.upstream))
+	for range n {
+		r.addProxy(ctx)
+	}
+	return r
+}
+
+func (r *fleetRig) upstream(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	key := req.Header.Get(turnHeader)
+	r.mu.Lock()
+	r.bodies[key] = body
+	turn, ok := r.answers[key]
+	g := r.hold[key]
+	r.mu.Unlock()
+	if g != nil {
+		g.pass()
+	}
+	if !ok {
+		http.Error(w, "unknown turn", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", turn.ContentType)
+	_, _ = w.Write(turn.Answer)
+}
+
+// addProxy starts one more proxy: over the service's own store and
+// pipeline for the baseline, else over a connection, store and pipeline
+// of its own, in fleet mode.
+func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
+	t := r.t
+	t.Helper()
+	fp := &fleetProxy{reg: prometheus.NewRegistry()}
+	var be proxy.Backend
+	if r.one {
+		be = service.NewProxyBackend(r.svc.Store, r.svc.Pipeline)
+	} else {
+		nc, err := r.connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		st, err := store.Open(ctx, nc, store.Config{Tokens: r.svc.Tokens, Replicas: r.replicas}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proxy.JoinFleet(ctx, st.JS(), r.key, r.replicas); err != nil {
+			t.Fatal(err)
+		}
+		inner := service.NewProxyBackend(st, pipeline.New(st, r.pol, nil, nil))
+		fb := &fleetBackend{Backend: inner}
+		fb.inner = inner
+		fp.be, be = fb, fb
+	}
+	cfg := proxy.Config{Upstream: r.up, Backend: be, Registry: fp.reg, Budget: time.Hour, IdentityKey: r.key, Fleet: !r.one, Logger: testLogger(t), Policy: &r.pol,
+		Now: func() time.Time { return time.Unix(0, fp.now.Load()).UTC() },
+		RecordTimer: func(d time.Duration) <-chan time.Time {
+			if d == proxy.DefaultFleetHold && fp.expireHold.Load() {
+				c := make(chan time.Time, 1)
+				c <- time.Time{}
+				return c
+			}
+			return time.After(d)
+		}}
+	px, err := proxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.px = px
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = px.Close(ctx)
+	})
+	fp.url = serveTest(t, px.Handler())
+	r.proxies = append(r.proxies, fp)
+	return fp
+}
+
+// fleetBase is the time of send 0; send i arrives i seconds later. It is
+// the time the tests start (the budget counts from a request's time),
+// the same for both runs of a comparison.
+var fleetBase = time.Now().UTC().Truncate(time.Second)
+
+// send sends turn as send number i (its upstream key) to proxy fp at
+// fleetBase + at seconds.
+func (r *fleetRig) send(ctx context.Context, fp *fleetProxy, api replay.API, session string, i, at int, turn replay.Turn) error {
+	key := session + "/" + strconv.Itoa(i)
+	r.mu.Lock()
+	r.answers[key] = turn
+	r.mu.Unlock()
+	fp.now.Store(fleetBase.Add(time.Duration(at) * time.Second).UnixNano())
+	return r.post(ctx, fp.url, api, session, key, turn)
+}
+
+// post sends turn to the proxy (or balancer) at base under upstream key
+// key and reads the whole answer.
+func (r *fleetRig) post(ctx context.Context, base string, api replay.API, session, key string, turn replay.Turn) error {
+	return postTurn(ctx, http.DefaultClient, base, api, session, key, turn.Body)
+}
+
+// settle waits for every live proxy's writes and the workers, and
+// returns the session's log.
+func (r *fleetRig) settle(session string) []events.Event {
+	t := r.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, fp := range r.proxies {
+		if fp.be != nil && fp.be.dead.Load() {
+			continue
+		}
+		if err := fp.px.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.svc.Pipeline.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.svc.Store.ReadSession(ctx, events.DefaultTenant, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// holdNow makes the proxy's fleet hold expire at once from now on: the
+// end of a response no longer waits for its record.
+func (fp *fleetProxy) holdNow() { fp.expireHold.Store(true) }
+
+// sum is a counter's total over the rig's proxies.
+func (r *fleetRig) sum(name string) float64 {
+	total := 0.0
+	for _, fp := range r.proxies {
+		mfs, err := fp.reg.Gather()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// sendAll sends turns as sends from, from+1, ... (each at its number's
+// time), send n to proxy pick(n), and fails the test on an error.
+func (r *fleetRig) sendAll(ctx context.Context, session string, turns []replay.Turn, from int, pick func(n int) *fleetProxy) {
+	r.t.Helper()
+	for i, turn := range turns {
+		n := from + i
+		if err := r.send(ctx, pick(n), replay.Anthropic, session, n, n, turn); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// roundRobin picks proxy n mod the fleet's size.
+func (r *fleetRig) roundRobin(n int) *fleetProxy { return r.proxies[n%len(r.proxies)] }
+
+// checkFleet fails if a request of the fleet failed open, and returns
+// how many blocks the baseline replaced (none: the comparison showed
+// nothing).
+func checkFleet(t *testing.T, base, fleet *fleetRig) float64 {
+	t.Helper()
+	if f := fleet.sum("prunesched_proxy_fail_open_total"); f != 0 {
+		t.Fatalf("%v requests failed open in the fleet", f)
+	}
+	return base.sum("prunesched_proxy_blocks_replaced_total")
+}
+
+// mustHavePruned fails when the baselines replaced no block.
+func mustHavePruned(t *testing.T, replaced float64) {
+	t.Helper()
+	if replaced == 0 {
+		t.Fatal("nothing was pruned: the comparison shows nothing")
+	}
+}
+
+// logShape is the session's log as two runs must agree on it: facts and
+// applications in log order, without what differs by construction (the
+// random request ids, the ids and marks derived from them, stream
+// sequences, the times of the response records, taken from the clock).
+// Marks are the workers' and follow from the facts.
+func logShape(t *testing.T, evs []events.Event) []string {
+	t.Helper()
+	var out []string
+	for _, e := range evs {
+		switch d := e.Data.(type) {
+		case *events.Application:
+			out = append(out, applications(t, []events.Event{e})...)
+		case *events.ModelRequest:
+			cp := *d
+			cp.Request = ""
+			b, _ := json.Marshal(cp)
+			out = append(out, "model_request "+string(b))
+		default:
+			if !e.IsFact() {
+				continue
+			}
+			b, _ := json.Marshal(d)
+			at := e.Time.Format(time.RFC3339)
+			if m, ok := d.(*events.Message); ok && m.Role == events.RoleAssistant {
+				at = "" // recorded from the response, at the clock's time
+			}
+			if _, ok := d.(*events.ToolCall); ok {
+				at = "" // a call comes from the response (or its echo)
+			}
+			out = append(out, fmt.Sprintf("%s %s %s %s", e.Type, e.ID, at, b))
+		}
+	}
+	return out
+}
+
+// fleetSequences returns up to max real request sequences of the shared
+// traces' Claude Code sessions, each cut at limit requests.
+func fleetSequences(t *testing.T, max, limit int) map[string][]replay.Turn {
+	t.Helper()
+	out := map[string][]replay.Turn{}
+	for _, path := range sharedTraces(t) {
+		sessions, err := importers.Import(path, importers.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		for si, s := range sessions {
+			if s.Format != importers.FormatClaudeCode || len(out) >= max {
+				continue
+			}
+			turns := replay.FromEvents(s.Events).Build(replay.Anthropic, false)
+			if len(turns) > limit {
+				turns = turns[:limit]
+			}
+			if len(turns) > 4 {
+				out[fmt.Sprintf("fl-%s-%d", name, si)] = turns
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no Claude Code sequence in the shared traces")
+	}
+	return out
+}
+
+// compareRuns fails unless the fleet's forwarded bodies (by send number)
+// and log shape are the baseline's.
+func compareRuns(t *testing.T, session string, sends int, base, fleet *fleetRig) {
+	t.Helper()
+	for i := range sends {
+		key := session + "/" + strconv.Itoa(i)
+		base.mu.Lock()
+		a := base.bodies[key]
+		base.mu.Unlock()
+		fleet.mu.Lock()
+		b := fleet.bodies[key]
+		fleet.mu.Unlock()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s: the body forwarded differs (one proxy %d bytes, fleet %d bytes) at byte %d", key, len(a), len(b), firstDiff(a, b))
+		}
+	}
+	fleetLog := fleet.settle(session)
+	want, got := logShape(t, base.settle(session)), logShape(t, fleetLog)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		n := min(len(want), len(got))
+		i := 0
+		for i < n && want[i] == got[i] {
+			i++
+		}
+		w, g := "(end)", "(end)"
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		t.Fatalf("%s: the logs differ (one proxy %d events, fleet %d) at event %d:\none proxy: %s\nfleet:     %s", session, len(want), len(got), i, w, g)
+	}
+	// The proxies published their own applications: the cores over the
+	// log's facts (what the workers and analyze run) decide the same.
+	checkAnalyze(t, session, fleet.pol, &wayRig{svc: fleet.svc}, fleetLog)
+}
+
+// fleetPolicy applies marks at the next request, so real sequences prune
+// often and every difference shows.
+func fleetPolicy(t *testing.T) policy.Policy {
+	t.Helper()
+	p, err := policy.Parse([]byte("name: fleet-test\nscheduler:\n  mode: next_request\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFleetAlternates sends each real request sequence through two, then
+// three proxies of a fleet in turn (a balancer without session affinity)
+// and through one proxy: the bodies forwarded, the decisions and the log
+// must be the same, and no request may fail open.
+func TestFleetAlternates(t *testing.T) {
+	limit := 40
+	if raceEnabled || testing.Short() {
+		limit = 24
+	}
+	seqs := fleetSequences(t, 2, limit)
+	pol := fleetPolicy(t)
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d-proxies", n), func(t *testing.T) {
+			base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, n, false)
+			ctx := context.Background()
+			for session, turns := range seqs {
+				base.sendAll(ctx, session, turns, 0, base.roundRobin)
+				fleet.sendAll(ctx, session, turns, 0, fleet.roundRobin)
+				compareRuns(t, session, len(turns), base, fleet)
+			}
+			mustHavePruned(t, checkFleet(t, base, fleet))
+			if c := fleet.sum("prunesched_proxy_fleet_catchups_total"); c == 0 {
+				t.Fatal("no proxy caught up with the log: the alternation was not exercised")
+			}
+		})
+	}
+}
+
+// TestFleetRace: request k reaches proxy A, which decides it and is held
+// just before its guarded publish; the client's retry of k reaches proxy
+// B and completes; then A goes on. A's publish must find the session
+// extended, and A decide k again on the log (no fail open, nothing stored
+// twice): the run equals one proxy receiving k twice in a row.
+func TestFleetRace(t *testing.T) {
+	seqs := fleetSequences(t, 2, 24)
+	pol := fleetPolicy(t)
+	ctx := context.Background()
+	replaced := 0.0
+	for session, turns := range seqs {
+		t.Run(session, func(t *testing.T) {
+			base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, 2, false)
+			k := len(turns) / 2
+			// The baseline: 0..k, k again, k+1...
+			var order []replay.Turn
+			order = append(order, turns[:k+1]...)
+			order = append(order, turns[k:]...)
+			base.sendAll(ctx, session, order, 0, base.roundRobin)
+			a, b := fleet.proxies[0], fleet.proxies[1]
+			fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+			g := newGate()
+			a.be.appendGate.Store(g)
+			errc := make(chan error, 1)
+			go func() { errc <- fleet.send(ctx, a, replay.Anthropic, session, k+1, k+1, turns[k]) }()
+			<-g.reached
+			if err := fleet.send(ctx, b, replay.Anthropic, session, k, k, turns[k]); err != nil {
+				t.Fatal(err)
+			}
+			close(g.release)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			fleet.sendAll(ctx, session, turns[k+1:], k+2, fleet.roundRobin)
+			compareRuns(t, session, len(order), base, fleet)
+			if r := fleet.sum("prunesched_proxy_fleet_races_total"); r != 1 {
+				t.Fatalf("%v races counted, want 1", r)
+			}
+			replaced += checkFleet(t, base, fleet)
+		})
+	}
+	mustHavePruned(t, replaced)
+}
+
+// TestFleetProxyKilled: proxy A forwards request k (its facts are in the
+// log, published before forwarding) and is killed while the upstream
+// answers: none of its later writes happen, its client's connection
+// breaks. The client retries k through the balancer, which picks B, and
+// the conversation goes on there: the run equals one proxy's.
+func TestFleetProxyKilled(t *testing.T) {
+	seqs := fleetSequences(t, 2, 24)
+	pol := fleetPolicy(t)
+	ctx := context.Background()
+	replaced := 0.0
+	for session, turns := range seqs {
+		t.Run(session, func(t *testing.T) {
+			base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, 2, false)
+			k := len(turns) / 2
+			base.sendAll(ctx, session, turns, 0, base.roundRobin)
+			a, b := fleet.proxies[0], fleet.proxies[1]
+			fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+			// A forwards k; the upstream holds it; A dies.
+			killKey := session + "/killed"
+			g := newGate()
+			fleet.mu.Lock()
+			fleet.hold[killKey] = g
+			fleet.answers[killKey] = turns[k]
+			fleet.mu.Unlock()
+			cctx, cancel := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			go func() {
+				a.now.Store(fleetBase.Add(time.Duration(k) * time.Second).UnixNano())
+				req, _ := http.NewRequestWithContext(cctx, http.MethodPost, a.url+replay.Anthropic.Path(), bytes.NewReader(turns[k].Body))
+				req.Header.Set(replay.Anthropic.SessionHeader(), session)
+				req.Header.Set(turnHeader, killKey)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			<-g.reached
+			a.be.dead.Store(true)
+			cancel() // the client's connection breaks
+			<-errc
+			close(g.release)
+			// The client retries k and goes on; the balancer has only B left.
+			fleet.sendAll(ctx, session, turns[k:], k, func(int) *fleetProxy { return b })
+			compareRuns(t, session, len(turns), base, fleet)
+			replaced += checkFleet(t, base, fleet)
+		})
+	}
+	mustHavePruned(t, replaced)
+}
+
+// testLogger logs warnings and errors to the test's log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// TestFleetRecordLate: proxy A's record of request k is held past the
+// fleet hold, so the client's next request reaches B before the log holds
+// A's record; B records the assistant's items itself. When A's record
+// goes on, the items B stored stand (no fact id twice), A's model request
+// is still stored (no fact lost), and nothing fails open.
+func TestFleetRecordLate(t *testing.T) {
+	seqs := fleetSequences(t, 1, 8)
+	pol := fleetPolicy(t)
+	ctx := context.Background()
+	for session, turns := range seqs {
+		fleet := startFleet(t, pol, 2, false)
+		a, b := fleet.proxies[0], fleet.proxies[1]
+		k := len(turns) / 2
+		fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+		g := newGate()
+		a.be.recordGate.Store(g)
+		// A's response ends once the hold expires (the record waits).
+		a.holdNow()
+		if err := fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]); err != nil {
+			t.Fatal(err)
+		}
+		<-g.reached
+		if err := fleet.send(ctx, b, replay.Anthropic, session, k+1, k+1, turns[k+1]); err != nil {
+			t.Fatal(err)
+		}
+		close(g.release)
+		fleet.sendAll(ctx, session, turns[k+2:], k+2, func(int) *fleetProxy { return b })
+		evs := fleet.settle(session)
+		ids, requests := map[string]int{}, 0
+		for _, e := range evs {
+			if e.IsFact() {
+				ids[e.ID]++
+				if _, ok := e.Data.(*events.ModelRequest); ok {
+					requests++
+				}
+			}
+		}
+		for id, n := range ids {
+			if n > 1 {
+				t.Fatalf("fact %s stored %d times", id, n)
+			}
+		}
+		if sent := len(turns); requests != sent {
+			t.Fatalf("%d model requests in the log for %d requests sent: one was lost", requests, sent)
+		}
+		checkFleet(t, fleet, fleet)
+	}
+}

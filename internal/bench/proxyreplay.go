@@ -1,0 +1,579 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/bench/replay"
+	"github.com/prunesched/prunesched/internal/importers"
+	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/proxy"
+)
+
+// ReplayRow is one replayed request sequence: a trace in one wire shape,
+// streamed or not, sent three ways in the same run, interleaved request by
+// request: straight to the fake upstream, through a bare
+// httputil.ReverseProxy, and through the prunesched proxy. Added latencies
+// are each request's time through a proxy minus its direct time (the
+// whole response read: for a stream, up to its last event).
+type ReplayRow struct {
+	Trace  string `json:"trace"`
+	API    string `json:"api"`
+	Stream bool   `json:"stream"`
+	// Requests is the number of requests replayed; MaxBodyKiB the largest.
+	Requests   int     `json:"requests"`
+	MaxBodyKiB float64 `json:"max_body_kib"`
+	DirectP50  float64 `json:"direct_p50_ms"`
+	DirectP99  float64 `json:"direct_p99_ms"`
+	BareP50    float64 `json:"bare_added_p50_ms"`
+	BareP99    float64 `json:"bare_added_p99_ms"`
+	ProxyP50   float64 `json:"proxy_added_p50_ms"`
+	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+	// RatioP50 and RatioP99 are ProxyP50/BareP50 and ProxyP99/BareP99
+	// (goals <= 1.5 and <= 3).
+	RatioP50 float64 `json:"ratio_p50"`
+	RatioP99 float64 `json:"ratio_p99"`
+	// Rendered and FailedOpen count the proxy's outcomes: a request that
+	// failed open skipped prunesched's work and would flatter the numbers.
+	Rendered   int `json:"rendered"`
+	FailedOpen int `json:"failed_open"`
+	// BackToBack says the requests were sent back to back
+	// (Config.BackToBack); otherwise each turn started once the proxy's
+	// log writes and the pipeline were done with the turn before.
+	BackToBack bool `json:"back_to_back,omitempty"`
+	// StageP50 is the p50 in ms of each proxy stage over the row's
+	// requests (proxy.LatencyStages), read from the proxy's
+	// prunesched_proxy_stage_seconds histogram as histogram_quantile
+	// would (interpolated within its buckets), and "added", the whole
+	// time before forwarding (prunesched_proxy_added_seconds). The record
+	// stage runs after the response, off the client's path.
+	StageP50 map[string]float64 `json:"stage_p50_ms,omitempty"`
+	// StageMean is each stage's mean in ms (exact: the histogram's sum
+	// over its count). Means add up where medians do not: the stages'
+	// means before forwarding sum to about the mean of "added", the rest
+	// being the budget goroutine's hand-offs and decoding.
+	StageMean map[string]float64 `json:"stage_mean_ms,omitempty"`
+}
+
+// FindTraces returns the Claude Code (claude-code/*.jsonl) and OpenCode
+// (opencode/*.json) traces under dir, sorted.
+func FindTraces(dir string) ([]string, error) {
+	var out []string
+	for _, pat := range []string{"claude-code/*.jsonl", "opencode/*.json"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, fmt.Errorf("traces %s: %w", dir, err)
+		}
+		sort.Strings(m)
+		out = append(out, m...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("traces %s: no claude-code/*.jsonl or opencode/*.json files", dir)
+	}
+	return out, nil
+}
+
+// replayShapes are the wire shapes each trace format is replayed in:
+// Claude Code as Anthropic Messages; OpenCode as Chat Completions and, for
+// the Codex shape (no Codex trace is shared), as Responses.
+func replayShapes(format string) []replay.API {
+	switch format {
+	case importers.FormatClaudeCode:
+		return []replay.API{replay.Anthropic}
+	case importers.FormatOpenCode:
+		return []replay.API{replay.Chat, replay.Responses}
+	}
+	return nil
+}
+
+// turnHeader tells the fake upstream which answer to give.
+const turnHeader = "X-Replay-Turn"
+
+// replayRig is the fake upstream, the bare reverse proxy and the
+// prunesched proxy (in process, on its own embedded JetStream).
+type replayRig struct {
+	dir     string
+	svc     *service.Service
+	px      *proxy.Proxy
+	reg     *prometheus.Registry
+	servers []*http.Server
+	client  *http.Client
+	// base URLs: direct, bare, prunesched.
+	urls [3]string
+
+	mu      sync.RWMutex
+	answers map[string]replay.Turn
+
+	// backToBack: see Config.BackToBack.
+	backToBack bool
+}
+
+func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
+	dir, err := os.MkdirTemp(b.cfg.TempDir, "prunesched-replay-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	r := &replayRig{dir: dir, answers: map[string]replay.Turn{}, reg: prometheus.NewRegistry(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}}
+	r.svc, err = service.Start(ctx, service.Config{DataDir: dir, Policy: b.pol, Logger: b.log})
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("start prunesched: %w", err)
+	}
+	serve := func(h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("listen: %w", err)
+		}
+		srv := &http.Server{Handler: h}
+		r.servers = append(r.servers, srv)
+		go func() { _ = srv.Serve(ln) }()
+		return "http://" + ln.Addr().String(), nil
+	}
+	if r.urls[0], err = serve(http.HandlerFunc(r.upstream)); err != nil {
+		r.close()
+		return nil, err
+	}
+	up, _ := url.Parse(r.urls[0])
+	if r.urls[1], err = serve(bareProxy(up)); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.px, err = proxy.New(proxy.Config{Upstream: r.urls[0], Backend: service.NewProxyBackend(r.svc.Store, r.svc.Pipeline), Logger: b.log, Registry: r.reg})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.urls[2], err = serve(r.px.Handler()); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// bareProxy is the baseline: a plain httputil.ReverseProxy to up that
+// flushes every write, as the prunesched proxy does. It runs full duplex:
+// Go's HTTP/1 server otherwise closes a request body once the handler
+// starts its response, and the transport, still finishing the request
+// (its last read checks the body's end), tears down the connection to the
+// upstream mid-answer (golang/go#40747): under load a streamed answer broke
+// off and the bench aborted with "unexpected EOF".
+func bareProxy(up *url.URL) http.Handler {
+	rp := httputil.NewSingleHostReverseProxy(up)
+	rp.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
+}
+
+// upstream answers a replayed request with its recorded answer, after
+// reading the whole body (as a real upstream does).
+func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	r.mu.RLock()
+	t, ok := r.answers[req.Header.Get(turnHeader)]
+	r.mu.RUnlock()
+	if !ok {
+		http.Error(w, "unknown turn", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", t.ContentType)
+	if t.ContentType == "application/json" {
+		w.Header().Set("Content-Length", strconv.Itoa(len(t.Answer)))
+		_, _ = w.Write(t.Answer)
+		return
+	}
+	// A stream: one write (and flush) per event, as a model's stream comes.
+	fl, _ := w.(http.Flusher)
+	rest := t.Answer
+	for len(rest) > 0 {
+		i := bytes.Index(rest, []byte("\n\n"))
+		if i < 0 {
+			i = len(rest)
+		} else {
+			i += 2
+		}
+		if _, err := w.Write(rest[:i]); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		rest = rest[i:]
+	}
+}
+
+func (r *replayRig) close() {
+	for _, s := range r.servers {
+		_ = s.Close()
+	}
+	if r.px != nil {
+		// Records still running after their responses finish first.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = r.px.Close(ctx)
+		cancel()
+	}
+	if r.svc != nil {
+		r.svc.Close()
+	}
+	_ = os.RemoveAll(r.dir)
+}
+
+// send posts one request and reads the whole answer.
+func (r *replayRig) send(ctx context.Context, base string, api replay.API, session, key string, body []byte) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.Path(), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "prunesched-bench/replay")
+	req.Header.Set(api.SessionHeader(), session)
+	req.Header.Set(turnHeader, key)
+	start := time.Now()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: %w", key, err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("replay %s: read answer: %w", key, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
+	}
+	return d, nil
+}
+
+// outcomes reads the proxy's request counters (rendered, fail_open).
+func (r *replayRig) outcomes() (rendered, failed int) {
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "prunesched_proxy_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "outcome" {
+					continue
+				}
+				switch l.GetValue() {
+				case "rendered":
+					rendered += int(m.GetCounter().GetValue())
+				case "fail_open":
+					failed += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return rendered, failed
+}
+
+// stageHist is the proxy's stage histogram summed over APIs: per stage,
+// the buckets' upper bounds and cumulative counts.
+type stageHist map[string]struct {
+	upper []float64
+	cum   []uint64
+	count uint64
+	sum   float64
+}
+
+// stages reads prunesched_proxy_stage_seconds, and
+// prunesched_proxy_added_seconds as the stage "added".
+func (r *replayRig) stages() stageHist {
+	out := stageHist{}
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != proxy.StageSecondsMetric && mf.GetName() != "prunesched_proxy_added_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			stage := "added"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					stage = l.GetValue()
+				}
+			}
+			h := out[stage]
+			bs := m.GetHistogram().GetBucket()
+			if h.upper == nil {
+				h.upper, h.cum = make([]float64, len(bs)), make([]uint64, len(bs))
+			}
+			for i, b := range bs {
+				if i < len(h.upper) {
+					h.upper[i] = b.GetUpperBound()
+					h.cum[i] += b.GetCumulativeCount()
+				}
+			}
+			h.count += m.GetHistogram().GetSampleCount()
+			h.sum += m.GetHistogram().GetSampleSum()
+			out[stage] = h
+		}
+	}
+	return out
+}
+
+// p50Since is each stage's p50 in ms of the observations made since
+// before, interpolated linearly within a bucket as Prometheus's
+// histogram_quantile does.
+func (h stageHist) p50Since(before stageHist) map[string]float64 {
+	out := map[string]float64{}
+	for stage, now := range h {
+		prev := before[stage]
+		n := len(now.cum)
+		if n == 0 {
+			continue
+		}
+		diff := func(i int) float64 {
+			d := float64(now.cum[i])
+			if i < len(prev.cum) {
+				d -= float64(prev.cum[i])
+			}
+			return d
+		}
+		// A median past the last finite bound is reported as that bound.
+		total := float64(now.count - prev.count)
+		if total <= 0 {
+			continue
+		}
+		rank := total / 2
+		lower, below := 0.0, 0.0
+		v := now.upper[n-1]
+		for i := range n {
+			c := diff(i)
+			if c >= rank {
+				v = lower + (now.upper[i]-lower)*(rank-below)/max(c-below, 1e-9)
+				break
+			}
+			lower, below = now.upper[i], c
+		}
+		out[stage] = v * 1e3
+	}
+	return out
+}
+
+// meanSince is each stage's mean in ms of the observations made since
+// before.
+func (h stageHist) meanSince(before stageHist) map[string]float64 {
+	out := map[string]float64{}
+	for stage, now := range h {
+		prev := before[stage]
+		if n := now.count - prev.count; n > 0 {
+			out[stage] = (now.sum - prev.sum) / float64(n) * 1e3
+		}
+	}
+	return out
+}
+
+// stageSummary prints StageP50 in proxy.LatencyStages order.
+func stageSummary(p50 map[string]float64) string {
+	var b strings.Builder
+	for _, s := range proxy.LatencyStages {
+		if v, ok := p50[s]; ok {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %.2f", s, v)
+		}
+	}
+	return b.String()
+}
+
+// proxyReplay replays every trace's request sequence (see ReplayRow).
+func (b *runner) proxyReplay(ctx context.Context) error {
+	if len(b.cfg.Traces) == 0 {
+		return fmt.Errorf("no traces to replay (see --traces)")
+	}
+	limit := b.pick(0, 40) // requests per sequence; 0: all
+	for _, path := range b.cfg.Traces {
+		sessions, err := importers.Import(path, importers.FormatAuto)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		for si, s := range sessions {
+			seq := replay.FromEvents(s.Events)
+			for _, api := range replayShapes(s.Format) {
+				for _, stream := range []bool{false, true} {
+					turns := seq.Build(api, stream)
+					if limit > 0 && len(turns) > limit {
+						turns = turns[:limit]
+					}
+					if len(turns) == 0 {
+						continue
+					}
+					label := name
+					if len(sessions) > 1 {
+						label = fmt.Sprintf("%s#%d", name, si)
+					}
+					// A fresh proxy, log and token counter per sequence:
+					// the shapes of one trace carry the same tool outputs,
+					// which a shared store would find already counted and
+					// stored, flattering every sequence after the first.
+					row, err := b.replayFresh(ctx, label, api, stream, turns)
+					if err != nil {
+						return err
+					}
+					b.res.ProxyReplay = append(b.res.ProxyReplay, row)
+					b.progress("proxy-replay: %s %s stream=%v: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s",
+						label, api, stream, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50))
+				}
+			}
+		}
+	}
+	// A sequence whose every tool output is new and 200 KiB: the added
+	// p99 must not grow with the size of a new output.
+	turns := largeOutputs(24, 200<<10).Build(replay.Anthropic, false)
+	if limit > 0 && len(turns) > limit {
+		turns = turns[:limit]
+	}
+	row, err := b.replayFresh(ctx, "synthetic-200KiB-outputs", replay.Anthropic, false, turns)
+	if err != nil {
+		return err
+	}
+	b.res.ProxyReplay = append(b.res.ProxyReplay, row)
+	b.progress("proxy-replay: %s: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s",
+		row.Trace, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50))
+	return nil
+}
+
+// largeOutputs is a synthetic session of n tool calls, each answered by a
+// new output of size bytes (distinct words, so tokenizing it costs what a
+// real output of that size does).
+func largeOutputs(n, size int) *replay.Sequence {
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var evs []events.Event
+	add := func(p events.Payload) {
+		at = at.Add(time.Second)
+		evs = append(evs, events.New(events.NewID(), "", "large", at, p))
+	}
+	add(&events.Message{Item: "u0", Role: events.RoleUser, Kind: events.KindText, Text: "Read every file and summarise."})
+	var b strings.Builder
+	for i := range n {
+		add(&events.ModelRequest{Request: "r" + strconv.Itoa(i), Provider: "anthropic", Model: "claude-sonnet-4-5"})
+		call := fmt.Sprintf("toolu_%04d", i)
+		add(&events.ToolCall{Item: call + "/input", CallID: call, Tool: "Read", Input: []byte(fmt.Sprintf(`{"file_path":"/src/f%d.go"}`, i))})
+		b.Reset()
+		for j := 0; b.Len() < size; j++ {
+			fmt.Fprintf(&b, "line %d of file %d: value_%x = compute(%d) // %x\n", j, i, i*7919+j*104729, j, j*2654435761)
+		}
+		out := b.String()
+		add(&events.ToolResult{Item: call, CallID: call, Tool: "Read", Output: &out})
+	}
+	add(&events.ModelRequest{Request: "r" + strconv.Itoa(n), Provider: "anthropic", Model: "claude-sonnet-4-5"})
+	return replay.FromEvents(evs)
+}
+
+// replayFresh replays one sequence on a rig of its own.
+func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
+	rig, err := b.startReplayRig(ctx)
+	if err != nil {
+		return ReplayRow{}, err
+	}
+	defer rig.close()
+	rig.backToBack = b.cfg.BackToBack
+	return rig.replay(ctx, trace, api, stream, turns)
+}
+
+// replay sends one sequence three ways, request by request, rotating
+// which way goes first so the machine's noise falls on all three alike.
+func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
+	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
+	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack}
+	r.mu.Lock()
+	for i, t := range turns {
+		r.answers[session+"/"+strconv.Itoa(i)] = t
+		row.MaxBodyKiB = max(row.MaxBodyKiB, float64(len(t.Body))/1024)
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		for i := range turns {
+			delete(r.answers, session+"/"+strconv.Itoa(i))
+		}
+		r.mu.Unlock()
+	}()
+	rend0, fail0 := r.outcomes()
+	stages0 := r.stages()
+	var direct, bare, via []time.Duration
+	for i, t := range turns {
+		key := session + "/" + strconv.Itoa(i)
+		var d [3]time.Duration
+		for k := range 3 {
+			way := (i + k) % 3
+			var err error
+			if d[way], err = r.send(ctx, r.urls[way], api, session, key, t.Body); err != nil {
+				return row, err
+			}
+		}
+		direct = append(direct, d[0])
+		bare = append(bare, d[1]-d[0])
+		via = append(via, d[2]-d[0])
+		if err := r.settle(ctx); err != nil {
+			return row, err
+		}
+	}
+	rend1, fail1 := r.outcomes()
+	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
+	stages1 := r.stages()
+	row.StageP50, row.StageMean = stages1.p50Since(stages0), stages1.meanSince(stages0)
+	row.DirectP50, row.DirectP99 = pctMs(direct)
+	row.BareP50, row.BareP99 = pctMs(bare)
+	row.ProxyP50, row.ProxyP99 = pctMs(via)
+	row.RatioP50, row.RatioP99 = ratio(row.ProxyP50, row.BareP50), ratio(row.ProxyP99, row.BareP99)
+	return row, nil
+}
+
+// settle waits, unless the rig runs back to back, until the proxy's log
+// writes are done and the pipeline has handled them (not timed): the next
+// turn starts on a rig with nothing left over from this one, as a real
+// agent's next request finds it after the model's answer and the tools.
+func (r *replayRig) settle(ctx context.Context) error {
+	if r.backToBack {
+		return nil
+	}
+	if err := r.px.Flush(ctx); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := r.svc.Pipeline.WaitIdle(ctx); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	return nil
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// pctMs is p50 and p99 in milliseconds.
+func pctMs(ds []time.Duration) (p50, p99 float64) {
+	a, b := percentiles(ds)
+	return ms(a), ms(b)
+}
