@@ -193,42 +193,45 @@ func scanArray(b []byte, base int) ([]elem, error) {
 // elements that follow and the index after the closing ']'.
 func scanElems(b []byte, i int, first bool, base int) ([]elem, int, error) {
 	var out []elem
-	i = skipWS(b, i)
 	if first {
-		if i < len(b) && b[i] == ']' {
-			return out, i + 1, nil
+		if j := skipWS(b, i); j < len(b) && b[j] == ']' {
+			return out, j + 1, nil
 		}
-	} else {
-		if i >= len(b) {
-			return nil, 0, jsonErr(base+i, "unterminated array")
-		}
-		if b[i] == ']' {
-			return out, i + 1, nil
-		}
-		if b[i] != ',' {
-			return nil, 0, jsonErr(base+i, "want ',' or ']'")
-		}
-		i++
 	}
-	for {
+	for ; ; first = false {
+		if !first {
+			done, next, err := arrayNext(b, skipWS(b, i), base)
+			if err != nil {
+				return nil, 0, err
+			}
+			if done {
+				return out, next, nil
+			}
+			i = next
+		}
 		i = skipWS(b, i)
 		end, err := skipValue(b, i)
 		if err != nil {
 			return nil, 0, err
 		}
 		out = append(out, elem{val: b[i:end], off: base + i})
-		i = skipWS(b, end)
-		if i >= len(b) {
-			return nil, 0, jsonErr(base+i, "unterminated array")
-		}
-		if b[i] == ']' {
-			return out, i + 1, nil
-		}
-		if b[i] != ',' {
-			return nil, 0, jsonErr(base+i, "want ',' or ']'")
-		}
-		i++
+		i = end
 	}
+}
+
+// arrayNext reads what follows an array element at i: the array's end
+// (done) or a comma, and returns the position after it.
+func arrayNext(b []byte, i, base int) (done bool, next int, err error) {
+	if i >= len(b) {
+		return false, 0, jsonErr(base+i, "unterminated array")
+	}
+	switch b[i] {
+	case ']':
+		return true, i + 1, nil
+	case ',':
+		return false, i + 1, nil
+	}
+	return false, 0, jsonErr(base+i, "want ',' or ']'")
 }
 
 // get returns the value of key, or nil.

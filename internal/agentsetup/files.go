@@ -183,16 +183,11 @@ func readOptional(path string) ([]byte, bool, error) {
 // symbolic link to nothing, or when a state file beside it is not
 // prunesched's or its backup changed.
 func Setup(t Target, o Options, dry bool) (Result, error) {
-	p, err := t.part()
+	p, res, err := t.start("setup")
 	if err != nil {
-		return Result{}, err
+		return res, err
 	}
-	res := Result{Agent: t.Agent, File: t.File}
-	path, err := resolve(t.File)
-	if err != nil {
-		return res, fmt.Errorf("setup %s: %w", t.File, err)
-	}
-	res.File = path
+	path := res.File
 	src, existed, err := readOptional(path)
 	if err != nil {
 		return res, fmt.Errorf("setup %s: %w", path, err)
@@ -281,16 +276,11 @@ func Setup(t Target, o Options, dry bool) (Result, error) {
 // not write, and a read-only file are errors, and nothing is touched.
 // With no state file the error is ErrNothingToUndo. dry writes nothing.
 func Undo(t Target, dry bool) (Result, error) {
-	p, err := t.part()
+	p, res, err := t.start("undo")
 	if err != nil {
-		return Result{}, err
+		return res, err
 	}
-	res := Result{Agent: t.Agent, File: t.File}
-	path, err := resolve(t.File)
-	if err != nil {
-		return res, fmt.Errorf("undo %s: %w", t.File, err)
-	}
-	res.File = path
+	path := res.File
 	st, orig, err := readState(path)
 	if err != nil {
 		return res, fmt.Errorf("undo %s: %w; nothing restored", path, err)
@@ -487,4 +477,20 @@ func removeEmptyDirs(dir string, n int) {
 		}
 		dir = filepath.Dir(dir)
 	}
+}
+
+// start resolves t for verb ("setup", "undo"): the agent's part of the
+// edit and the result naming the file, symbolic links followed.
+func (t Target) start(verb string) (part, Result, error) {
+	p, err := t.part()
+	if err != nil {
+		return part{}, Result{}, err
+	}
+	res := Result{Agent: t.Agent, File: t.File}
+	path, err := resolve(t.File)
+	if err != nil {
+		return part{}, res, fmt.Errorf("%s %s: %w", verb, t.File, err)
+	}
+	res.File = path
+	return p, res, nil
 }

@@ -239,16 +239,7 @@ func (r *fleetBench) startCluster() error {
 	}
 }
 
-func (r *fleetBench) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("listen: %w", err)
-	}
-	srv := &http.Server{Handler: h}
-	r.servers = append(r.servers, srv)
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), nil
-}
+func (r *fleetBench) serve(h http.Handler) (string, error) { return serveLoopback(&r.servers, h) }
 
 func (r *fleetBench) close() {
 	for _, s := range r.servers {

@@ -136,16 +136,7 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, fmt.Errorf("start prunesched: %w", err)
 	}
-	serve := func(h http.Handler) (string, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("listen: %w", err)
-		}
-		srv := &http.Server{Handler: h}
-		r.servers = append(r.servers, srv)
-		go func() { _ = srv.Serve(ln) }()
-		return "http://" + ln.Addr().String(), nil
-	}
+	serve := func(h http.Handler) (string, error) { return serveLoopback(&r.servers, h) }
 	if r.urls[0], err = serve(http.HandlerFunc(r.upstream)); err != nil {
 		r.close()
 		return nil, err
@@ -576,4 +567,17 @@ func ratio(a, b float64) float64 {
 func pctMs(ds []time.Duration) (p50, p99 float64) {
 	a, b := percentiles(ds)
 	return ms(a), ms(b)
+}
+
+// serveLoopback serves h on a free loopback port, adds the server to
+// servers (for the caller to close) and returns its base URL.
+func serveLoopback(servers *[]*http.Server, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: h}
+	*servers = append(*servers, srv)
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
 }
