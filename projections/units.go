@@ -7,7 +7,7 @@ import (
 
 // The unit words every output uses for its figures, so that one number
 // has one meaning across analyze, stats, sessions, the inspector and the
-// docs (docs/glossary.md defines them for users).
+// docs (the glossary in docs/cli.md defines them for users).
 const (
 	// UnitContextNow labels tokens of the session's context as it is now
 	// (the bundle the next request would send): tokens removed from it,

@@ -23,7 +23,7 @@ runs) and report: first what pruning saved (prompt cost (USD) and tokens
 sent (summed over requests), scheduled and immediate, against no pruning),
 then per session: items, tool calls, tokens in context now (raw, rendered,
 removed, placeholders, net), decisions by kind and rung, and the prunes
-with each item's tool and source. docs/glossary.md defines the units.
+with each item's tool and source. The glossary in docs/cli.md defines the units.
 
 A directory is read recursively: files ending in .jsonl, .json, .traj or .md
 whose format is detected. --discover reads the transcripts Claude Code

@@ -135,7 +135,7 @@ func byDay(ss []sessionSavings) (days []string, per map[string]analyze.Savings) 
 func runStats(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "stats", "[flags] [SESSION]", `
 Show what pruning saved: prompt cost (USD) and tokens sent (summed over
-requests; docs/glossary.md), per session and for
+requests; the glossary in docs/cli.md), per session and for
 the whole tenant by day (the UTC day of each request), for the scheduler and
 for immediate application, both against no pruning, and the scheduler
 against immediate application. The numbers are the economics ledgers of

@@ -69,7 +69,7 @@ func TestAnalyzeSaysWhatItSkippedAndFailed(t *testing.T) {
 	}
 }
 
-// unitWords are the glossary's unit words (docs/glossary.md).
+// unitWords are the glossary's unit words (the glossary in docs/cli.md).
 var unitWords = []string{projections.UnitContextNow, projections.UnitTokensSent, projections.UnitPromptCost}
 
 // oldUnits are phrasings of a figure that name no unit of the glossary.
@@ -89,7 +89,7 @@ func hasUnit(s string) bool {
 // their figures with the glossary's unit words: every line of analyze's
 // report that counts tokens or dollars carries one, the tables of stats
 // and sessions say theirs, no output uses a phrasing outside the
-// glossary, and the README and docs/glossary.md define the same words.
+// glossary, and the README and the glossary in docs/cli.md define the same words.
 func TestOneMeaningPerNumber(t *testing.T) {
 	keep := filepath.Join(t.TempDir(), "log")
 	code, report, errOut := runT(t, "analyze", "--keep", keep, sample)
@@ -136,7 +136,7 @@ func TestOneMeaningPerNumber(t *testing.T) {
 	if h, _, _ := strings.Cut(report, "\n"); !strings.HasPrefix(outputs["stats"], h+"\n") {
 		t.Errorf("stats' headline differs from analyze's:\n%s\n%s", h, outputs["stats"])
 	}
-	for _, doc := range []string{"../../README.md", "../../docs/glossary.md"} {
+	for _, doc := range []string{"../../README.md", "../../docs/cli.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
