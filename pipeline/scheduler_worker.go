@@ -372,39 +372,25 @@ func (w *SchedulerWorker) open(_ context.Context, k sessionKey) *schedSession {
 // session; discarded by a read-only view). The caller waited for the
 // eligibility of the facts, so the marks those decisions need are in evs.
 func (w *SchedulerWorker) rebuild(s *schedSession, evs []events.Event, seq uint64) (repair []events.Event, err error) {
-	// Applications are fed at the fact position they were decided at.
-	apps := map[int][]events.Event{}
 	for _, e := range evs {
-		if a, ok := e.Data.(*events.Application); ok {
-			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
-		}
 		w.sawTime(e.Time)
 	}
-	for _, e := range evs {
-		if e.Type == events.TypeMark {
-			s.seen[e.ID] = true
-			s.core.Observe(e)
-			s.lastMarkSeq = max(s.lastMarkSeq, e.Seq)
-		}
-	}
-	for _, e := range evs {
-		if !e.IsFact() || e.Seq >= seq {
-			continue
-		}
-		for _, a := range apps[s.core.Facts()] {
-			w.observeApplication(s, a, false)
-		}
-		if app := s.feed(e); app != nil {
-			repair = append(repair, *app)
-		}
-	}
-	// Applications decided after the last fact replayed (a render call, a
-	// manual prune) and stored before seq.
-	for _, a := range apps[s.core.Facts()] {
-		if a.Seq < seq {
-			w.observeApplication(s, a, false)
-		}
-	}
+	scheduler.Replay(evs, seq, scheduler.Replayer{
+		Mark: func(m events.Event) {
+			s.seen[m.ID] = true
+			s.core.Observe(m)
+			s.lastMarkSeq = max(s.lastMarkSeq, m.Seq)
+		},
+		// Applications are fed at the fact position they were decided at;
+		// those after the last fact replayed (a render call, a manual
+		// prune) only when stored before seq.
+		Application: func(a events.Event) { w.observeApplication(s, a, false) },
+		Fact: func(e events.Event) {
+			if app := s.feed(e); app != nil {
+				repair = append(repair, *app)
+			}
+		},
+	})
 	return repair, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // A fleet (issue 29): several proxies on one log, behind a load balancer
@@ -109,35 +110,31 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	}
 	m := st.mem
 	sched := m.cores.Scheduler()
-	apps := map[int][]events.Event{}
-	var facts []events.Event
+	// The applications the state has not seen, each at the position it
+	// was decided at; one decided at a position the state has passed is
+	// fed where it belongs only by a rebuild.
+	fresh := evs[:0:0]
 	for _, e := range evs {
-		if e.IsFact() {
-			facts = append(facts, e)
-		} else if a, ok := e.Data.(*events.Application); ok && !sched.Seen(e.ID) {
+		if a, ok := e.Data.(*events.Application); ok {
+			if sched.Seen(e.ID) {
+				continue
+			}
 			if a.AfterIndex < m.cores.Facts() {
-				// Decided at a position the state has passed: only a
-				// rebuild feeds it where it belongs.
 				return p.loadMem(ctx, lb, tenant, session, st)
 			}
-			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
 		}
+		fresh = append(fresh, e)
 	}
 	lastFact := have
-	for _, f := range facts {
-		n := m.cores.Facts()
-		for _, a := range apps[n] {
-			m.observeApp(a)
-		}
-		delete(apps, n)
-		m.feed(f)
-		lastFact = max(lastFact, f.Seq)
-	}
-	for _, a := range apps[m.cores.Facts()] {
-		m.observeApp(a)
-	}
-	delete(apps, m.cores.Facts())
-	if len(apps) > 0 {
+	_, unplaced := scheduler.Replay(fresh, 0, scheduler.Replayer{
+		From:        m.cores.Facts(),
+		Application: m.observeApp,
+		Fact: func(f events.Event) {
+			m.feed(f)
+			lastFact = max(lastFact, f.Seq)
+		},
+	})
+	if unplaced > 0 {
 		// Positions past the facts read: the log moved meanwhile.
 		return p.loadMem(ctx, lb, tenant, session, st)
 	}

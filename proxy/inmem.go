@@ -12,6 +12,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/decide"
 	"github.com/prunesched/prunesched/projections"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // Deciding in memory (issue 28). The proxy keeps each session's state in
@@ -106,31 +107,14 @@ func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session stri
 	}
 	p.met.sessionLoaded()
 	m := p.newMem(tenant, session, st)
-	apps := map[int][]events.Event{}
 	var last uint64
-	for _, e := range evs {
-		if a, ok := e.Data.(*events.Application); ok {
-			apps[a.AfterIndex] = append(apps[a.AfterIndex], e)
-		}
-		if e.IsFact() {
+	scheduler.Replay(evs, 0, scheduler.Replayer{
+		Application: m.observeApp,
+		Fact: func(e events.Event) {
+			m.feed(e)
 			last = max(last, e.Seq)
-		}
-	}
-	facts := 0
-	for _, e := range evs {
-		if !e.IsFact() {
-			continue
-		}
-		for _, a := range apps[facts] {
-			m.observeApp(a)
-		}
-		delete(apps, facts)
-		m.feed(e)
-		facts++
-	}
-	for _, a := range apps[facts] {
-		m.observeApp(a)
-	}
+		},
+	})
 	clear(st.known)
 	clear(st.counts)
 	for _, it := range m.proj.Items() {

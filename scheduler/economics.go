@@ -338,19 +338,13 @@ func replayPlan(p policy.Policy, evs []events.Event, strategy string, plan map[s
 	}
 	c := New(p, tenant, session)
 	c.plan = plan
+	// Without marks (StrategyNone) Feed decides nothing. The log's own
+	// applications are not fed: a simulation decides them again.
+	r := Replayer{Fact: func(ev events.Event) { c.Feed(ev) }}
 	if strategy != StrategyNone {
-		for _, ev := range evs {
-			if ev.Type == events.TypeMark {
-				c.Observe(ev)
-			}
-		}
+		r.Mark = c.Observe
 	}
-	// Without marks (StrategyNone) Feed decides nothing.
-	for _, ev := range evs {
-		if ev.IsFact() {
-			c.Feed(ev)
-		}
-	}
+	Replay(evs, 0, r)
 	return c
 }
 

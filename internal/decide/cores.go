@@ -83,12 +83,12 @@ func Run(p policy.Policy, facts []events.Event, content func(hash string) ([]byt
 	if content != nil {
 		s.elig.SetContent(content)
 	}
-	for _, ev := range facts {
+	scheduler.Replay(facts, 0, scheduler.Replayer{Fact: func(ev events.Event) {
 		out, app := s.Feed(ev)
 		marks = append(marks, out...)
 		if app != nil {
 			apps = append(apps, *app)
 		}
-	}
+	}})
 	return marks, apps
 }

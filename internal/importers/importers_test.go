@@ -1,7 +1,6 @@
 package importers
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,10 +152,7 @@ func TestBadFileNamesPosition(t *testing.T) {
 }
 
 func TestSampleNativeFile(t *testing.T) {
-	path := filepath.Join("..", "testdata", "sample.jsonl")
-	if _, err := os.Stat(path); err != nil {
-		t.Skip("no sample")
-	}
+	path := filepath.Join("..", "..", "examples", "sample-session.jsonl")
 	ss, err := Import(path, "")
 	if err != nil {
 		t.Fatal(err)

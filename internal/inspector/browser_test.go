@@ -179,7 +179,7 @@ func importFileToken(t *testing.T, base, token, path string) string {
 // sharedTrace returns a shared Claude Code trace, or skips.
 func sharedTrace(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "shared", "traces", "claude-code", name)
+	p := filepath.Join("..", "..", "..", "shared", "traces", "claude-code", name)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("shared trace %s absent: %v", p, err)
 	}
@@ -197,7 +197,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	dir := os.Getenv("PRUNESCHED_ARTIFACTS")
 	switch {
 	case *update:
-		dir = filepath.Join("..", "docs", "inspector")
+		dir = filepath.Join("..", "..", "docs", "inspector")
 	case dir == "":
 		dir = t.TempDir()
 	}

@@ -195,7 +195,7 @@ func clusterInput(t *testing.T) [][]events.Event {
 		out = append(out, s)
 	}
 	for _, name := range []string{"entirecli-60-1ac0eb4d69-0.jsonl", "entirecli-13-db96e5c261-0.jsonl"} {
-		path := filepath.Join("..", "..", "shared", "traces", "claude-code", name)
+		path := filepath.Join("..", "..", "..", "shared", "traces", "claude-code", name)
 		if _, err := os.Stat(path); err != nil {
 			t.Logf("trace %s not present: skipped", path)
 			continue

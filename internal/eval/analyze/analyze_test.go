@@ -19,7 +19,7 @@ import (
 // sharedTraces returns the Claude Code and OpenCode traces, or skips.
 func sharedTraces(t *testing.T) []string {
 	t.Helper()
-	root := filepath.Join("..", "..", "shared", "traces")
+	root := filepath.Join("..", "..", "..", "..", "shared", "traces")
 	var files []string
 	for _, pat := range []string{"claude-code/*.jsonl", "opencode/*.json"} {
 		m, _ := filepath.Glob(filepath.Join(root, pat))
