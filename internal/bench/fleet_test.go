@@ -478,6 +478,7 @@ func fleetPolicy(t *testing.T) policy.Policy {
 // and through one proxy: the bodies forwarded, the decisions and the log
 // must be the same, and no request may fail open.
 func TestFleetAlternates(t *testing.T) {
+	t.Parallel()
 	limit := 40
 	if raceEnabled || testing.Short() {
 		limit = 24
@@ -507,6 +508,7 @@ func TestFleetAlternates(t *testing.T) {
 // extended, and A decide k again on the log (no fail open, nothing stored
 // twice): the run equals one proxy receiving k twice in a row.
 func TestFleetRace(t *testing.T) {
+	t.Parallel()
 	seqs := fleetSequences(t, 2, 24)
 	pol := fleetPolicy(t)
 	ctx := context.Background()
@@ -551,6 +553,7 @@ func TestFleetRace(t *testing.T) {
 // breaks. The client retries k through the balancer, which picks B, and
 // the conversation goes on there: the run equals one proxy's.
 func TestFleetProxyKilled(t *testing.T) {
+	t.Parallel()
 	seqs := fleetSequences(t, 2, 24)
 	pol := fleetPolicy(t)
 	ctx := context.Background()
@@ -614,6 +617,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // goes on, the items B stored stand (no fact id twice), A's model request
 // is still stored (no fact lost), and nothing fails open.
 func TestFleetRecordLate(t *testing.T) {
+	t.Parallel()
 	seqs := fleetSequences(t, 1, 8)
 	pol := fleetPolicy(t)
 	ctx := context.Background()
