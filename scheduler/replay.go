@@ -26,11 +26,12 @@ type Replayer struct {
 // the economics' simulations and package decide all feed a session
 // through it, so they cannot drift apart. Facts stored at or past stream
 // sequence upto are left out, and so are the applications after the last
-// fact replayed that are (upto 0: none is). An application is fed at its
-// position whatever its sequence: its position, not its arrival, is when
-// it was decided. It returns the number of facts replayed, and how many
-// applications had a position the replay never reached (before From, or
-// past the last fact plus one): a caller catching up rebuilds instead.
+// fact replayed stored at or past it (upto 0: nothing is left out). An
+// application is fed at its position whatever its sequence: its
+// position, not its arrival, is when it was decided. It returns the
+// number of facts replayed, and how many applications had a position the
+// replay never reached (before From, or past the last fact plus one): a
+// caller catching up rebuilds instead.
 func Replay(evs []events.Event, upto uint64, r Replayer) (facts, unplaced int) {
 	within := func(e events.Event) bool { return upto == 0 || e.Seq < upto }
 	var apps map[int][]events.Event
