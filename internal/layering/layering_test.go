@@ -215,7 +215,7 @@ func rules(pkgs map[string]*pkg) []rule {
 			},
 		},
 		{
-			// analyze runs the cores through package cores (the host
+			// analyze runs the cores through package decide (the host
 			// agreement replays them) and classifies tools with toolspec
 			// like everyone else: it imports no eligibility.
 			name: "analyze imports no eligibility",

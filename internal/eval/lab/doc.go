@@ -10,7 +10,7 @@
 // preservation, behaviour (evidence presence, not model success; with and
 // without one recovery of each removed item a probe needs) and economics.
 //
-// B, C, D, D+L3, D-span and G run the production cores (package cores): the
+// B, C, D, D+L3, D-span and G run the production cores (package decide): the
 // eligibility core fed every fact, the scheduler core fed facts and marks
 // and deciding at each model request exactly as the pipeline's scheduler
 // worker does. Peers, E and F produce marks in the same event
