@@ -128,11 +128,12 @@ func TestProxyBackgroundWorkHoldsBudget(t *testing.T) {
 	}
 	testutil.True(t, budget.Used() == int64(len(body)), "budget holds %d bytes while the append runs, want %d", budget.Used(), len(body))
 	close(bb.gate)
-	deadline := time.Now().Add(time.Minute)
-	for budget.Used() != 0 {
-		testutil.True(t, time.Now().Before(deadline), "budget still holds %d bytes after the append", budget.Used())
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, func() error {
+		if n := budget.Used(); n != 0 {
+			return fmt.Errorf("budget still holds %d bytes after the append", n)
+		}
+		return nil
+	})
 }
 
 // TestDecodeBodyBounded: a gzip body that decodes to more than the body

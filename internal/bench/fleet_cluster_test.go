@@ -21,6 +21,7 @@ import (
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/bench/replay"
 	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // TestComposeFleetInProcess is deploy/compose.yaml in one process, where
@@ -120,19 +121,16 @@ func startAuthCluster(t *testing.T, servicePW, routePW string) []*server.Server 
 		srvs = append(srvs, srv)
 		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.Eventually(t, func() error {
 		leader, routed := false, true
 		for _, s := range srvs {
 			leader = leader || s.JetStreamIsLeader()
 			routed = routed && s.NumRoutes() >= len(srvs)-1
 		}
-		if leader && routed {
-			return srvs
+		if !leader || !routed {
+			return fmt.Errorf("the cluster has not formed (meta leader %v, all routed %v)", leader, routed)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not form within a minute (meta leader %v, all routed %v)", leader, routed)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}, testutil.Within(time.Minute))
+	return srvs
 }
