@@ -360,6 +360,11 @@ type logWrite struct {
 	// fate receives whether the request's decision went upstream (nil:
 	// not a request, or known already).
 	fate chan bool
+	// wrote is closed once the request's bytes are written upstream
+	// (plan.forwarded; nil with fate): its facts may go to the log then,
+	// while the upstream works on the answer, before its fate is known.
+	wrote     chan struct{}
+	wroteOnce sync.Once
 	// dropped says the write is not to run: its request lost a fleet
 	// race and is decided again (fleet.go).
 	dropped bool
@@ -367,6 +372,15 @@ type logWrite struct {
 	// published before forwarding (a fleet, fleet.go): nothing is
 	// decided from the log after.
 	published bool
+}
+
+// forwarded says the plan's request has been written upstream, whatever
+// comes back: its facts can be written. It may be called more than once.
+func (pl *plan) forwarded() {
+	if pl == nil || pl.write == nil || pl.write.wrote == nil {
+		return
+	}
+	pl.write.wroteOnce.Do(func() { close(pl.write.wrote) })
 }
 
 // settle says whether the plan's decision went upstream. It may be called
@@ -398,23 +412,51 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 		if prev != nil {
 			<-prev
 		}
-		sent := true
-		if w.fate != nil {
+		// The facts go once the request is on its way upstream (or its
+		// fate is known): their write runs while the upstream works on
+		// the answer, not while the answer is relayed. What the log
+		// holds of the decision waits for the upstream's status.
+		sent, known := true, w.fate == nil
+		if !known {
+			select {
+			case <-w.wrote:
+			case sent = <-w.fate:
+				known = true
+			case <-p.bg.ctx.Done():
+				sent, known = false, true
+			}
+		}
+		fail := func(err error) {
+			q.markStale()
+			p.met.recordFailure()
+			p.log.Warn("proxy: log write after forwarding failed; the session is rebuilt from the log at its next request", "api", w.api, "session", w.session, "err", err)
+		}
+		ctx, cancel := context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
+		defer cancel()
+		start := time.Now()
+		err := p.writeFacts(ctx, q, w)
+		took := time.Since(start)
+		if err != nil {
+			p.met.observeStage(w.api, StageLog, took)
+			fail(err)
+			return
+		}
+		if !known {
 			select {
 			case sent = <-w.fate:
 			case <-p.bg.ctx.Done():
 				sent = false
 			}
+			// The decision's check has a record timeout of its own.
+			cancel()
+			ctx, cancel = context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
+			defer cancel()
 		}
-		ctx, cancel := context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
-		defer cancel()
-		start := time.Now()
-		err := p.write(ctx, q, w, sent)
-		p.met.stage(w.api, StageLog, start)
+		start = time.Now()
+		err = p.checkDecision(ctx, q, w, sent)
+		p.met.observeStage(w.api, StageLog, took+time.Since(start))
 		if err != nil {
-			q.markStale()
-			p.met.recordFailure()
-			p.log.Warn("proxy: log write after forwarding failed; the session is rebuilt from the log at its next request", "api", w.api, "session", w.session, "err", err)
+			fail(err)
 		}
 	}()
 }
@@ -433,10 +475,8 @@ func (e *errDiverged) Error() string {
 	return fmt.Sprintf("decision diverged: sent %s, the log's %s", name(e.sent), name(e.logged))
 }
 
-// write runs one queued write: append the facts, then (a request whose
-// decision went upstream) have the pipeline decide it from the log, which
-// publishes the application, and check it is the one sent.
-func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
+// writeFacts runs a queued write's first half: append the facts.
+func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite) error {
 	if err := p.putEstimated(ctx, q, w); err != nil {
 		return err
 	}
@@ -454,6 +494,14 @@ func (p *Proxy) write(ctx context.Context, q *writeQueue, w *logWrite, sent bool
 		}
 		q.mu.Unlock()
 	}
+	return nil
+}
+
+// checkDecision runs a queued write's second half, once the request's
+// fate is known: for a request whose decision went upstream, have the
+// pipeline decide it from the log, which publishes the application, and
+// check it is the one sent.
+func (p *Proxy) checkDecision(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
 	if !w.decided {
 		return nil
 	}

@@ -239,3 +239,62 @@ func TestInMemoryForeignFacts(t *testing.T) {
 	testutil.True(t, ok, "the rebuilt state lacks the foreign fact")
 	testutil.True(t, counter(t, b, "prunesched_proxy_fail_open_total") == 0, "a request failed open")
 }
+
+// TestFactsWrittenWhileUpstreamWorks: a request's facts reach the log once
+// the request is written upstream, while the upstream still works on its
+// answer, so their write does not compete with relaying the answer. The
+// upstream here answers only after the test has seen the facts in the log
+// (with the facts written after the answer's headers, it would never
+// answer and the wait would fail).
+func TestFactsWrittenWhileUpstreamWorks(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	ok := okUpstream(f)
+	answer := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		select {
+		case <-answer:
+		case <-r.Context().Done():
+			return
+		}
+		ok.ServeHTTP(w, r)
+	})
+	b := setup(t, testPolicy(t), up, nil)
+	const session = "facts-early"
+	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hello"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a.go"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"package a"}]}]}`
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", secretKey)
+		req.Header.Set(SessionHeader, session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	sid := b.session(session, http.Header{"X-Api-Key": {secretKey}})
+	testutil.Eventually(t, func() error {
+		evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sid)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if r, isResult := e.Data.(*events.ToolResult); isResult && r.CallID == "t1" {
+				return nil
+			}
+		}
+		return fmt.Errorf("the request's tool result is not in the log while the upstream holds its answer (%d events)", len(evs))
+	})
+	close(answer)
+	testutil.Equal(t, <-done, http.StatusOK)
+	testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 1,
+		"request not rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+}

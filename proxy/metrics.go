@@ -155,10 +155,15 @@ const StageSecondsMetric = "prunesched_proxy_stage_seconds"
 // the observation was taken, where the next stage starts.
 func (m *Metrics) stage(api API, stage string, start time.Time) time.Time {
 	now := time.Now()
-	if m != nil {
-		m.stages.WithLabelValues(string(api), stage).Observe(now.Sub(start).Seconds())
-	}
+	m.observeStage(api, stage, now.Sub(start))
 	return now
+}
+
+// observeStage observes d spent in stage (a stage timed in parts).
+func (m *Metrics) observeStage(api API, stage string, d time.Duration) {
+	if m != nil {
+		m.stages.WithLabelValues(string(api), stage).Observe(d.Seconds())
+	}
 }
 
 func (m *Metrics) replacedBlock(part string) {

@@ -140,7 +140,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 // again.
 func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, retry bool) (*plan, error) {
 	st, api := pl.st, pl.api
-	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1)}
+	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1), wrote: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {

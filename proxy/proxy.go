@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -293,7 +294,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		idle := p.watchIdle(r.Context())
 		defer idle.done()
 		ur := r.WithContext(idle.ctx)
-		resp, err := p.forward(ur, api, out, modified || !encoded)
+		resp, err := p.forward(ur, api, out, modified || !encoded, pl.forwarded)
 		if err == nil && modified && resp.StatusCode == http.StatusBadRequest {
 			// The upstream refused the rewritten body: whatever the reason,
 			// the agent must not see an error the proxy caused. Resend the
@@ -302,7 +303,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			resp.Body.Close()
 			p.failOpen(api, StageUpstreamRejected, errors.New("upstream answered 400 to the rewritten request"))
 			pl.rendered = false
-			resp, err = p.forward(ur, api, raw, false)
+			resp, err = p.forward(ur, api, raw, false, nil)
 		}
 		// The request is forwarded: its facts (decided in memory) go to
 		// the log now, with its application if it went as decided.
@@ -587,9 +588,14 @@ func (p *Proxy) baseFor(api API, path string) *url.URL {
 
 // forward sends body upstream with the client's headers (hop-by-hop and
 // X-Prunesched-* removed). When plain is true the body goes without the
-// client's Content-Encoding (it was decoded or rewritten).
-func (p *Proxy) forward(r *http.Request, api API, body []byte, plain bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, upstreamURL(p.baseFor(api, r.URL.Path), r), bytes.NewReader(body))
+// client's Content-Encoding (it was decoded or rewritten). wrote (nil:
+// none) runs once the request is written, before the answer comes.
+func (p *Proxy) forward(r *http.Request, api API, body []byte, plain bool, wrote func()) (*http.Response, error) {
+	ctx := r.Context()
+	if wrote != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, upstreamURL(p.baseFor(api, r.URL.Path), r), bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}

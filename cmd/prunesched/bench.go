@@ -34,6 +34,7 @@ goes to stderr.`)
 	only := fs.String("only", "", "comma-separated sections to run ("+strings.Join(bench.Sections, ", ")+"); default all")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	backToBack := fs.Bool("back-to-back", false, "proxy-replay: send each request right after the one before, without waiting for the proxy's log writes and the pipeline (default: each turn starts on a settled rig)")
+	think := fs.Duration("think", bench.DefaultThink, "proxy-replay: how long the fake upstream waits before answering, as a model does before its first token; the proxy's background work runs meanwhile, and the wait is taken out of every latency compared (0: answer at once)")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -45,7 +46,10 @@ goes to stderr.`)
 	if err != nil {
 		return err
 	}
-	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack}
+	if *think < 0 {
+		return usagef("--think: %s is negative", *think)
+	}
+	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack, Think: *think}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			s = strings.TrimSpace(s)

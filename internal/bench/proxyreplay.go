@@ -45,6 +45,14 @@ type ReplayRow struct {
 	BareP99    float64 `json:"bare_added_p99_ms"`
 	ProxyP50   float64 `json:"proxy_added_p50_ms"`
 	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+	// The added p50 split at the upstream: on the way to it (the request
+	// read, decided on and forwarded) and on the way back (the answer
+	// relayed and captured), for each proxy. The two p50s need not add up
+	// to the whole's.
+	BareToP50    float64 `json:"bare_added_to_p50_ms"`
+	BareBackP50  float64 `json:"bare_added_back_p50_ms"`
+	ProxyToP50   float64 `json:"proxy_added_to_p50_ms"`
+	ProxyBackP50 float64 `json:"proxy_added_back_p50_ms"`
 	// RatioP50 and RatioP99 are ProxyP50/BareP50 and ProxyP99/BareP99
 	// (goals <= 1.5 and <= 3).
 	RatioP50 float64 `json:"ratio_p50"`
@@ -57,6 +65,9 @@ type ReplayRow struct {
 	// (Config.BackToBack); otherwise each turn started once the proxy's
 	// log writes and the pipeline were done with the turn before.
 	BackToBack bool `json:"back_to_back,omitempty"`
+	// ThinkMs is the fake upstream's wait before answering (Config.Think),
+	// taken out of every way's time.
+	ThinkMs float64 `json:"think_ms,omitempty"`
 	// StageP50 is the p50 in ms of each proxy stage over the row's
 	// requests (proxy.LatencyStages), read from the proxy's
 	// prunesched_proxy_stage_seconds histogram as histogram_quantile
@@ -105,6 +116,14 @@ func replayShapes(format string) []replay.API {
 // turnHeader tells the fake upstream which answer to give.
 const turnHeader = "X-Replay-Turn"
 
+// atHeader is the fake upstream's answer header giving when it had read
+// the request whole and when it began its answer, "RECV,ANSWER", in
+// nanoseconds since the rig started (one process, one monotonic clock).
+// Both proxies relay an answer's headers unchanged. The client splits a
+// request's time into the way to the upstream and the way back, leaving
+// out the upstream's think time (Config.Think).
+const atHeader = "X-Replay-At"
+
 // replayRig is the fake upstream, the bare reverse proxy and the
 // prunesched proxy (in process, on its own embedded JetStream).
 type replayRig struct {
@@ -122,6 +141,10 @@ type replayRig struct {
 
 	// backToBack: see Config.BackToBack.
 	backToBack bool
+	// think: see Config.Think.
+	think time.Duration
+	// t0 is the rig's start, the origin of atHeader's times.
+	t0 time.Time
 }
 
 func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
@@ -130,7 +153,8 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	r := &replayRig{dir: dir, answers: map[string]replay.Turn{}, reg: prometheus.NewRegistry(),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}}
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}},
+		think:  b.cfg.Think, t0: time.Now()}
 	r.svc, err = service.Start(ctx, service.Config{DataDir: dir, Policy: b.pol, Logger: b.log})
 	if err != nil {
 		r.close()
@@ -175,9 +199,11 @@ func bareProxy(up *url.URL) http.Handler {
 }
 
 // upstream answers a replayed request with its recorded answer, after
-// reading the whole body (as a real upstream does).
+// reading the whole body (as a real upstream does) and waiting the rig's
+// think time (as a model does before its first token).
 func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.Copy(io.Discard, req.Body)
+	recv := time.Since(r.t0)
 	r.mu.RLock()
 	t, ok := r.answers[req.Header.Get(turnHeader)]
 	r.mu.RUnlock()
@@ -185,6 +211,10 @@ func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "unknown turn", http.StatusNotFound)
 		return
 	}
+	if r.think > 0 {
+		time.Sleep(r.think)
+	}
+	w.Header().Set(atHeader, strconv.FormatInt(int64(recv), 10)+","+strconv.FormatInt(int64(time.Since(r.t0)), 10))
 	w.Header().Set("Content-Type", t.ContentType)
 	if t.ContentType == "application/json" {
 		w.Header().Set("Content-Length", strconv.Itoa(len(t.Answer)))
@@ -227,31 +257,46 @@ func (r *replayRig) close() {
 	_ = os.RemoveAll(r.dir)
 }
 
+// legs is one request's time split at the upstream: to is from the
+// client's send to the upstream having read the request whole, back from
+// the upstream's first answer byte to the client having read the answer
+// whole. The upstream's think time is in neither.
+type legs struct{ to, back time.Duration }
+
+func (l legs) total() time.Duration { return l.to + l.back }
+
 // send posts one request and reads the whole answer.
-func (r *replayRig) send(ctx context.Context, base string, api replay.API, session, key string, body []byte) (time.Duration, error) {
+func (r *replayRig) send(ctx context.Context, base string, api replay.API, session, key string, body []byte) (legs, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.Path(), bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return legs{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "prunesched-bench/replay")
 	req.Header.Set(api.SessionHeader(), session)
 	req.Header.Set(turnHeader, key)
-	start := time.Now()
+	start := time.Since(r.t0)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("replay %s: %w", key, err)
+		return legs{}, fmt.Errorf("replay %s: %w", key, err)
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	d := time.Since(start)
+	end := time.Since(r.t0)
 	if err != nil {
-		return 0, fmt.Errorf("replay %s: read answer: %w", key, err)
+		return legs{}, fmt.Errorf("replay %s: read answer: %w", key, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
+		return legs{}, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
 	}
-	return d, nil
+	v := resp.Header.Get(atHeader)
+	recv, answer, ok := strings.Cut(v, ",")
+	rn, err1 := strconv.ParseInt(recv, 10, 64)
+	an, err2 := strconv.ParseInt(answer, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return legs{}, fmt.Errorf("replay %s via %s: bad %s %q", key, base, atHeader, v)
+	}
+	return legs{to: time.Duration(rn) - start, back: end - time.Duration(an)}, nil
 }
 
 // outcomes reads the proxy's request counters (rendered, fail_open).
@@ -494,7 +539,7 @@ func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, 
 // which way goes first so the machine's noise falls on all three alike.
 func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
 	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
-	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack}
+	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack, ThinkMs: ms(r.think)}
 	r.mu.Lock()
 	for i, t := range turns {
 		r.answers[session+"/"+strconv.Itoa(i)] = t
@@ -510,10 +555,10 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	}()
 	rend0, fail0 := r.outcomes()
 	stages0 := r.stages()
-	var direct, bare, via []time.Duration
+	var direct, bare, via, bareTo, bareBack, viaTo, viaBack []time.Duration
 	for i, t := range turns {
 		key := session + "/" + strconv.Itoa(i)
-		var d [3]time.Duration
+		var d [3]legs
 		for k := range 3 {
 			way := (i + k) % 3
 			var err error
@@ -521,9 +566,11 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 				return row, err
 			}
 		}
-		direct = append(direct, d[0])
-		bare = append(bare, d[1]-d[0])
-		via = append(via, d[2]-d[0])
+		direct = append(direct, d[0].total())
+		bare = append(bare, d[1].total()-d[0].total())
+		via = append(via, d[2].total()-d[0].total())
+		bareTo, bareBack = append(bareTo, d[1].to-d[0].to), append(bareBack, d[1].back-d[0].back)
+		viaTo, viaBack = append(viaTo, d[2].to-d[0].to), append(viaBack, d[2].back-d[0].back)
 		if err := r.settle(ctx); err != nil {
 			return row, err
 		}
@@ -535,6 +582,10 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	row.DirectP50, row.DirectP99 = pctMs(direct)
 	row.BareP50, row.BareP99 = pctMs(bare)
 	row.ProxyP50, row.ProxyP99 = pctMs(via)
+	row.BareToP50, _ = pctMs(bareTo)
+	row.BareBackP50, _ = pctMs(bareBack)
+	row.ProxyToP50, _ = pctMs(viaTo)
+	row.ProxyBackP50, _ = pctMs(viaBack)
 	row.RatioP50, row.RatioP99 = ratio(row.ProxyP50, row.BareP50), ratio(row.ProxyP99, row.BareP99)
 	return row, nil
 }
