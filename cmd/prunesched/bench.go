@@ -35,12 +35,17 @@ goes to stderr.`)
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	backToBack := fs.Bool("back-to-back", false, "proxy-replay: send each request right after the one before, without waiting for the proxy's log writes and the pipeline (default: each turn starts on a settled rig)")
 	think := fs.Duration("think", bench.DefaultThink, "proxy-replay: how long the fake upstream waits before answering, as a model does before its first token; the proxy's background work runs meanwhile, and the wait is taken out of every latency compared (0: answer at once)")
+	replayPeer := fs.Bool("replay-peer", false, "run proxy-replay's agent and fake model on standard input and output (the bench starts itself with it)")
+	_ = fs.MarkHidden("replay-peer")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *replayPeer {
+		return bench.ServeReplayPeer(ctx, e.stdin, e.stdout)
 	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
@@ -50,6 +55,9 @@ goes to stderr.`)
 		return usagef("--think: %s is negative", *think)
 	}
 	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack, Think: *think}
+	if exe, err := os.Executable(); err == nil {
+		cfg.ReplayPeer = []string{exe, "bench", "--replay-peer"}
+	}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			s = strings.TrimSpace(s)

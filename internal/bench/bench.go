@@ -64,6 +64,12 @@ type Config struct {
 	// so it adds nothing to the latencies compared. 0: answer at once (the
 	// background work then competes with the relay of the answer).
 	Think time.Duration
+	// ReplayPeer is the command that runs proxy-replay's agent and model
+	// (ServeReplayPeer on its standard input and output) in a process of
+	// its own, as they are in a real deployment: `prunesched bench` gives
+	// itself with --replay-peer. Empty: a goroutine of this process, which
+	// shares the Go scheduler with the proxies (the smoke tests).
+	ReplayPeer []string
 }
 
 // DefaultThink is Config.Think's default for the bench command: far below

@@ -125,7 +125,7 @@ type fleetBench struct {
 	client  *http.Client
 	// up is the fake upstream (the proxy-replay section's): it answers
 	// each turn by its key.
-	up *replayRig
+	up *peer
 }
 
 func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
@@ -133,7 +133,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	r := &fleetBench{dir: dir, up: &replayRig{answers: map[string]replay.Turn{}},
+	r := &fleetBench{dir: dir, up: &peer{answers: map[string]replay.Turn{}, t0: time.Now()},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
 	if err := r.startCluster(); err != nil {
 		r.close()

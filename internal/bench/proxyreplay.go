@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -14,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,27 +121,23 @@ const turnHeader = "X-Replay-Turn"
 // out the upstream's think time (Config.Think).
 const atHeader = "X-Replay-At"
 
-// replayRig is the fake upstream, the bare reverse proxy and the
-// prunesched proxy (in process, on its own embedded JetStream).
+// replayRig is the bare reverse proxy and the prunesched proxy (in
+// process, on its own embedded JetStream), in front of the replay peer's
+// fake upstream (replaypeer.go).
 type replayRig struct {
 	dir     string
 	svc     *service.Service
 	px      *proxy.Proxy
 	reg     *prometheus.Registry
 	servers []*http.Server
-	client  *http.Client
-	// base URLs: direct, bare, prunesched.
+	peer    *peerConn
+	// base URLs: direct (the peer's upstream), bare, prunesched.
 	urls [3]string
-
-	mu      sync.RWMutex
-	answers map[string]replay.Turn
 
 	// backToBack: see Config.BackToBack.
 	backToBack bool
 	// think: see Config.Think.
 	think time.Duration
-	// t0 is the rig's start, the origin of atHeader's times.
-	t0 time.Time
 }
 
 func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
@@ -152,19 +145,18 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	r := &replayRig{dir: dir, answers: map[string]replay.Turn{}, reg: prometheus.NewRegistry(),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}},
-		think:  b.cfg.Think, t0: time.Now()}
+	r := &replayRig{dir: dir, reg: prometheus.NewRegistry(), think: b.cfg.Think}
+	if r.peer, err = startPeer(ctx, b.cfg.ReplayPeer); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.urls[0] = r.peer.upstream
 	r.svc, err = service.Start(ctx, service.Config{DataDir: dir, Policy: b.pol, Logger: b.log})
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("start prunesched: %w", err)
 	}
 	serve := func(h http.Handler) (string, error) { return serveLoopback(&r.servers, h) }
-	if r.urls[0], err = serve(http.HandlerFunc(r.upstream)); err != nil {
-		r.close()
-		return nil, err
-	}
 	up, _ := url.Parse(r.urls[0])
 	if r.urls[1], err = serve(bareProxy(up)); err != nil {
 		r.close()
@@ -198,49 +190,6 @@ func bareProxy(up *url.URL) http.Handler {
 	})
 }
 
-// upstream answers a replayed request with its recorded answer, after
-// reading the whole body (as a real upstream does) and waiting the rig's
-// think time (as a model does before its first token).
-func (r *replayRig) upstream(w http.ResponseWriter, req *http.Request) {
-	_, _ = io.Copy(io.Discard, req.Body)
-	recv := time.Since(r.t0)
-	r.mu.RLock()
-	t, ok := r.answers[req.Header.Get(turnHeader)]
-	r.mu.RUnlock()
-	if !ok {
-		http.Error(w, "unknown turn", http.StatusNotFound)
-		return
-	}
-	if r.think > 0 {
-		time.Sleep(r.think)
-	}
-	w.Header().Set(atHeader, strconv.FormatInt(int64(recv), 10)+","+strconv.FormatInt(int64(time.Since(r.t0)), 10))
-	w.Header().Set("Content-Type", t.ContentType)
-	if t.ContentType == "application/json" {
-		w.Header().Set("Content-Length", strconv.Itoa(len(t.Answer)))
-		_, _ = w.Write(t.Answer)
-		return
-	}
-	// A stream: one write (and flush) per event, as a model's stream comes.
-	fl, _ := w.(http.Flusher)
-	rest := t.Answer
-	for len(rest) > 0 {
-		i := bytes.Index(rest, []byte("\n\n"))
-		if i < 0 {
-			i = len(rest)
-		} else {
-			i += 2
-		}
-		if _, err := w.Write(rest[:i]); err != nil {
-			return
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		rest = rest[i:]
-	}
-}
-
 func (r *replayRig) close() {
 	for _, s := range r.servers {
 		_ = s.Close()
@@ -254,6 +203,9 @@ func (r *replayRig) close() {
 	if r.svc != nil {
 		r.svc.Close()
 	}
+	if r.peer != nil {
+		_ = r.peer.close()
+	}
 	_ = os.RemoveAll(r.dir)
 }
 
@@ -264,40 +216,6 @@ func (r *replayRig) close() {
 type legs struct{ to, back time.Duration }
 
 func (l legs) total() time.Duration { return l.to + l.back }
-
-// send posts one request and reads the whole answer.
-func (r *replayRig) send(ctx context.Context, base string, api replay.API, session, key string, body []byte) (legs, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.Path(), bytes.NewReader(body))
-	if err != nil {
-		return legs{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "prunesched-bench/replay")
-	req.Header.Set(api.SessionHeader(), session)
-	req.Header.Set(turnHeader, key)
-	start := time.Since(r.t0)
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return legs{}, fmt.Errorf("replay %s: %w", key, err)
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	end := time.Since(r.t0)
-	if err != nil {
-		return legs{}, fmt.Errorf("replay %s: read answer: %w", key, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return legs{}, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
-	}
-	v := resp.Header.Get(atHeader)
-	recv, answer, ok := strings.Cut(v, ",")
-	rn, err1 := strconv.ParseInt(recv, 10, 64)
-	an, err2 := strconv.ParseInt(answer, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return legs{}, fmt.Errorf("replay %s via %s: bad %s %q", key, base, atHeader, v)
-	}
-	return legs{to: time.Duration(rn) - start, back: end - time.Duration(an)}, nil
-}
 
 // outcomes reads the proxy's request counters (rendered, fail_open).
 func (r *replayRig) outcomes() (rendered, failed int) {
@@ -540,40 +458,24 @@ func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, 
 func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
 	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
 	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack, ThinkMs: ms(r.think)}
-	r.mu.Lock()
-	for i, t := range turns {
-		r.answers[session+"/"+strconv.Itoa(i)] = t
+	job := &peerJob{Session: session, API: api, URLs: r.urls, Think: int64(r.think), Settle: !r.backToBack}
+	for _, t := range turns {
+		job.Turns = append(job.Turns, peerTurn{Body: t.Body, Answer: t.Answer, ContentType: t.ContentType})
 		row.MaxBodyKiB = max(row.MaxBodyKiB, float64(len(t.Body))/1024)
 	}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		for i := range turns {
-			delete(r.answers, session+"/"+strconv.Itoa(i))
-		}
-		r.mu.Unlock()
-	}()
 	rend0, fail0 := r.outcomes()
 	stages0 := r.stages()
+	sent, err := r.peer.run(job, func() error { return r.settle(ctx) })
+	if err != nil {
+		return row, err
+	}
 	var direct, bare, via, bareTo, bareBack, viaTo, viaBack []time.Duration
-	for i, t := range turns {
-		key := session + "/" + strconv.Itoa(i)
-		var d [3]legs
-		for k := range 3 {
-			way := (i + k) % 3
-			var err error
-			if d[way], err = r.send(ctx, r.urls[way], api, session, key, t.Body); err != nil {
-				return row, err
-			}
-		}
+	for _, d := range sent {
 		direct = append(direct, d[0].total())
 		bare = append(bare, d[1].total()-d[0].total())
 		via = append(via, d[2].total()-d[0].total())
 		bareTo, bareBack = append(bareTo, d[1].to-d[0].to), append(bareBack, d[1].back-d[0].back)
 		viaTo, viaBack = append(viaTo, d[2].to-d[0].to), append(viaBack, d[2].back-d[0].back)
-		if err := r.settle(ctx); err != nil {
-			return row, err
-		}
 	}
 	rend1, fail1 := r.outcomes()
 	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
@@ -590,14 +492,12 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	return row, nil
 }
 
-// settle waits, unless the rig runs back to back, until the proxy's log
-// writes are done and the pipeline has handled them (not timed): the next
-// turn starts on a rig with nothing left over from this one, as a real
-// agent's next request finds it after the model's answer and the tools.
+// settle waits until the proxy's log writes are done and the pipeline
+// has handled them (not timed; the peer asks after each turn unless the
+// rig runs back to back): the next turn starts on a rig with nothing left
+// over from this one, as a real agent's next request finds it after the
+// model's answer and the tools.
 func (r *replayRig) settle(ctx context.Context) error {
-	if r.backToBack {
-		return nil
-	}
 	if err := r.px.Flush(ctx); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
