@@ -351,10 +351,9 @@ func (p *Pipeline) consumerDone(ctx context.Context, durable string) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("consumer %s: %w", durable, err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return false, fmt.Errorf("consumer %s info: %w", durable, err)
-	}
+	// The lookup fetched the consumer's info: asking again would double
+	// the server's work (a consumer info request copies its state).
+	info := c.CachedInfo()
 	return info.NumPending == 0 && info.NumAckPending == 0, nil
 }
 
