@@ -85,7 +85,7 @@ const (
 )
 
 // Sections lists the bench's sections in the order they run.
-var Sections = []string{"core", "memory", "session-memory", "log", "render", "durability", "proxy", "proxy-replay", "fleet"}
+var Sections = []string{"core", "memory", "session-memory", "log", "render", "durability", "proxy", "proxy-replay", "proxy-load", "fleet"}
 
 // Result is one run's measurements. Rates are per second of wall time;
 // latencies in milliseconds, keyed by session size in items.
@@ -157,6 +157,8 @@ type Result struct {
 	// reverse proxy in the same run (goals: GoalReplayRatioP50 and
 	// GoalReplayRatioP99).
 	ProxyReplay []ReplayRow `json:"proxy_replay,omitempty"`
+	// ProxyLoad is one proxy under 1 to 50 agents at once (LoadRow).
+	ProxyLoad []LoadRow `json:"proxy_load,omitempty"`
 	// Fleet is three --fleet proxies on a three-node cluster in this
 	// process under K agents, K doubling until the added p99 passes 10 ms
 	// or 1% fail open (the last row is then the first over).
@@ -233,13 +235,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"durability", b.durability},
 		{"proxy", b.proxy},
 		{"proxy-replay", b.proxyReplay},
+		{"proxy-load", b.proxyLoad},
 		{"fleet", b.fleet},
 	}
 	for _, s := range steps {
 		if !b.want(s.name) {
 			continue
 		}
-		if (s.name == "proxy-replay" || s.name == "fleet") && len(cfg.Traces) == 0 && len(cfg.Only) == 0 {
+		if (s.name == "proxy-replay" || s.name == "proxy-load" || s.name == "fleet") && len(cfg.Traces) == 0 && len(cfg.Only) == 0 {
 			b.progress("%s skipped: no traces (--traces)", s.name)
 			continue
 		}
@@ -333,6 +336,15 @@ func targets(r *Result) []Target {
 		}
 		add("proxy_replay_ratio_p50 (worst)", w50, fmt.Sprintf("<= %g", GoalReplayRatioP50), w50 <= GoalReplayRatioP50, true)
 		add("proxy_replay_ratio_p99 (worst)", w99, fmt.Sprintf("<= %g", GoalReplayRatioP99), w99 <= GoalReplayRatioP99, true)
+	}
+	if len(r.ProxyLoad) > 0 {
+		rate, n := loadBest(r.ProxyLoad)
+		add(fmt.Sprintf("proxy_load_requests_per_s at p99 <= %g ms (%d sessions)", GoalLoadP99Ms, n), rate, "reported", true, true)
+		for _, row := range r.ProxyLoad {
+			if row.Sessions == GoalLoadSessions {
+				add(fmt.Sprintf("proxy_load_failed_open_pct@%d", GoalLoadSessions), row.FailedOpenPct, fmt.Sprintf("< %g", GoalLoadFailOpenPct), row.FailedOpenPct < GoalLoadFailOpenPct, true)
+			}
+		}
 	}
 	return out
 }

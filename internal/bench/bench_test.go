@@ -52,6 +52,16 @@ func TestSmokeShape(t *testing.T) {
 	if got := len(res.ProxyReplay); got != 7 || res.ProxyReplay[6].Trace != "synthetic-200KiB-outputs" {
 		t.Errorf("proxy_replay has %d rows, want 7 (claude-code: anthropic x2; opencode: chat x2, responses x2; synthetic 200 KiB outputs)", got)
 	}
+	// proxy-load: two levels in smoke mode, every request of every
+	// session sent, none failing open on the tiny traces.
+	if len(res.ProxyLoad) != 2 || res.ProxyLoad[0].Sessions != 1 || res.ProxyLoad[1].Sessions != 2 {
+		t.Errorf("proxy_load rows %+v, want sessions 1 and 2", res.ProxyLoad)
+	}
+	for _, row := range res.ProxyLoad {
+		if row.Requests == 0 || row.Requests%row.Sessions != 0 || row.RatePerS <= 0 || row.FailedOpen != 0 {
+			t.Errorf("proxy_load row %+v", row)
+		}
+	}
 	for _, row := range res.ProxyReplay {
 		if row.Requests == 0 || row.Rendered+row.FailedOpen != row.Requests {
 			t.Errorf("proxy_replay %s %s stream=%v: %d requests, %d rendered + %d failed open", row.Trace, row.API, row.Stream, row.Requests, row.Rendered, row.FailedOpen)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,17 @@ type peerJob struct {
 	Think   int64      `json:"think_ns"`
 	Settle  bool       `json:"settle"`
 	Turns   []peerTurn `json:"turns"`
+	// Load, when set, makes the job a load: Load.Sessions sessions at once,
+	// session k replaying Load.Seqs[k % len], each request sent straight
+	// and through prunesched (URLs[0] and URLs[2]); Turns and Settle are
+	// not used.
+	Load *peerLoad `json:"load,omitempty"`
+}
+
+// peerLoad is a load job's sessions.
+type peerLoad struct {
+	Sessions int          `json:"sessions"`
+	Seqs     [][]peerTurn `json:"seqs"`
 }
 
 // peerTurn is replay.Turn on the wire.
@@ -62,7 +74,9 @@ type peerMsg struct {
 	Settle   *int          `json:"settle,omitempty"`
 	Settled  bool          `json:"settled,omitempty"`
 	Legs     [][3][2]int64 `json:"legs,omitempty"`
-	Error    string        `json:"error,omitempty"`
+	// Wall is a load job's wall time in ns.
+	Wall  int64  `json:"wall_ns,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // ServeReplayPeer runs the replay peer on in and out until in ends (the
@@ -93,6 +107,17 @@ func ServeReplayPeer(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 		if m.Job == nil {
 			return fmt.Errorf("replay peer: expected a job, got %+v", m)
+		}
+		if m.Job.Load != nil {
+			legs, wall, err := p.load(ctx, m.Job)
+			reply := peerMsg{Legs: legs, Wall: int64(wall)}
+			if err != nil {
+				reply = peerMsg{Error: err.Error()}
+			}
+			if err := enc.Encode(reply); err != nil {
+				return fmt.Errorf("replay peer: %w", err)
+			}
+			continue
 		}
 		legs, err := p.run(ctx, m.Job, func(i int) error {
 			if err := enc.Encode(peerMsg{Settle: &i}); err != nil {
@@ -157,6 +182,63 @@ func (p *peer) run(ctx context.Context, job *peerJob, settle func(int) error) ([
 		}
 	}
 	return out, nil
+}
+
+// load runs a load job: its sessions at once, each sending its turns one
+// after the other (each answer read before the next request), straight
+// and then through prunesched, alternating which goes first. It returns
+// every request's legs (way 1, the bare proxy, unused) and the wall time.
+func (p *peer) load(ctx context.Context, job *peerJob) ([][3][2]int64, time.Duration, error) {
+	l := job.Load
+	if l.Sessions < 1 || len(l.Seqs) == 0 {
+		return nil, 0, fmt.Errorf("load: %d sessions, %d sequences", l.Sessions, len(l.Seqs))
+	}
+	p.mu.Lock()
+	p.think = time.Duration(job.Think)
+	clear(p.answers)
+	for k := range l.Sessions {
+		for i, t := range l.Seqs[k%len(l.Seqs)] {
+			p.answers[loadKey(job.Session, k, i)] = replay.Turn{Answer: t.Answer, ContentType: t.ContentType}
+		}
+	}
+	p.mu.Unlock()
+	var (
+		mu    sync.Mutex
+		out   [][3][2]int64
+		first error
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for k := range l.Sessions {
+		wg.Go(func() {
+			session := fmt.Sprintf("%s-%d", job.Session, k)
+			for i, t := range l.Seqs[k%len(l.Seqs)] {
+				key := loadKey(job.Session, k, i)
+				var row [3][2]int64
+				for n := range 2 {
+					way := []int{0, 2}[(i+n)%2]
+					lg, err := p.send(ctx, job.URLs[way], job.API, session, key, t.Body)
+					if err != nil {
+						mu.Lock()
+						first = cmp.Or(first, err)
+						mu.Unlock()
+						return
+					}
+					row[way] = [2]int64{int64(lg.to), int64(lg.back)}
+				}
+				mu.Lock()
+				out = append(out, row)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out, time.Since(start), first
+}
+
+// loadKey is the turn key of request i of a load's session k.
+func loadKey(session string, k, i int) string {
+	return session + "-" + strconv.Itoa(k) + "/" + strconv.Itoa(i)
 }
 
 // upstream answers a replayed request with its recorded answer, after
@@ -315,15 +397,35 @@ func (c *peerConn) run(job *peerJob, settle func() error) ([][3]legs, error) {
 				return nil, fmt.Errorf("replay peer: %w", err)
 			}
 		default:
-			out := make([][3]legs, len(m.Legs))
-			for i, row := range m.Legs {
-				for w := range 3 {
-					out[i][w] = legs{to: time.Duration(row[w][0]), back: time.Duration(row[w][1])}
-				}
-			}
-			return out, nil
+			return toLegs(m.Legs), nil
 		}
 	}
+}
+
+// runLoad has the peer run a load job and returns every request's legs
+// and the job's wall time.
+func (c *peerConn) runLoad(job *peerJob) ([][3]legs, time.Duration, error) {
+	if err := c.enc.Encode(peerMsg{Job: job}); err != nil {
+		return nil, 0, fmt.Errorf("replay peer: send load: %w", err)
+	}
+	var m peerMsg
+	if err := c.dec.Decode(&m); err != nil {
+		return nil, 0, fmt.Errorf("replay peer: %w", err)
+	}
+	if m.Error != "" {
+		return nil, 0, fmt.Errorf("replay peer: %s", m.Error)
+	}
+	return toLegs(m.Legs), time.Duration(m.Wall), nil
+}
+
+func toLegs(in [][3][2]int64) [][3]legs {
+	out := make([][3]legs, len(in))
+	for i, row := range in {
+		for w := range 3 {
+			out[i][w] = legs{to: time.Duration(row[w][0]), back: time.Duration(row[w][1])}
+		}
+	}
+	return out
 }
 
 // close ends the exchange and waits for the peer.

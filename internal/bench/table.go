@@ -100,6 +100,7 @@ func WriteTable(w io.Writer, r *Result) {
 		_, _ = w.Write(main.Bytes())
 	}
 	writeReplay(w, r.ProxyReplay)
+	writeLoad(w, r.ProxyLoad)
 	writeFleet(w, r.Fleet)
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
@@ -167,6 +168,31 @@ func rate(v float64) string {
 }
 
 // writeReplay prints the proxy-replay rows as their own table.
+func writeLoad(w io.Writer, rows []LoadRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\none proxy under many agents at once (real Claude Code sequences; added latency vs the same request sent straight)")
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	row("sessions at once", "requests", "through the proxy / s", "added p50 / p99 (ms)", "failed open")
+	row("---", "---", "---", "---", "---")
+	for _, x := range rows {
+		fo := fmt.Sprintf("%d (%.1f%%)", x.FailedOpen, x.FailedOpenPct)
+		if x.Sessions == GoalLoadSessions {
+			fo += mark(x.FailedOpenPct < GoalLoadFailOpenPct)
+		}
+		row(strconv.Itoa(x.Sessions), strconv.Itoa(x.Requests), fmt.Sprintf("%.0f", x.RatePerS),
+			fmt.Sprintf("%.2f / %.2f", x.AddedP50, x.AddedP99), fo)
+	}
+	tw.Flush()
+	if rate, n := loadBest(rows); rate > 0 {
+		fmt.Fprintf(w, "highest rate at added p99 <= %g ms and < %g%% failing open: %.0f requests/s (%d sessions)\n", GoalLoadP99Ms, GoalLoadFailOpenPct, rate, n)
+	} else {
+		fmt.Fprintf(w, "no level had an added p99 <= %g ms with < %g%% failing open\n", GoalLoadP99Ms, GoalLoadFailOpenPct)
+	}
+}
+
 func writeReplay(w io.Writer, rows []ReplayRow) {
 	if len(rows) == 0 {
 		return
