@@ -13,6 +13,7 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/httpguard"
 	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/proxy"
 )
 
@@ -68,7 +69,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	headerTimeout := fs.Duration("upstream-header-timeout", proxy.DefaultResponseHeaderTimeout, "how long to wait for the upstream's response headers before answering 502 (a non-streamed answer's headers come only once it is generated)")
 	idleTimeout := fs.Duration("stream-idle-timeout", proxy.DefaultStreamIdleTimeout, "how long an upstream answer may send nothing once its headers arrived; past it the upstream request is cancelled, the stall is logged with the session and the agent's stream is aborted (not ended cleanly); 0 disables")
 	limits := addLimitFlags(fs)
-	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
+	memLimit := sizeFlag(fs, "memory-limit", 0, memoryLimitUsage)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -131,7 +132,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 	} else {
 		logger.Warn("prunesched proxy: no --data: the identity key is random, so sessions do not continue after a restart")
 	}
-	applyMemoryLimit(e, logger, *memLimit)
+	applyMemoryLimit(e, logger, memoryLimitOf(fs, *memLimit, *limits.inflight, pipeline.DefaultProjectionBytes))
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ Restarting on the same data directory keeps every session.`)
 	partitions := fs.Int("partitions", 0, "session partitions when creating the stream (0: the existing stream's count, else 8); fixed once created")
 	projBytes := fs.Int64("projection-bytes", pipeline.DefaultProjectionBytes, "memory budget (bytes, estimated) of the projection's sessions; the least recently used idle sessions are evicted past it and rebuilt from the log when next asked for")
 	limits := addLimitFlags(fs)
-	memLimit := sizeFlag(fs, "memory-limit", defaultMemoryLimit, memoryLimitUsage)
+	memLimit := sizeFlag(fs, "memory-limit", 0, memoryLimitUsage)
 	check := addCheckFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -62,7 +62,7 @@ Restarting on the same data directory keeps every session.`)
 	if *check {
 		return reportCheck(e, "serve", cfg)
 	}
-	applyMemoryLimit(e, logger, *memLimit)
+	applyMemoryLimit(e, logger, memoryLimitOf(fs, *memLimit, *limits.inflight, *projBytes))
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -166,11 +166,30 @@ docs/operating.md, "Running the fleet on a three-node cluster".`)
 	return nil
 }
 
-// defaultMemoryLimit is the default soft memory limit of serve and proxy:
-// 768 MiB. The
-// sessions held in memory are bounded (projection, worker tables) well
-// below it; the limit keeps garbage from doubling the heap on top.
-const defaultMemoryLimit = 768 << 20
+// memoryLimitBase is the part of the default soft memory limit beyond
+// the configured budgets: the runtime, the embedded NATS server's
+// buffers, the workers' session tables and the tokenizer.
+const memoryLimitBase = 128 << 20
+
+// defaultMemoryLimit is the soft memory limit of serve and proxy when
+// --memory-limit is not given, derived from the configured budgets: two
+// copies of every body in flight (the bytes read and what is decoded
+// from them), the projection's sessions, and memoryLimitBase (768 MiB
+// with the defaults). Past it the collector runs more often, so garbage
+// never doubles the heap on top of what the budgets allow, and lowering
+// a budget lowers the limit with it.
+func defaultMemoryLimit(inflightBody, projectionBytes int64) int64 {
+	return 2*inflightBody + projectionBytes + memoryLimitBase
+}
+
+// memoryLimitOf is the soft memory limit in force for the flags: the
+// flag's value when given, else defaultMemoryLimit.
+func memoryLimitOf(fs *pflag.FlagSet, flag, inflightBody, projectionBytes int64) int64 {
+	if fs.Changed("memory-limit") {
+		return flag
+	}
+	return defaultMemoryLimit(inflightBody, projectionBytes)
+}
 
 // limitFlags are the HTTP server limits serve and proxy share.
 type limitFlags struct {

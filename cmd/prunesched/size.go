@@ -80,7 +80,7 @@ func sizeFlag(fs *pflag.FlagSet, name string, def int64, usage string) *int64 {
 }
 
 // memoryLimitUsage is the help of --memory-limit (serve, proxy).
-const memoryLimitUsage = "soft memory limit of the Go runtime, in bytes or with a unit (512MiB, 1GiB): past it the garbage collector runs more often; it refuses nothing (0: none; $GOMEMLIMIT, when set, wins)"
+const memoryLimitUsage = "soft memory limit of the Go runtime, in bytes or with a unit (512MiB, 1GiB): past it the garbage collector runs more often; it refuses nothing (default: 2 x --max-inflight-body + the projection's budget (128 MiB; serve: --projection-bytes) + 128 MiB, 768 MiB with the defaults; 0: none; $GOMEMLIMIT, when set, wins)"
 
 // applyMemoryLimit sets the runtime's soft memory limit to limit bytes
 // unless $GOMEMLIMIT is set (the runtime applied it at start) or limit is

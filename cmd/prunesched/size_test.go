@@ -6,6 +6,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/prunesched/prunesched/httplimit"
+	"github.com/prunesched/prunesched/internal/testutil"
+	"github.com/prunesched/prunesched/pipeline"
+	"github.com/spf13/pflag"
 )
 
 func TestParseSize(t *testing.T) {
@@ -73,6 +78,30 @@ func TestApplyMemoryLimit(t *testing.T) {
 			if !strings.Contains(logs.String(), tc.log) || tc.log == "" && logs.Len() > 0 {
 				t.Errorf("log %q, want %q", logs.String(), tc.log)
 			}
+		})
+	}
+}
+
+// TestMemoryLimitOf: without --memory-limit the soft limit follows the
+// budgets (two copies of the bodies in flight, the projection's budget and
+// the base), 768 MiB with the defaults; a given flag wins, 0 included.
+func TestMemoryLimitOf(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		inflight int64
+		want     int64
+	}{
+		{"defaults", nil, httplimit.DefaultInflightBodyBytes, 768 << 20},
+		{"smaller body budget", nil, 64 << 20, 2*(64<<20) + pipeline.DefaultProjectionBytes + memoryLimitBase},
+		{"flag wins", []string{"--memory-limit", "1GiB"}, 64 << 20, 1 << 30},
+		{"flag 0: none", []string{"--memory-limit", "0"}, 64 << 20, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			v := sizeFlag(fs, "memory-limit", 0, memoryLimitUsage)
+			testutil.NoError(t, fs.Parse(tc.args))
+			testutil.Equal(t, memoryLimitOf(fs, *v, tc.inflight, pipeline.DefaultProjectionBytes), tc.want)
 		})
 	}
 }
