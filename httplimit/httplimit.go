@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -269,9 +270,16 @@ func readBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64, st
 		}
 		reserved = n
 	}
-	var buf bytes.Buffer
+	// The body is read straight into its buffer, as much at a time as the
+	// connection gives (no staging copy): of known length, the buffer is
+	// allocated once (one byte over, for the read that sees the end); of
+	// unknown length, it grows as it fills, and the bytes read are
+	// reserved in the budget (growChunk at a time) before they are kept.
+	var data []byte
 	if n >= 0 {
-		buf.Grow(int(n) + 1)
+		data = make([]byte, 0, n+1)
+	} else {
+		data = make([]byte, 0, 32<<10)
 	}
 	var src io.Reader
 	if stream {
@@ -279,21 +287,21 @@ func readBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64, st
 	} else {
 		src = http.MaxBytesReader(w, r.Body, limit)
 	}
-	chunk := make([]byte, 32<<10)
 	for {
-		k, err := src.Read(chunk)
-		if k > 0 {
-			if b != nil && int64(buf.Len()+k) > reserved {
-				grow := max(int64(growChunk), int64(buf.Len()+k)-reserved)
-				grow = min(grow, limit-reserved)
-				if grow <= 0 || b.acquire(r.Context(), grow, false) != nil {
-					giveBack()
-					return nil, nil, ErrBusy
-				}
-				reserved += grow
-			}
-			buf.Write(chunk[:k])
+		if len(data) == cap(data) {
+			data = slices.Grow(data, max(32<<10, len(data)/2))
 		}
+		k, err := src.Read(data[len(data):cap(data)])
+		if k > 0 && b != nil && int64(len(data)+k) > reserved {
+			grow := max(int64(growChunk), int64(len(data)+k)-reserved)
+			grow = min(grow, limit-reserved)
+			if grow <= 0 || b.acquire(r.Context(), grow, false) != nil {
+				giveBack()
+				return nil, nil, ErrBusy
+			}
+			reserved += grow
+		}
+		data = data[:len(data)+k]
 		if err == io.EOF {
 			break
 		}
@@ -309,13 +317,13 @@ func readBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64, st
 			return nil, nil, fmt.Errorf("read body: %w", err)
 		}
 	}
-	if stream && int64(buf.Len()) == limit {
+	if stream && int64(len(data)) == limit {
 		// At the limit: one more byte says whether the body goes on.
 		var one [1]byte
 		k, err := io.ReadFull(r.Body, one[:])
 		if k == 1 {
 			te := tooLarge(b, limit).(*TooLargeError)
-			return nil, &Over{Prefix: buf.Bytes(), Rest: io.MultiReader(bytes.NewReader(one[:]), r.Body), Limit: te.Limit, What: te.What, release: giveBack}, nil
+			return nil, &Over{Prefix: data, Rest: io.MultiReader(bytes.NewReader(one[:]), r.Body), Limit: te.Limit, What: te.What, release: giveBack}, nil
 		}
 		if err != nil && err != io.EOF {
 			giveBack()
@@ -326,7 +334,7 @@ func readBody(w http.ResponseWriter, r *http.Request, b *Budget, limit int64, st
 		}
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	return &Body{Bytes: buf.Bytes(), release: giveBack}, nil, nil
+	return &Body{Bytes: data, release: giveBack}, nil, nil
 }
 
 func tooLarge(b *Budget, limit int64) error {
