@@ -61,14 +61,21 @@ func (c *Counter) Name() string { return Name }
 // space or a character boundary; a cut inside a pre-split piece may change
 // the count by a token or two. The count is a deterministic function of
 // the content alone (not of the number of CPUs).
-func (c *Counter) Count(s string) int {
+func (c *Counter) Count(s string) int { return c.count(s, runtime.GOMAXPROCS(0)) }
+
+// CountSerial is Count on the calling goroutine alone: the same count,
+// for work off a request's path (the proxy's exact counts after
+// forwarding), which must not take every CPU from the requests beside it.
+func (c *Counter) CountSerial(s string) int { return c.count(s, 1) }
+
+// count is Count with at most procs goroutines.
+func (c *Counter) count(s string, procs int) int {
 	c.once.Do(func() {
 		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
 	})
 	if c.err != nil || s == "" {
 		return 0
 	}
-	procs := runtime.GOMAXPROCS(0)
 	var parts []string
 	switch {
 	case len(s) > ChunkBytes:
@@ -82,22 +89,26 @@ func (c *Counter) Count(s string) int {
 		}
 	}
 	counts := make([]int, len(parts))
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int, len(parts))
-	)
-	for i := range parts {
-		next <- i
+	if procs < 2 {
+		for i, p := range parts {
+			counts[i] = c.countOne(p)
+		}
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int, len(parts))
+		for i := range parts {
+			next <- i
+		}
+		close(next)
+		for range min(procs, len(parts)) {
+			wg.Go(func() {
+				for i := range next {
+					counts[i] = c.countOne(parts[i])
+				}
+			})
+		}
+		wg.Wait()
 	}
-	close(next)
-	for range min(procs, len(parts)) {
-		wg.Go(func() {
-			for i := range next {
-				counts[i] = c.countOne(parts[i])
-			}
-		})
-	}
-	wg.Wait()
 	n := 0
 	for _, k := range counts {
 		if k < 0 {
@@ -115,13 +126,18 @@ func (c *Counter) Count(s string) int {
 // events.ContentCounter. The remembered counts are bounded (knownEntries;
 // an arbitrary one makes room); a failed count is not remembered.
 func (c *Counter) CountContent(hash, s string) int {
+	return c.countContent(hash, s, runtime.GOMAXPROCS(0))
+}
+
+// countContent is CountContent with at most procs goroutines.
+func (c *Counter) countContent(hash, s string, procs int) int {
 	c.mu.Lock()
 	n, ok := c.known[hash]
 	c.mu.Unlock()
 	if ok {
 		return n
 	}
-	n = c.Count(s)
+	n = c.count(s, procs)
 	if c.err != nil || n < 0 {
 		return n
 	}
