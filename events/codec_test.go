@@ -100,3 +100,15 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestPricedTokens: the economics price the exact count where a fact has
+// one, else the decision count.
+func TestPricedTokens(t *testing.T) {
+	for _, tc := range []struct{ decision, exact, want int }{
+		{0, 0, 0}, {120, 0, 120}, {120, 97, 97}, {120, 150, 150},
+	} {
+		if got := PricedTokens(tc.decision, tc.exact); got != tc.want {
+			t.Errorf("PricedTokens(%d, %d) = %d, want %d", tc.decision, tc.exact, got, tc.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +243,34 @@ func BenchmarkExactCount(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestExactCountLeftOutPastHalfTheWrite: when no exact count can start
+// within half of the write's RecordTimeout (the proxy's one count slot is
+// held throughout), the facts are appended with their estimates alone,
+// and the write does not fail.
+func TestExactCountLeftOutPastHalfTheWrite(t *testing.T) {
+	t.Parallel()
+	f := &fakeUpstream{}
+	b := setup(t, testPolicy(t), okUpstream(f), func(c *Config) { c.RecordTimeout = 6 * time.Second })
+	b.px.exact.slot <- struct{}{}
+	defer func() { <-b.px.exact.slot }()
+	file := bigFile(100)
+	body := fmt.Sprintf(`{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hello"},{"role":"assistant","content":[{"type":"tool_use","id":"t0","name":"Read","input":{"file_path":"/a.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t0","content":%q}]}]}`, file)
+	status, _ := b.post(t, "exact-3", body)
+	testutil.Equal(t, status, 200, "status")
+	session := b.session("exact-3", http.Header{"X-Api-Key": {secretKey}})
+	b.items(t, events.DefaultTenant, session)
+	evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, session)
+	testutil.NoError(t, err)
+	n := 0
+	for _, ev := range evs {
+		if r, ok := ev.Data.(*events.ToolResult); ok && r.Item == "t0" {
+			n++
+			testutil.Equal(t, r.OutputRef.Tokens, events.EstimateTokens(len(file)), "decision count")
+			testutil.Equal(t, r.OutputRef.TokensExact, 0, "exact count (left out)")
+		}
+	}
+	testutil.Equal(t, n, 1, "outputs in the log")
+	testutil.Equal(t, counter(t, b, "prunesched_proxy_record_failures_total"), 0.0, "failed writes")
 }
