@@ -61,21 +61,11 @@ func (c *Counter) Name() string { return Name }
 // space or a character boundary; a cut inside a pre-split piece may change
 // the count by a token or two. The count is a deterministic function of
 // the content alone (not of the number of CPUs).
-func (c *Counter) Count(s string) int { return c.count(s, runtime.GOMAXPROCS(0)) }
-
-// CountSerial is Count on the calling goroutine alone: the same count,
-// for work off a request's path (the proxy's exact counts after
-// forwarding), which must not take every CPU from the requests beside it.
-func (c *Counter) CountSerial(s string) int { return c.count(s, 1) }
-
-// count is Count with at most procs goroutines.
-func (c *Counter) count(s string, procs int) int {
-	c.once.Do(func() {
-		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
-	})
-	if c.err != nil || s == "" {
+func (c *Counter) Count(s string) int {
+	if c.load() != nil || s == "" {
 		return 0
 	}
+	procs := runtime.GOMAXPROCS(0)
 	var parts []string
 	switch {
 	case len(s) > ChunkBytes:
@@ -89,32 +79,66 @@ func (c *Counter) count(s string, procs int) int {
 		}
 	}
 	counts := make([]int, len(parts))
-	if procs < 2 {
-		for i, p := range parts {
-			counts[i] = c.countOne(p)
-		}
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int, len(parts))
-		for i := range parts {
-			next <- i
-		}
-		close(next)
-		for range min(procs, len(parts)) {
-			wg.Go(func() {
-				for i := range next {
-					counts[i] = c.countOne(parts[i])
-				}
-			})
-		}
-		wg.Wait()
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int, len(parts))
+	)
+	for i := range parts {
+		next <- i
 	}
+	close(next)
+	for range min(procs, len(parts)) {
+		wg.Go(func() {
+			for i := range next {
+				counts[i] = c.countOne(parts[i])
+			}
+		})
+	}
+	wg.Wait()
 	n := 0
 	for _, k := range counts {
 		if k < 0 {
 			return events.EstimateTokens(len(s)) // rather than dropping the item when the codec fails
 		}
 		n += k
+	}
+	return n
+}
+
+// load loads the vocabulary once and returns the error it gave.
+func (c *Counter) load() error {
+	c.once.Do(func() {
+		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
+	})
+	return c.err
+}
+
+// CountSerial is Count on the calling goroutine alone: the same count,
+// for work off a request's path (the proxy's exact counts after
+// forwarding), which must not take every CPU from the requests beside it.
+// It counts in parts of about partBytes, cut where the sum stays exact
+// (splitExact, within ChunkBytes chunks as Count), and yields the
+// processor after each (runtime.Gosched), so a goroutine made runnable
+// meanwhile (a request's handler) waits for one part, not for the
+// scheduler's 10 ms preemption.
+func (c *Counter) CountSerial(s string) int {
+	if c.load() != nil || s == "" {
+		return 0
+	}
+	chunks := []string{s}
+	if len(s) > ChunkBytes {
+		chunks = splitBounded(s, ChunkBytes)
+	}
+	n := 0
+	for _, ch := range chunks {
+		for _, p := range splitExact(ch, partBytes) {
+			k := c.countOne(p)
+			if k < 0 {
+				return events.EstimateTokens(len(s)) // as Count
+			}
+			n += k
+			runtime.Gosched()
+		}
 	}
 	return n
 }
@@ -126,18 +150,13 @@ func (c *Counter) count(s string, procs int) int {
 // events.ContentCounter. The remembered counts are bounded (knownEntries;
 // an arbitrary one makes room); a failed count is not remembered.
 func (c *Counter) CountContent(hash, s string) int {
-	return c.countContent(hash, s, runtime.GOMAXPROCS(0))
-}
-
-// countContent is CountContent with at most procs goroutines.
-func (c *Counter) countContent(hash, s string, procs int) int {
 	c.mu.Lock()
 	n, ok := c.known[hash]
 	c.mu.Unlock()
 	if ok {
 		return n
 	}
-	n = c.count(s, procs)
+	n = c.Count(s)
 	if c.err != nil || n < 0 {
 		return n
 	}
