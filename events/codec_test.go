@@ -58,6 +58,9 @@ func TestDecodeErrorsNameLineAndField(t *testing.T) {
 		{"bad session", `{"v":1,"id":"e2","type":"message","session":"a.b","time":"2026-11-30T10:00:00Z","data":{"item":"m2","role":"user","text":"x"}}`, `"session": invalid`},
 		{"duplicate id", `{"v":1,"id":"e1","type":"message","session":"s","time":"2026-11-30T10:00:00Z","data":{"item":"m2","role":"user","text":"x"}}`, `duplicate id`},
 		{"bad mark reason", `{"v":1,"id":"e2","type":"mark","session":"s","time":"2026-11-30T10:00:00Z","data":{"item":"m","decision":"PRUNE","rung":"L0","reason":"BORED","tokens_estimated":1,"cause":"e1","cause_index":0,"policy_version":"p"}}`, `unknown reason code "BORED"`},
+		{"exact count without the estimate", `{"v":1,"id":"e2","type":"message","session":"s","time":"2026-11-30T10:00:00Z","data":{"item":"m2","role":"user","text":"x","tokens_exact":3}}`, `"data.tokens_exact": set without tokens`},
+		{"negative exact count", `{"v":1,"id":"e2","type":"tool_call","session":"s","time":"2026-11-30T10:00:00Z","data":{"item":"c/input","call_id":"c","tool":"Read","input":{},"input_tokens":4,"input_tokens_exact":-1}}`, `"data.input_tokens_exact": negative`},
+		{"output exact count without the estimate", `{"v":1,"id":"e2","type":"tool_result","session":"s","time":"2026-11-30T10:00:00Z","data":{"item":"c","call_id":"c","output_ref":{"hash":"sha256:` + strings.Repeat("ab", 32) + `","bytes":9,"tokens":0,"tokens_exact":2}}}`, `"data.output_ref.tokens_exact": set without output_ref.tokens`},
 		{"not json", `{"v":1,`, `invalid JSON`},
 	}
 	for _, tc := range cases {
@@ -96,4 +99,16 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})
+}
+
+// TestPricedTokens: the economics price the exact count where a fact has
+// one, else the decision count.
+func TestPricedTokens(t *testing.T) {
+	for _, tc := range []struct{ decision, exact, want int }{
+		{0, 0, 0}, {120, 0, 120}, {120, 97, 97}, {120, 150, 150},
+	} {
+		if got := PricedTokens(tc.decision, tc.exact); got != tc.want {
+			t.Errorf("PricedTokens(%d, %d) = %d, want %d", tc.decision, tc.exact, got, tc.want)
+		}
+	}
 }

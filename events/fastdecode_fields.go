@@ -80,6 +80,7 @@ var messageFields = []fastField[Message]{
 	fStr("text", func(v *Message) *string { return &v.Text }),
 	fStr("signature", func(v *Message) *string { return &v.Signature }),
 	fInt("tokens", func(v *Message) *int { return &v.Tokens }),
+	fInt("tokens_exact", func(v *Message) *int { return &v.TokensExact }),
 	fBool("meta", func(v *Message) *bool { return &v.Meta }),
 }
 
@@ -89,6 +90,7 @@ var toolCallFields = []fastField[ToolCall]{
 	fStr("tool", func(v *ToolCall) *string { return &v.Tool }),
 	fRaw("input", func(v *ToolCall) *json.RawMessage { return &v.Input }),
 	fInt("input_tokens", func(v *ToolCall) *int { return &v.InputTokens }),
+	fInt("input_tokens_exact", func(v *ToolCall) *int { return &v.InputTokensExact }),
 }
 
 var toolErrorFields = []fastField[ToolError]{
@@ -100,6 +102,7 @@ var contentRefFields = []fastField[ContentRef]{
 	fStr("hash", func(v *ContentRef) *string { return &v.Hash }),
 	fInt("bytes", func(v *ContentRef) *int { return &v.Bytes }),
 	fInt("tokens", func(v *ContentRef) *int { return &v.Tokens }),
+	fInt("tokens_exact", func(v *ContentRef) *int { return &v.TokensExact }),
 }
 
 var sourceIdentityFields = []fastField[SourceIdentity]{

@@ -48,14 +48,14 @@ func fullEvents() []Event {
 	code := -2
 	ps := []Payload{
 		&SessionStarted{Format: "native", SourcePath: "/a b/c.jsonl", SourceID: "sid", Agent: "claude", CWD: "/repo", Provider: "anthropic", Model: "m", Title: "T <1> & \"2\""},
-		&Message{Item: "m1", Role: RoleAssistant, Kind: KindThinking, Text: out, Signature: "sig==", Tokens: 12, Meta: true},
-		&ToolCall{Item: "c1/input", CallID: "c1", Tool: "Read", Input: json.RawMessage(`{"a":[1,2.5e-3,true,false,null,{"b":"x\"y\u00e9"}],"c":""}`), InputTokens: 7},
+		&Message{Item: "m1", Role: RoleAssistant, Kind: KindThinking, Text: out, Signature: "sig==", Tokens: 12, TokensExact: 11, Meta: true},
+		&ToolCall{Item: "c1/input", CallID: "c1", Tool: "Read", Input: json.RawMessage(`{"a":[1,2.5e-3,true,false,null,{"b":"x\"y\u00e9"}],"c":""}`), InputTokens: 7, InputTokensExact: 9},
 		&ToolCall{Item: "c2/input", CallID: "c2", Tool: "Bash", Input: json.RawMessage(`"just a string"`)},
 		&ToolCall{Item: "c3/input", CallID: "c3", Tool: "Bash", Input: json.RawMessage(`-12.5E+3`)},
 		&ToolResult{Item: "c1", CallID: "c1", Tool: "Read", IsError: true, Error: &ToolError{Type: "exit_code", Message: "boom\n"}, Output: &out,
 			Source:      &SourceIdentity{Kind: "file", Path: "/p", URL: "http://x/?a=1&b=2", Version: "v1", ContentHash: hash, Offset: 3, Limit: 9},
 			Determinism: DeterminismState, ExitCode: &code, HostPruned: true},
-		&ToolResult{Item: "c2", CallID: "c2", OutputRef: &ContentRef{Hash: hash, Bytes: 1 << 40, Tokens: 512}},
+		&ToolResult{Item: "c2", CallID: "c2", OutputRef: &ContentRef{Hash: hash, Bytes: 1 << 40, Tokens: 512, TokensExact: 498}},
 		&SubtaskOpened{Subtask: "st1", Title: "do it"},
 		&SubtaskClosed{Subtask: "st1", VerifiedBy: &Verification{Kind: "test_run", Item: "c1", Detail: "ok"}, Consequence: []string{"m1", "c1", ""}},
 		&Pin{Item: "m1", By: "me", Reason: "why"},

@@ -86,8 +86,13 @@ type Message struct {
 	// Signature is the provider's signature of a thinking block.
 	Signature string `json:"signature,omitempty"`
 	// Tokens is the item's token count, filled once when the event enters
-	// the log.
+	// the log: the count decisions use.
 	Tokens int `json:"tokens,omitempty"`
+	// TokensExact is the tokenizer's count when Tokens is an estimate
+	// (the live proxy decides on events.EstimateTokens and counts exactly
+	// after forwarding); omitted when Tokens is exact. The economics price
+	// the item with it (PricedTokens), decisions keep using Tokens.
+	TokensExact int `json:"tokens_exact,omitempty"`
 	// Meta marks harness-injected content (reminders, hook output).
 	Meta bool `json:"meta,omitempty"`
 }
@@ -115,8 +120,8 @@ func (p *Message) validate() error {
 	default:
 		return dataErr("kind", "bad value %q (want text or thinking)", p.Kind)
 	}
-	if p.Tokens < 0 {
-		return dataErr("tokens", "negative")
+	if err := validExact("tokens", p.Tokens, p.TokensExact); err != nil {
+		return err
 	}
 	if !utf8.ValidString(p.Text) {
 		return dataErr("text", "not valid UTF-8; text is stored byte-exact, never replaced (tool output may be any bytes)")
@@ -132,8 +137,12 @@ type ToolCall struct {
 	Tool   string `json:"tool"`
 	// Input is the tool's arguments as a JSON value (usually an object).
 	Input json.RawMessage `json:"input"`
-	// InputTokens is filled once when the event enters the log.
+	// InputTokens is filled once when the event enters the log: the count
+	// decisions use.
 	InputTokens int `json:"input_tokens,omitempty"`
+	// InputTokensExact is the tokenizer's count when InputTokens is an
+	// estimate, as Message.TokensExact.
+	InputTokensExact int `json:"input_tokens_exact,omitempty"`
 }
 
 // EventType implements Payload.
@@ -155,8 +164,8 @@ func (p *ToolCall) validate() error {
 	if !json.Valid(p.Input) {
 		return dataErr("input", "not valid JSON")
 	}
-	if p.InputTokens < 0 {
-		return dataErr("input_tokens", "negative")
+	if err := validExact("input_tokens", p.InputTokens, p.InputTokensExact); err != nil {
+		return err
 	}
 	return nil
 }
@@ -174,9 +183,41 @@ type ToolError struct {
 // a hash comparison.
 type ContentRef struct {
 	// Hash is "sha256:" followed by 64 lowercase hex digits.
-	Hash   string `json:"hash"`
-	Bytes  int    `json:"bytes"`
-	Tokens int    `json:"tokens"`
+	Hash  string `json:"hash"`
+	Bytes int    `json:"bytes"`
+	// Tokens is the output's token count: the count decisions use.
+	Tokens int `json:"tokens"`
+	// TokensExact is the tokenizer's count when Tokens is an estimate,
+	// as Message.TokensExact.
+	TokensExact int `json:"tokens_exact,omitempty"`
+}
+
+// PricedTokens is the one rule for the token count the economics price
+// (costs, token savings, ledgers, reports): the exact count where the
+// fact records one (its decision count was an estimate), else the
+// decision count. Decisions (eligibility, the scheduler, placeholders)
+// use the decision count alone, so a replay decides as the proxy did.
+func PricedTokens(decision, exact int) int {
+	if exact > 0 {
+		return exact
+	}
+	return decision
+}
+
+// validExact checks a decision count (field) and the exact count beside
+// it: neither negative, and an exact count only beside the estimate it
+// corrects.
+func validExact(field string, decision, exact int) error {
+	if decision < 0 {
+		return dataErr(field, "negative")
+	}
+	if exact < 0 {
+		return dataErr(field+"_exact", "negative")
+	}
+	if exact > 0 && decision == 0 {
+		return dataErr(field+"_exact", "set without %s (the estimate it corrects)", field)
+	}
+	return nil
 }
 
 // EstimateTokens is the bytes/4 token estimate (rounded up) used where no
@@ -281,10 +322,10 @@ func (r *ContentRef) validate(field string) error {
 	if !ValidHash(r.Hash) {
 		return dataErr(field+".hash", "bad value %q (want sha256:<64 hex>)", r.Hash)
 	}
-	if r.Bytes < 0 || r.Tokens < 0 {
+	if r.Bytes < 0 {
 		return dataErr(field+".bytes", "negative")
 	}
-	return nil
+	return validExact(field+".tokens", r.Tokens, r.TokensExact)
 }
 
 // Verification says what verified a subtask's closure.

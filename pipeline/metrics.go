@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"trigger"}),
 		removed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricTokensRemoved,
-			Help: "Tokens removed from rendered bundles by applications (net of placeholders).",
+			Help: "Tokens removed from rendered bundles by applications (net of placeholders), at exact counts where the facts record them.",
 		}),
 		placeholder: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricPlaceholderTokens,
@@ -154,13 +154,15 @@ func (m *Metrics) mark(ev events.Event) {
 	}
 }
 
-func (m *Metrics) application(ev events.Event) {
+// application counts an application; removed is its tokens removed as
+// the economics price them (scheduler.Core.PricedRemoved).
+func (m *Metrics) application(ev events.Event, removed int) {
 	if m == nil {
 		return
 	}
 	if a, ok := ev.Data.(*events.Application); ok {
 		m.applications.WithLabelValues(string(a.Trigger)).Inc()
-		m.removed.Add(float64(max(0, a.TokensRemoved)))
+		m.removed.Add(float64(max(0, removed)))
 		m.placeholder.Add(float64(max(0, a.PlaceholderTokens)))
 		m.radius.Observe(float64(a.MutationRadius))
 		m.divergence.Observe(float64(a.FirstDivergence))

@@ -233,7 +233,14 @@ func (w *SchedulerWorker) step(ctx context.Context, part int, k sessionKey, s *s
 // summaries of the sessions that were asked a request.
 func (w *SchedulerWorker) stored(st *schedPartition, apps []events.Event, _ []sessionKey, fed map[sessionKey]uint64) {
 	for _, a := range apps {
-		w.met.application(a)
+		removed := 0
+		if app, ok := a.Data.(*events.Application); ok {
+			removed = app.TokensRemoved
+			if s := st.sessions[keyOf(a)]; s != nil {
+				removed = s.core.PricedRemoved(app)
+			}
+		}
+		w.met.application(a, removed)
 	}
 	for k := range fed {
 		if s := st.sessions[k]; s.asked {
@@ -280,7 +287,11 @@ func (w *SchedulerWorker) observeApplication(s *schedSession, app events.Event, 
 	// so Pending's reasons are this decision's (scheduler.Core.ObserveDecided).
 	s.core.ObserveDecided(app)
 	if count {
-		w.met.application(app)
+		removed := 0
+		if a, ok := app.Data.(*events.Application); ok {
+			removed = s.core.PricedRemoved(a)
+		}
+		w.met.application(app, removed)
 	}
 }
 

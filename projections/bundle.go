@@ -378,15 +378,16 @@ func (bi *BundleItem) withSpans(out string) string {
 }
 
 // renderedTokens is what the item costs in the rendered bundle: the stored
-// count, or the placeholder's count (counted once per distinct text). An
-// input prune is counted as the rendered input object.
+// count as priced (Item.PricedTokens), or the placeholder's count (counted
+// once per distinct text). An input prune is counted as the rendered input
+// object.
 func (bi *BundleItem) renderedTokens(cache *tokenCache, tc events.TokenCounter) int {
 	if len(bi.Spans) > 0 {
 		// The certificate's count: the runs minus their reference lines.
-		return max(bi.Tokens-bi.spanSaved, 0)
+		return max(bi.PricedTokens()-bi.spanSaved, 0)
 	}
 	if bi.Placeholder == "" {
-		return bi.Tokens
+		return bi.PricedTokens()
 	}
 	if bi.Pruned && bi.Kind == ItemToolUse {
 		b, _ := marshalJSON(prunedInput(bi))

@@ -15,8 +15,12 @@ type Item struct {
 	Role   events.Role `json:"role"`
 	Tool   string      `json:"tool,omitempty"`
 	CallID string      `json:"call_id,omitempty"`
-	// Tokens is the stored token count of the original payload.
+	// Tokens is the stored token count of the original payload: the
+	// count decisions and placeholders use.
 	Tokens int `json:"tokens"`
+	// TokensExact is the tokenizer's count when Tokens is an estimate
+	// (the fact's exact count, see events.Message.TokensExact).
+	TokensExact int `json:"tokens_exact,omitempty"`
 	// Hash is the content address of a tool output.
 	Hash    string `json:"hash,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
@@ -37,6 +41,10 @@ type Item struct {
 	// LatestMark is the latest mark for the item, applied or pending.
 	LatestMark *MarkRef `json:"latest_mark,omitempty"`
 }
+
+// PricedTokens is the count the economics price the item at
+// (events.PricedTokens): ledgers, savings, the inspector's numbers.
+func (it *Item) PricedTokens() int { return events.PricedTokens(it.Tokens, it.TokensExact) }
 
 // MarkRef identifies a mark and its outcome.
 type MarkRef struct {

@@ -289,7 +289,7 @@ func (s *Session) Observe(ev events.Event) {
 		if it == nil {
 			return
 		}
-		it.Tokens = p.Tokens
+		it.Tokens, it.TokensExact = p.Tokens, p.TokensExact
 		it.Meta = p.Meta
 		it.text = p.Text
 		if s.firstUser == "" && p.Role == events.RoleUser && !p.Meta {
@@ -303,7 +303,7 @@ func (s *Session) Observe(ev events.Event) {
 		}
 		it.Tool = p.Tool
 		it.CallID = p.CallID
-		it.Tokens = p.InputTokens
+		it.Tokens, it.TokensExact = p.InputTokens, p.InputTokensExact
 		it.input = p.Input
 		c := s.call(p.CallID)
 		// Marks on the result's input now resolve to this item, not to an
@@ -341,7 +341,7 @@ func (s *Session) Observe(ev events.Event) {
 		it.source = p.Source
 		it.output = p.Output
 		if p.OutputRef != nil {
-			it.Tokens = p.OutputRef.Tokens
+			it.Tokens, it.TokensExact = p.OutputRef.Tokens, p.OutputRef.TokensExact
 			it.Hash = p.OutputRef.Hash
 		}
 		c := s.call(p.CallID)
@@ -362,7 +362,7 @@ func (s *Session) Observe(ev events.Event) {
 		for _, it := range s.items {
 			it.HostCompacted = true
 			s.hcItems++
-			s.hcTokens += it.Tokens
+			s.hcTokens += it.PricedTokens()
 		}
 	case *events.Pin:
 		if i, ok := s.byItem[p.Item]; ok {

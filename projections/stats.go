@@ -44,7 +44,9 @@ type Stats struct {
 	DuplicateItems    int `json:"duplicate_items"`
 }
 
-// TokenStats are stored token counts; only placeholders are counted here.
+// TokenStats are stored token counts, as the economics price them
+// (Item.PricedTokens: the exact count where the fact records one beside
+// the estimate a decision used); only placeholders are counted here.
 // Framing (roles, block structure) is not counted. By definition
 //
 //	Rendered = Raw - HostCompacted - HostPruned + HostPlaceholder - Removed + Placeholder
@@ -85,7 +87,7 @@ func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc events.TokenCo
 		DuplicateItems:    s.duplicates,
 	}
 	for _, it := range s.items {
-		st.Tokens.Raw += it.Tokens
+		st.Tokens.Raw += it.PricedTokens()
 		if it.Kind == ItemToolUse {
 			st.ToolCalls++
 		}
@@ -100,11 +102,11 @@ func (s *Session) Stats(ctx context.Context, blobs BlobGetter, tc events.TokenCo
 		switch {
 		case bi.HostPruned:
 			st.HostPrunedItems++
-			st.Tokens.HostPruned += bi.Tokens
+			st.Tokens.HostPruned += bi.PricedTokens()
 			st.Tokens.HostPlaceholder += n
 		case bi.Pruned:
 			st.PrunedItems++
-			st.Tokens.Removed += bi.Tokens
+			st.Tokens.Removed += bi.PricedTokens()
 			st.Tokens.Placeholder += n
 		}
 	}

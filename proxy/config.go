@@ -156,9 +156,11 @@ type Config struct {
 	// remember by content address is decided on events.EstimateTokens
 	// (bytes/4), and the fact records that count, so the log decides as
 	// the proxy did (a later copy of the same output is estimated alike).
-	// No exact count is taken after forwarding: on 2 cores the tokenizer
-	// (parallel, ~0.7 µs per byte) running beside the next requests made
-	// them slower than counting had (see README, issue 28).
+	// The exact count is taken after forwarding, in the log write, and
+	// stored beside the estimate for the economics (events.PricedTokens):
+	// one count at a time in the whole proxy, on one goroutine, since the
+	// parallel tokenizer running beside the next requests made them
+	// slower than counting before forwarding had (exact.go).
 	ExactCounts bool
 	// SessionIdle is how long a session's state (its known items and, when
 	// deciding in memory, its cores and projection) stays in memory after

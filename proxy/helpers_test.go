@@ -425,3 +425,19 @@ func chatFake(f *fakeUpstream, script func(req map[string]any) turn) http.Handle
 		fl.Flush()
 	})
 }
+
+// post sends an Anthropic Messages body to the proxy with the test's key
+// and the session header session, and returns the status and the answer.
+func (b *bench) post(t testing.TB, session, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(body))
+	testutil.NoError(t, err)
+	req.Header.Set("x-api-key", secretKey)
+	req.Header.Set(SessionHeader, session)
+	resp, err := http.DefaultClient.Do(req)
+	testutil.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	testutil.NoError(t, err)
+	return resp.StatusCode, out
+}

@@ -178,13 +178,13 @@ type counts struct {
 }
 
 // text counts a new text: exactly when small or asked, else the bytes/4
-// estimate. Whatever it returns is the count the fact records, so the log
-// decides as the proxy did.
-func (c counts) text(s string) int {
+// estimate (estimated says so). Whatever it returns is the count the fact
+// records, so the log decides as the proxy did.
+func (c counts) text(s string) (n int, estimated bool) {
 	if c.exact || len(s) <= exactBelow {
-		return c.tc.Count(s)
+		return c.tc.Count(s), false
 	}
-	return events.EstimateTokens(len(s))
+	return events.EstimateTokens(len(s)), true
 }
 
 // content counts a payload known by content address: its remembered count
@@ -212,20 +212,22 @@ func (c counts) content(h, s string) (n int, estimated bool) {
 // by the write). A tool output is kept in the write queue until it is in
 // the log (span references may read it meanwhile), as the string it was
 // decoded to: hashed and stored from there, never copied whole. est is
-// the output's content address when its count was estimated.
-func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.Event, est string, err error) {
+// the output's content address when its count was estimated; inexact
+// says the fact's count (an output's, a text's) is an estimate, whose
+// exact count the write takes after forwarding (countExact).
+func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.Event, est string, inexact bool, err error) {
 	stored, input = ev, ev
 	switch d := ev.Data.(type) {
 	case *events.Message:
 		if d.Tokens == 0 && d.Text != "" {
 			cp := *d
-			cp.Tokens = c.text(d.Text)
+			cp.Tokens, inexact = c.text(d.Text)
 			stored.Data, input.Data = &cp, &cp
 		}
 	case *events.ToolCall:
 		if d.InputTokens == 0 && len(d.Input) > 0 {
 			cp := *d
-			cp.InputTokens = c.text(string(d.Input))
+			cp.InputTokens, inexact = c.text(string(d.Input))
 			stored.Data, input.Data = &cp, &cp
 		}
 	case *events.ToolResult:
@@ -238,7 +240,7 @@ func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.
 			cp.Output = nil
 			stored.Data = &cp
 			if estimated {
-				input.Data, est = &cp, h
+				input.Data, est, inexact = &cp, h, true
 			}
 			q.keepBlob(h, data)
 		}
@@ -246,13 +248,13 @@ func prepareMem(ev events.Event, c counts, q *writeQueue) (stored, input events.
 	// What the log's readers decode, exactly (times, empty fields).
 	b, err := events.EncodeValidated(stored)
 	if err != nil {
-		return stored, input, "", fmt.Errorf("fact %s: %w", ev.ID, err)
+		return stored, input, "", false, fmt.Errorf("fact %s: %w", ev.ID, err)
 	}
 	stored, err = events.Decode(b)
 	if err != nil {
-		return stored, input, "", fmt.Errorf("fact %s: %w", ev.ID, err)
+		return stored, input, "", false, fmt.Errorf("fact %s: %w", ev.ID, err)
 	}
-	return stored, input, est, nil
+	return stored, input, est, inexact, nil
 }
 
 // writeQueue orders a session's log writes (the facts of a request after
@@ -347,6 +349,10 @@ type logWrite struct {
 	// estimated are the outputs appended by reference (their counts
 	// estimated): their blobs are put first.
 	estimated []string
+	// inexact are the ids of the facts whose decision count is an
+	// estimate: their exact counts are taken before they are appended
+	// (countExact).
+	inexact map[string]bool
 	// decided is set for a request: its in-memory application (nil: none)
 	// at time at for request req, to be decided again from the log and
 	// compared once the request is known to have been sent.
@@ -475,8 +481,10 @@ func (e *errDiverged) Error() string {
 	return fmt.Sprintf("decision diverged: sent %s, the log's %s", name(e.sent), name(e.logged))
 }
 
-// writeFacts runs a queued write's first half: append the facts.
+// writeFacts runs a queued write's first half: take the exact counts of
+// the facts decided on estimates, then append the facts.
 func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite) error {
+	p.countExact(ctx, q, w)
 	if err := p.putEstimated(ctx, q, w); err != nil {
 		return err
 	}
@@ -582,12 +590,18 @@ func (p *Proxy) feedMem(st *sessState, w *logWrite, evs []events.Event) error {
 	lb, _ := p.cfg.Backend.(logBackend)
 	c := counts{tc: lb.Tokens(), exact: p.cfg.ExactCounts}
 	for _, ev := range evs {
-		stored, input, est, err := prepareMem(ev, c, &st.q)
+		stored, input, est, inexact, err := prepareMem(ev, c, &st.q)
 		if err != nil {
 			return err
 		}
 		if est != "" {
 			w.estimated = append(w.estimated, est)
+		}
+		if inexact {
+			if w.inexact == nil {
+				w.inexact = map[string]bool{}
+			}
+			w.inexact[ev.ID] = true
 		}
 		if r, ok := stored.Data.(*events.ToolResult); ok && r.OutputRef != nil {
 			w.hashes = append(w.hashes, r.OutputRef.Hash)

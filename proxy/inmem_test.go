@@ -207,13 +207,7 @@ func TestInMemoryForeignFacts(t *testing.T) {
 		for i := range n {
 			msgs += fmt.Sprintf(`,{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"Read","input":{"file_path":"/a%d.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"package a%d"}]}`, i, i, i, i)
 		}
-		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[`+msgs+`]}`))
-		req.Header.Set("x-api-key", secretKey)
-		req.Header.Set(SessionHeader, "foreign")
-		resp, err := http.DefaultClient.Do(req)
-		testutil.NoError(t, err)
-		_, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
+		b.post(t, "foreign", `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[`+msgs+`]}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		testutil.NoError(t, b.px.Flush(ctx))

@@ -619,7 +619,7 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		p.met.replacedBlock(part)
 		pl.replaced++
 		if bi.Placeholder != "" {
-			pl.saved += max(bi.Tokens-placeholder.Count(bi.Placeholder), 0)
+			pl.saved += max(bi.PricedTokens()-placeholder.Count(bi.Placeholder), 0)
 		}
 		if firstNew < 0 && pl.app != nil && bi.Applied != nil && bi.Applied.Application == pl.app.ID {
 			firstNew = i

@@ -39,6 +39,10 @@ type Proxy struct {
 
 	// bg tracks the work that outlives its request (Close).
 	bg background
+
+	// exact takes the exact counts of payloads decided on estimates, in
+	// the log writes after forwarding (exact.go).
+	exact *exactCounter
 }
 
 // background tracks the goroutines the proxy leaves running after a
@@ -150,7 +154,7 @@ func New(cfg Config) (*Proxy, error) {
 	if oa == nil {
 		oa = up
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}, exact: newExactCounter()}
 	p.bg.ctx, p.bg.cancel = context.WithCancel(context.Background())
 	if cfg.Registry != nil {
 		p.met = NewMetrics(cfg.Registry)

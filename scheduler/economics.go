@@ -139,6 +139,8 @@ type Ledger struct {
 // rendered bundle is added as an unchanging head before every bundle (read
 // from cache like any prefix), the same under every strategy; Ledger.Head
 // says how much.
+// Items are priced at events.PricedTokens (the exact count where the fact
+// has one), never at the estimate a decision may have used.
 func (c *Core) Economics() Ledger { return c.economics(c.head()) }
 
 // head estimates the context the provider saw that the log does not hold:
@@ -148,7 +150,7 @@ func (c *Core) head() int {
 	var d []int
 	for _, r := range c.reqs {
 		if u := r.usage; u != nil {
-			d = append(d, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens-c.tokens(c.spanAt(r.fact)))
+			d = append(d, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens-c.tokensAs(c.spanAt(r.fact), true))
 		}
 	}
 	if len(d) == 0 {
@@ -180,7 +182,7 @@ func (c *Core) ledger(head int) Ledger {
 		pr := c.pricingFor(r.provider, r.model, r.tier)
 		l.Provider, l.Model = pr.provider, r.model
 		cur := c.spanAt(r.fact)
-		n := head + c.tokens(cur)
+		n := head + c.tokensAs(cur, true)
 		rc := RequestCost{Request: r.id, Index: k, Fact: r.fact, Time: r.at, Tokens: n}
 		if prevCached > 0 && r.at.Sub(prevAt) <= prevTTL {
 			common := head
@@ -236,7 +238,7 @@ func (c *Core) priceRecovered(rc *RequestCost, cur, prev span, pr pricing, warm 
 		if it.pos < cur.lo || it.pos >= cur.hi {
 			continue
 		}
-		_, n := it.stateAt(cur.f)
+		_, n := it.sizeAt(cur.f, true)
 		rc.RecoveryTokens += n
 		first := it.pos >= prev.hi || prev.lo != cur.lo
 		if first {
@@ -467,4 +469,22 @@ func hindsight(p policy.Policy, evs []events.Event, none *Core, head int) *Core 
 		}
 	}
 	return best
+}
+
+// PricedRemoved is an application's tokens removed as the economics price
+// them: Application.TokensRemoved (the decision's figure, net of the
+// placeholders) with each removed item at events.PricedTokens. Marks the
+// core has not observed count at their decision's figure alone.
+func (c *Core) PricedRemoved(app *events.Application) int {
+	n := app.TokensRemoved
+	for _, id := range app.Marks {
+		m, ok := c.markByID[id]
+		if !ok || m.m.Decision != events.Prune || m.m.Reason == events.ReasonSpanReference {
+			continue // a span reference removes runs, priced as decided
+		}
+		if it, _ := c.markTarget(m); it != nil {
+			n += it.priced - it.tokens
+		}
+	}
+	return max(n, 0)
 }

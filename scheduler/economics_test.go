@@ -226,3 +226,46 @@ func TestHindsight(t *testing.T) {
 	ls = SimulateAll(policy.Default(), dupSession().evs, StrategyScheduled, StrategyHindsight)
 	testutil.Near(t, ls[StrategyHindsight].Total.Cost, ls[StrategyScheduled].Total.Cost, "dupSession: scheduled is the best")
 }
+
+// TestEconomicsPriceExactCounts: facts decided on estimates that carry
+// their exact counts (the live proxy's) are decided as without them, byte
+// for byte, and priced at the exact counts: each request of the unpruned
+// ledger grows by what the exact counts of the messages before it add.
+func TestEconomicsPriceExactCounts(t *testing.T) {
+	plain := dupSession().evs
+	exact := make([]events.Event, len(plain))
+	extra := map[int]int{} // fact index -> exact minus decision count
+	facts := 0
+	for i, ev := range plain {
+		exact[i] = ev
+		if m, ok := ev.Data.(*events.Message); ok {
+			cp := *m
+			cp.TokensExact = m.Tokens + m.Tokens/10 + 1
+			exact[i].Data = &cp
+			extra[facts] = cp.TokensExact - m.Tokens
+		}
+		if ev.IsFact() {
+			facts++
+		}
+	}
+	for _, mode := range []string{StrategyScheduled, StrategyImmediate} {
+		_, a := drive(t, pol(mode), plain)
+		_, b := drive(t, pol(mode), exact)
+		testutil.Equal(t, encodeAll(t, b), encodeAll(t, a), mode+": applications with exact counts")
+	}
+	p := policy.Default()
+	lp, le := Simulate(p, plain, StrategyNone), Simulate(p, exact, StrategyNone)
+	testutil.Equal(t, len(le.Requests), len(lp.Requests), "requests")
+	for k, r := range le.Requests {
+		want := lp.Requests[k].Tokens
+		for f, d := range extra {
+			if f < r.Fact {
+				want += d
+			}
+		}
+		testutil.Equal(t, r.Tokens, want, fmt.Sprintf("request %d tokens", k))
+	}
+	if !(le.Total.Cost > lp.Total.Cost) {
+		t.Fatalf("exact counts above the estimates cost %.5f, estimates %.5f", le.Total.Cost, lp.Total.Cost)
+	}
+}

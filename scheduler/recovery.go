@@ -174,8 +174,8 @@ func (c *Core) withRecoveries(fs []*fetch, answer int) *Core {
 		}
 		for _, it := range f.items {
 			cp.items = append(cp.items,
-				&item{id: "recover/" + it.id + "/call", fact: r.fact, tokens: answer},
-				&item{id: "recover/" + it.id, fact: r.fact, tokens: it.tokens, result: true})
+				&item{id: "recover/" + it.id + "/call", fact: r.fact, tokens: answer, priced: answer},
+				&item{id: "recover/" + it.id, fact: r.fact, tokens: it.tokens, priced: it.priced, result: true})
 		}
 		x := r
 		x.fact, x.id, x.usage = r.fact+1, "recover/"+r.id, nil

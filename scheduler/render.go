@@ -25,11 +25,15 @@ func (c *Core) lastCompactionBefore(f int) int {
 	return c.compactions[k-1]
 }
 
-// tokens is the rendered size of the bundle in s.
-func (c *Core) tokens(s span) int {
+// tokens is the rendered size of the bundle in s, as decisions count it.
+func (c *Core) tokens(s span) int { return c.tokensAs(s, false) }
+
+// tokensAs is tokens, priced as the economics price when priced (see
+// item.sizeAt).
+func (c *Core) tokensAs(s span, priced bool) int {
 	n := 0
 	for _, it := range c.items[s.lo:s.hi] {
-		_, sz := it.stateAt(s.f)
+		_, sz := it.sizeAt(s.f, priced)
 		n += sz
 	}
 	return n
@@ -37,7 +41,8 @@ func (c *Core) tokens(s span) int {
 
 // commonPrefix is the token length of the longest item-aligned common
 // prefix of the bundles rendered in a and b: the same items in the same
-// render state. Bundles on either side of a host compaction share nothing.
+// render state, priced as the economics price (only the economics ask).
+// Bundles on either side of a host compaction share nothing.
 func (c *Core) commonPrefix(a, b span) int {
 	if a.lo != b.lo {
 		return 0
@@ -45,8 +50,8 @@ func (c *Core) commonPrefix(a, b span) int {
 	n := 0
 	for i := a.lo; i < a.hi && i < b.hi; i++ {
 		it := c.items[i]
-		pa, sa := it.stateAt(a.f)
-		pb, sb := it.stateAt(b.f)
+		pa, sa := it.sizeAt(a.f, true)
+		pb, sb := it.sizeAt(b.f, true)
 		if pa != pb || sa != sb {
 			return n
 		}

@@ -12,10 +12,13 @@ import (
 
 // item is one unit of context in render order.
 type item struct {
-	id     string
-	pos    int // index in Core.items
-	fact   int // fact index at which the item entered the session
+	id   string
+	pos  int // index in Core.items
+	fact int // fact index at which the item entered the session
+	// tokens is the decision count; priced the count the economics price
+	// (events.PricedTokens: the exact count where the fact has one).
 	tokens int
+	priced int
 	callID string // tool call id, for tool inputs and results
 	result bool   // a tool result (output half)
 	// changes are the item's render-state changes in order of eff: from
@@ -55,18 +58,30 @@ func (it *item) spanAt(f int) (bool, string) {
 }
 
 // stateAt returns whether the item renders pruned in the bundle of the
-// request at fact index f, and its rendered size.
-func (it *item) stateAt(f int) (pruned bool, size int) {
+// request at fact index f, and its rendered size as decisions count it.
+func (it *item) stateAt(f int) (pruned bool, size int) { return it.sizeAt(f, false) }
+
+// sizeAt is stateAt with the size the economics price when priced: the
+// item's priced count whole, a placeholder as decided, and a span
+// reference's rendered rest moved by what the exact count corrects.
+func (it *item) sizeAt(f int, priced bool) (pruned bool, size int) {
+	whole := it.tokens
+	if priced {
+		whole = it.priced
+	}
 	for i := len(it.changes) - 1; i >= 0; i-- {
 		c := it.changes[i]
 		if c.eff <= f {
-			if c.pruned {
-				return true, c.placeholder
+			switch {
+			case !c.pruned:
+				return false, whole
+			case c.span && priced:
+				return true, max(c.placeholder+it.priced-it.tokens, 0)
 			}
-			return false, it.tokens
+			return true, c.placeholder
 		}
 	}
-	return false, it.tokens
+	return false, whole
 }
 
 // request is one ModelRequest fact.
@@ -206,11 +221,12 @@ func (c *Core) Observe(ev events.Event) {
 			c.model = p.Model
 		}
 	case *events.Message:
-		c.addItem(p.Item, f, p.Tokens, len(p.Text), "", false)
+		c.addItem(p.Item, f, p.Tokens, p.TokensExact, len(p.Text), "", false)
 	case *events.ToolCall:
-		c.addItem(p.Item, f, p.InputTokens, len(p.Input), p.CallID, false)
+		c.addItem(p.Item, f, p.InputTokens, p.InputTokensExact, len(p.Input), p.CallID, false)
 	case *events.ToolResult:
-		c.addItem(p.Item, f, resultTokens(p), 0, p.CallID, true)
+		tok, exact := resultTokens(p)
+		c.addItem(p.Item, f, tok, exact, 0, p.CallID, true)
 		if k, ok := agenttools.Match(p.Tool); ok && k == agenttools.Recover {
 			if i, found := c.byID[p.Item]; found && c.items[i].fact == f {
 				c.recoveries = append(c.recoveries, c.items[i])
@@ -251,21 +267,22 @@ func (c *Core) owns(ev events.Event) bool {
 	return ev.Session == "" || c.session == "" || ev.Session == c.session
 }
 
-// resultTokens is a tool result's stored token count, or an estimate of
-// len/4 for inline output (input form, tests) or an error-only result.
-func resultTokens(p *events.ToolResult) int {
+// resultTokens is a tool result's stored token count and the exact count
+// beside it (0: none), or an estimate of len/4 for inline output (input
+// form, tests) or an error-only result.
+func resultTokens(p *events.ToolResult) (tokens, exact int) {
 	switch {
 	case p.OutputRef != nil:
-		return p.OutputRef.Tokens
+		return p.OutputRef.Tokens, p.OutputRef.TokensExact
 	case p.Output != nil:
-		return events.EstimateTokens(len(*p.Output))
+		return events.EstimateTokens(len(*p.Output)), 0
 	case p.Error != nil:
-		return events.EstimateTokens(len(p.Error.Message))
+		return events.EstimateTokens(len(p.Error.Message)), 0
 	}
-	return 0
+	return 0, 0
 }
 
-func (c *Core) addItem(id string, f, tokens, bytes int, callID string, result bool) {
+func (c *Core) addItem(id string, f, tokens, exact, bytes int, callID string, result bool) {
 	if _, dup := c.byID[id]; dup {
 		return
 	}
@@ -273,7 +290,7 @@ func (c *Core) addItem(id string, f, tokens, bytes int, callID string, result bo
 		tokens = events.EstimateTokens(bytes)
 	}
 	c.byID[id] = len(c.items)
-	c.items = append(c.items, &item{id: id, pos: len(c.items), fact: f, tokens: tokens, callID: callID, result: result})
+	c.items = append(c.items, &item{id: id, pos: len(c.items), fact: f, tokens: tokens, priced: events.PricedTokens(tokens, exact), callID: callID, result: result})
 }
 
 func (c *Core) observeRequest(ev events.Event, p *events.ModelRequest, f int) {

@@ -62,10 +62,7 @@ func (c *Counter) Name() string { return Name }
 // the count by a token or two. The count is a deterministic function of
 // the content alone (not of the number of CPUs).
 func (c *Counter) Count(s string) int {
-	c.once.Do(func() {
-		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
-	})
-	if c.err != nil || s == "" {
+	if c.load() != nil || s == "" {
 		return 0
 	}
 	procs := runtime.GOMAXPROCS(0)
@@ -104,6 +101,44 @@ func (c *Counter) Count(s string) int {
 			return events.EstimateTokens(len(s)) // rather than dropping the item when the codec fails
 		}
 		n += k
+	}
+	return n
+}
+
+// load loads the vocabulary once and returns the error it gave.
+func (c *Counter) load() error {
+	c.once.Do(func() {
+		c.codec, c.err = tokenizer.Get(tokenizer.O200kBase)
+	})
+	return c.err
+}
+
+// CountSerial is Count on the calling goroutine alone: the same count,
+// for work off a request's path (the proxy's exact counts after
+// forwarding), which must not take every CPU from the requests beside it.
+// It counts in parts of about partBytes, cut where the sum stays exact
+// (splitExact, within ChunkBytes chunks as Count), and yields the
+// processor after each (runtime.Gosched), so a goroutine made runnable
+// meanwhile (a request's handler) waits for one part, not for the
+// scheduler's 10 ms preemption.
+func (c *Counter) CountSerial(s string) int {
+	if c.load() != nil || s == "" {
+		return 0
+	}
+	chunks := []string{s}
+	if len(s) > ChunkBytes {
+		chunks = splitBounded(s, ChunkBytes)
+	}
+	n := 0
+	for _, ch := range chunks {
+		for _, p := range splitExact(ch, partBytes) {
+			k := c.countOne(p)
+			if k < 0 {
+				return events.EstimateTokens(len(s)) // as Count
+			}
+			n += k
+			runtime.Gosched()
+		}
 	}
 	return n
 }

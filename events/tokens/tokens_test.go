@@ -258,3 +258,16 @@ func TestCountLargeDeterministic(t *testing.T) {
 		t.Fatalf("Count %d, sum of chunks %d, whole %d: every chunk ends at an exact cut", got, sum, exact)
 	}
 }
+
+// TestCountSerialIsCount: counting on one goroutine gives Count's answer,
+// for texts counted whole, in exact parts and in bounded chunks.
+func TestCountSerialIsCount(t *testing.T) {
+	c := New()
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 10, 3 * partBytes, 100 << 10, ChunkBytes + 5000} {
+		s := mixed(r, n)
+		if got, want := c.CountSerial(s), c.Count(s); got != want {
+			t.Errorf("%d bytes: CountSerial %d, Count %d", n, got, want)
+		}
+	}
+}

@@ -97,7 +97,7 @@ func timingOf(evs []events.Event, reqIndex map[string]int) timing {
 
 // blockOf places one item on the timeline.
 func (t timing) blockOf(it projections.Item, d *projections.Decision) block {
-	b := block{Index: it.Index, ID: it.ID, Class: classOf(it, d), Tokens: it.Tokens, R: t.first[it.ID], P: -1, H: -1}
+	b := block{Index: it.Index, ID: it.ID, Class: classOf(it, d), Tokens: it.PricedTokens(), R: t.first[it.ID], P: -1, H: -1}
 	if it.Pruned && it.Applied != nil {
 		if k, ok := t.appAt[it.Applied.Application]; ok {
 			b.P = k
@@ -125,7 +125,7 @@ func itemLabel(it projections.Item, d *projections.Decision, class string) strin
 	if d != nil && d.Source != "" {
 		fmt.Fprintf(&sb, " %s", d.Source)
 	}
-	fmt.Fprintf(&sb, " · %d tokens · %s", it.Tokens, class)
+	fmt.Fprintf(&sb, " · %d tokens · %s", it.PricedTokens(), class)
 	if d != nil {
 		fmt.Fprintf(&sb, " · %s", d.Decision)
 		if d.Rung != "" {

@@ -450,7 +450,7 @@ func reduction(ctx context.Context, fx *fixtures.Fixture, s *fixtures.Session, f
 		add := func(m map[string]count, k string) {
 			c := m[k]
 			c.Items++
-			c.Tokens += bi.Tokens
+			c.Tokens += bi.PricedTokens()
 			m[k] = c
 		}
 		add(red.byClass, string(l.Class))
