@@ -110,9 +110,9 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 		if !cl.rng.Full {
 			rk = cl.tool + ":" + cl.rng.String()
 		}
-		cl.srcKey = "f\x00" + cl.readPath + "\x00" + rk
+		cl.srcKey = srcKey{kind: 'f', a: cl.readPath, b: rk}
 	} else if cl.url != "" {
-		cl.srcKey = "u\x00" + cl.url
+		cl.srcKey = srcKey{kind: 'u', a: cl.url}
 	}
 	if cl.key == "" {
 		return

@@ -60,8 +60,8 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 		return
 	}
 	min := c.el.SpanMin()
-	if p.Output == nil && (p.OutputRef == nil || p.OutputRef.Bytes < min) {
-		return
+	if p.Output == nil && (p.OutputRef == nil || p.OutputRef.Bytes < min || c.content == nil) {
+		return // nothing readOutput could read: spare the hasher
 	}
 	// The output is read as a stream, never held whole: once to hash its
 	// lines, and again, only when runs match, for the runs' hashes and

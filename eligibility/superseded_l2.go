@@ -40,7 +40,12 @@ func (c *Core) l2(n *item) {
 	if cl.readPath == "" || cl.class != events.DeterminismVersioned {
 		return
 	}
-	list := c.readsByPath[cl.readPath]
+	rs := c.readsByPath[cl.readPath]
+	if rs == nil {
+		rs = &reads{}
+		c.readsByPath[cl.readPath] = rs
+	}
+	list := rs.list
 	var kept []*item
 	if cl.stable {
 		// Filtered in place: each kept read is written at or before the
@@ -68,7 +73,7 @@ func (c *Core) l2(n *item) {
 		clear(kept[n:])
 		kept = kept[:n]
 	}
-	c.readsByPath[cl.readPath] = kept
+	rs.list = kept
 }
 
 // supersedes applies the L2 rule to a newer read n and an older read o of one

@@ -152,18 +152,24 @@ func Lookup(tool string) (Spec, bool) {
 	return Spec{Class: events.DeterminismState}, false
 }
 
-// danger orders the classes from harmless to risky.
-var danger = map[events.Determinism]int{
-	events.DeterminismPure:       0,
-	events.DeterminismVersioned:  1,
-	events.DeterminismState:      2,
-	events.DeterminismSideEffect: 3,
+// danger orders the classes from harmless to risky (0 for an unknown
+// class, as pure).
+func danger(d events.Determinism) int {
+	switch d {
+	case events.DeterminismVersioned:
+		return 1
+	case events.DeterminismState:
+		return 2
+	case events.DeterminismSideEffect:
+		return 3
+	}
+	return 0
 }
 
 // MaxClass returns the riskier of two classes (pure < versioned < state <
 // side_effect): what a comparison of two observations must assume.
 func MaxClass(a, b events.Determinism) events.Determinism {
-	if danger[b] > danger[a] {
+	if danger(b) > danger(a) {
 		return b
 	}
 	return a
