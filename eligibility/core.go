@@ -71,7 +71,9 @@ type item struct {
 	tokens  int
 	call    *call
 
-	v [nSlots]*verdict
+	// v holds the rungs' proposals, one per slot; nil until the first
+	// (most items never get one: kept out of line).
+	v *verdicts
 
 	// curSurv is the survivor a current PRUNE relies on; curMark is the
 	// mark built for the current decision when it differs from last's
@@ -109,6 +111,17 @@ type item struct {
 	// ph caches the net saving of the last placeholder estimated for the
 	// item (see Core.netOf); nil until a PRUNE is first considered.
 	ph *phCache
+}
+
+// verdicts is an item's proposals, one per verdict slot.
+type verdicts [nSlots]*verdict
+
+// slot returns the item's proposal in slot s, nil when none.
+func (it *item) slot(s int) *verdict {
+	if it.v == nil {
+		return nil
+	}
+	return it.v[s]
 }
 
 // phCache is one item's last placeholder estimate and what it depends on.
@@ -201,21 +214,18 @@ type call struct {
 	rule     string // project-rule pattern matched, if any
 	protFile string // protected-file pattern matched, if any
 	target   string // what a failure is about, for UNRESOLVED_ERROR (targetKey)
-	tgtPath  bool   // target is tool + "\x00" + paths[0], not built yet
 
 	in, out *item
 
 	// phSource is what the call's placeholder names as its source
-	// (placeholder.Source), computed once when first needed.
-	phSource    string
-	phSourceSet bool
+	// (placeholder.Source), computed once when first needed (phSourceSet).
+	phSource string
 
 	sideAtCall   int // fact index of the last state change when called
 	chgAtCall    int // last possible change of readPath when called
 	sideAtResult int
 	chgAtResult  int
 	scopedAtRes  int // last recorded (scoped) write of readPath at result
-	srcKey       srcKey
 	srcVersion   string
 	srcHash      string
 	// lines are the FNV-64a hashes of the output's lines (L1 span, only
@@ -226,9 +236,11 @@ type call struct {
 	// fail is set when the call failed (out of line: few calls fail).
 	fail *callFailure
 
-	known  bool
-	kind   toolspec.Kind
-	stable bool
+	known       bool
+	tgtPath     bool // target is tool + "\x00" + paths[0], not built yet
+	phSourceSet bool
+	kind        toolspec.Kind
+	stable      bool
 	// fullPlan is set for a plan call that replaces the whole plan (its
 	// tool's plan list is present and not empty).
 	fullPlan bool
@@ -339,6 +351,7 @@ type Core struct {
 	slab     []item
 	callSlab []call
 	phSlab   []phCache
+	vSlab    []verdicts // items' proposals, 32 at a time
 
 	queue   []*item
 	touched []*item

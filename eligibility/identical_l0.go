@@ -59,7 +59,7 @@ func (c *Core) l0(n *item) {
 			c.inferred[cl.readPath] = c.causeIdx
 			cl.chgAtResult = c.causeIdx
 		}
-		if prev.v[sL0] == nil {
+		if prev.slot(sL0) == nil {
 			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
 				events.Evidence{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
@@ -69,7 +69,7 @@ func (c *Core) l0(n *item) {
 	}
 	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
 		run.first = n
-		if prev.v[sL0] == nil {
+		if prev.slot(sL0) == nil {
 			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: reason},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash},
 				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: detail},

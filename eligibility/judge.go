@@ -388,7 +388,7 @@ func (c *Core) candidate(it *item, scratch *verdict) *verdict {
 		if !c.slotOn[s] {
 			continue
 		}
-		v := it.v[s]
+		v := it.slot(s)
 		if s == sErr {
 			v = c.erroredDecision(it, scratch)
 		}

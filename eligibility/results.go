@@ -102,6 +102,7 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 			cl.url = s.URL
 		}
 	}
+	var src srcKey // the source identity, for L1
 	if cl.readPath != "" {
 		cl.chgAtResult = c.lastChange(cl.readPath)
 		cl.scopedAtRes = c.scopedWrite(cl.readPath).idx
@@ -110,15 +111,15 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 		if !cl.rng.Full {
 			rk = cl.tool + ":" + cl.rng.String()
 		}
-		cl.srcKey = srcKey{kind: 'f', a: cl.readPath, b: rk}
+		src = srcKey{kind: 'f', a: cl.readPath, b: rk}
 	} else if cl.url != "" {
-		cl.srcKey = srcKey{kind: 'u', a: cl.url}
+		src = srcKey{kind: 'u', a: cl.url}
 	}
 	if cl.key == "" {
 		return
 	}
 	c.l0(out)
-	c.l1(out)
+	c.l1(out, src)
 	c.l2(out) // before l1Span: a read that supersedes o does not refer to it
 	if c.slotOn[sSpan] {
 		c.l1Span(out, p)

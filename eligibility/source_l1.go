@@ -27,12 +27,14 @@ import (
 // output and equal versions (a rendering difference such as an appended
 // reminder) is L1, not L0. Nothing else is L1; a URL is L1 only by content
 // hash (rule 1).
-func (c *Core) l1(n *item) {
+//
+// src is n's source identity (the zero key: none).
+func (c *Core) l1(n *item, src srcKey) {
 	cl := n.call
-	if cl.srcKey.kind == 0 {
+	if src.kind == 0 {
 		return
 	}
-	run := runOf(c.srcRuns, cl.srcKey)
+	run := runOf(c.srcRuns, src)
 	prev := run.latest
 	run.latest = n
 	if prev == nil || prev.gone {
