@@ -290,9 +290,12 @@ func (c *Core) applySideEffects(cl *call, writes []string, unscoped bool) {
 // above it or of anything with the same base name, or an inferred external
 // change. scopedWrite returns the last recorded write naming p (or a
 // directory above it) and its event.
-func (c *Core) lastChange(p string) int {
+func (c *Core) lastChange(p string) int { return c.lastChangeWith(p, c.scopedWrite(p)) }
+
+// lastChangeWith is lastChange with scopedWrite(p) known.
+func (c *Core) lastChangeWith(p string, w writeMark) int {
 	best := c.unscopedAt.idx
-	if w := c.scopedWrite(p); w.idx > best {
+	if w.idx > best {
 		best = w.idx
 	}
 	for q := p; ; {

@@ -104,8 +104,9 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 	}
 	var src srcKey // the source identity, for L1
 	if cl.readPath != "" {
-		cl.chgAtResult = c.lastChange(cl.readPath)
-		cl.scopedAtRes = c.scopedWrite(cl.readPath).idx
+		w := c.scopedWrite(cl.readPath)
+		cl.chgAtResult = c.lastChangeWith(cl.readPath, w)
+		cl.scopedAtRes = w.idx
 		cl.stable = cl.chgAtCall == cl.chgAtResult
 		rk := "full"
 		if !cl.rng.Full {
