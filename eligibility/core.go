@@ -271,7 +271,7 @@ type srcKey struct {
 }
 
 // reads is the recent content reads of one path (L2).
-type reads struct{ list []*item }
+type reads struct{ list []readRef }
 
 // Core judges the items of one session. Not safe for concurrent use.
 // Deterministic: the same events in the same order give the same marks,
