@@ -1,6 +1,7 @@
 package toolspec
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -152,19 +153,12 @@ func Lookup(tool string) (Spec, bool) {
 	return Spec{Class: events.DeterminismState}, false
 }
 
-// danger orders the classes from harmless to risky (0 for an unknown
-// class, as pure).
-func danger(d events.Determinism) int {
-	switch d {
-	case events.DeterminismVersioned:
-		return 1
-	case events.DeterminismState:
-		return 2
-	case events.DeterminismSideEffect:
-		return 3
-	}
-	return 0
-}
+// dangerOrder lists the classes from harmless to risky.
+var dangerOrder = [...]events.Determinism{events.DeterminismPure, events.DeterminismVersioned, events.DeterminismState, events.DeterminismSideEffect}
+
+// danger is a class's place in dangerOrder (0 for an unknown class, as
+// pure): four comparisons, no map.
+func danger(d events.Determinism) int { return max(slices.Index(dangerOrder[:], d), 0) }
 
 // MaxClass returns the riskier of two classes (pure < versioned < state <
 // side_effect): what a comparison of two observations must assume.
