@@ -61,17 +61,25 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 	if len(c.refs) > 0 { // reference does nothing without them: spare the copy
 		c.reference(string(p.Input))
 	}
-	c.coldText(string(p.Input), true)
+	if c.recOn { // coldText does nothing without it: spare the copy
+		c.coldText(string(p.Input), true)
+	}
 }
 
 // newCall classifies a call and reads its arguments. It returns the paths
 // the call may write and whether it may write anything.
 func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string, bool) {
-	cl := &call{id: id, tool: tool}
-	spec, known := toolspec.Lookup(tool)
-	var args toolspec.Args
-	cl.canon, cl.parsed, cl.key, args = c.canonical(input, tool, spec)
-	cl.known = known
+	if len(c.callSlab) == 0 {
+		c.callSlab = make([]call, 16)
+	}
+	// Slab calls are fresh (zero), and live as long as the items naming
+	// them: as long as the core.
+	cl := &c.callSlab[0]
+	c.callSlab = c.callSlab[1:]
+	cl.id, cl.tool = id, tool
+	e := c.canonical(input, tool)
+	spec, args := e.spec, e.args
+	cl.canon, cl.parsed, cl.key, cl.known = e.canon, e.parsed, e.key, e.known
 	cl.class, cl.kind = spec.Class, spec.Kind
 	var writes []string
 	unscoped := spec.Unscoped
@@ -99,7 +107,7 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	}
 	if cl.kind == toolspec.KindWrite && spec.Kind != toolspec.KindShell {
 		if args.Path != "" {
-			writes = append(writes, args.Path)
+			writes = append(cl.pathBuf[:0], args.Path)
 		}
 		writes = append(writes, args.PatchPaths...)
 		if len(writes) == 0 {
@@ -150,14 +158,20 @@ func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string,
 	if len(writes) > 0 {
 		cl.paths = writes
 	}
+	if cl.paths == nil {
+		cl.paths = cl.pathBuf[:0]
+	}
 	if cl.readPath != "" {
 		cl.paths = append(cl.paths, cl.readPath)
 	} else if args.Path != "" && cl.class != events.DeterminismSideEffect {
 		cl.paths = append(cl.paths, toolspec.CleanPath(args.Path, c.cwd))
 	}
+	if len(cl.paths) == 0 {
+		cl.paths = nil
+	}
 	if cl.target == "" {
 		if len(cl.paths) > 0 {
-			cl.target = tool + "\x00" + cl.paths[0]
+			cl.tgtPath = true // tool + "\x00" + paths[0], built when first needed
 		} else {
 			cl.target = tool
 		}
@@ -178,13 +192,16 @@ func nonEmptyList(v any, key string) bool {
 	return ok && len(l) > 0
 }
 
-// canonArgs is one cached canonicalJSON result, with the call key and the
-// arguments (extractArgs) of the last tool called with those bytes.
+// canonArgs is one cached canonicalJSON result, with the call key, the
+// tool's spec (toolspec.Lookup) and the arguments (extractArgs) of the
+// last tool called with those bytes.
 type canonArgs struct {
 	canon  string
 	parsed any
 	tool   string
 	key    string // tool + "\x00" + canon
+	spec   toolspec.Spec
+	known  bool
 	args   toolspec.Args
 }
 
@@ -193,13 +210,14 @@ type canonArgs struct {
 const maxCanonCache = 4096
 
 // canonical is canonicalJSON through the core's cache, with the call key
-// (tool + "\x00" + canonical arguments) and extractArgs(spec, parsed), spec
-// being lookupSpec(tool). The arguments are shared between calls with the
-// same bytes and tool: they are never modified.
-func (c *Core) canonical(input []byte, tool string, spec toolspec.Spec) (string, any, string, toolspec.Args) {
+// (tool + "\x00" + canonical arguments), the tool's spec and whether it is
+// known (toolspec.Lookup), and extractArgs(spec, parsed). The entry is
+// shared between calls with the same bytes and tool: it is never
+// modified while it names that tool.
+func (c *Core) canonical(input []byte, tool string) *canonArgs {
 	e := c.canon[string(input)]
 	if e != nil && e.tool == tool {
-		return e.canon, e.parsed, e.key, e.args
+		return e
 	}
 	if e == nil {
 		if c.canon == nil || len(c.canon) >= maxCanonCache {
@@ -209,8 +227,9 @@ func (c *Core) canonical(input []byte, tool string, spec toolspec.Spec) (string,
 		e.canon, e.parsed, _ = toolspec.CanonicalJSON(input)
 		c.canon[string(input)] = e
 	}
-	e.tool, e.key, e.args = tool, tool+"\x00"+e.canon, toolspec.ExtractArgs(spec, e.parsed)
-	return e.canon, e.parsed, e.key, e.args
+	e.spec, e.known = toolspec.Lookup(tool)
+	e.tool, e.key, e.args = tool, tool+"\x00"+e.canon, toolspec.ExtractArgs(e.spec, e.parsed)
+	return e
 }
 
 // classifyShell is classifyShell through the core's cache. The writes
@@ -271,9 +290,12 @@ func (c *Core) applySideEffects(cl *call, writes []string, unscoped bool) {
 // above it or of anything with the same base name, or an inferred external
 // change. scopedWrite returns the last recorded write naming p (or a
 // directory above it) and its event.
-func (c *Core) lastChange(p string) int {
+func (c *Core) lastChange(p string) int { return c.lastChangeWith(p, c.scopedWrite(p)) }
+
+// lastChangeWith is lastChange with scopedWrite(p) known.
+func (c *Core) lastChangeWith(p string, w writeMark) int {
 	best := c.unscopedAt.idx
-	if w := c.scopedWrite(p); w.idx > best {
+	if w.idx > best {
 		best = w.idx
 	}
 	for q := p; ; {

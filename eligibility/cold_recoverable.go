@@ -147,7 +147,7 @@ func (c *Core) coldDue(its []*item) {
 		if ci == nil {
 			continue
 		}
-		if it.gone || it.v[sCold] != nil {
+		if it.gone || it.slot(sCold) != nil {
 			delete(c.cold, it)
 			continue
 		}

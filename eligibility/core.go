@@ -10,6 +10,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/toolspec"
+	"github.com/prunesched/prunesched/placeholder"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -70,7 +71,9 @@ type item struct {
 	tokens  int
 	call    *call
 
-	v [nSlots]*verdict
+	// v holds the rungs' proposals, one per slot; nil until the first
+	// (most items never get one: kept out of line).
+	v *verdicts
 
 	// curSurv is the survivor a current PRUNE relies on; curMark is the
 	// mark built for the current decision when it differs from last's
@@ -108,6 +111,17 @@ type item struct {
 	// ph caches the net saving of the last placeholder estimated for the
 	// item (see Core.netOf); nil until a PRUNE is first considered.
 	ph *phCache
+}
+
+// verdicts is an item's proposals, one per verdict slot.
+type verdicts [nSlots]*verdict
+
+// slot returns the item's proposal in slot s, nil when none.
+func (it *item) slot(s int) *verdict {
+	if it.v == nil {
+		return nil
+	}
+	return it.v[s]
 }
 
 // phCache is one item's last placeholder estimate and what it depends on.
@@ -193,26 +207,25 @@ type call struct {
 	// paths is every path the call reads or writes (protection matching);
 	// readPath is set for a content read of one file, with its range.
 	paths    []string
+	pathBuf  [1]string // paths' first backing array (most calls have one)
 	readPath string
 	rng      toolspec.Range
 	url      string
 	rule     string // project-rule pattern matched, if any
 	protFile string // protected-file pattern matched, if any
-	target   string // what a failure is about, for UNRESOLVED_ERROR
+	target   string // what a failure is about, for UNRESOLVED_ERROR (targetKey)
 
 	in, out *item
 
 	// phSource is what the call's placeholder names as its source
-	// (placeholder.Source), computed once when first needed.
-	phSource    string
-	phSourceSet bool
+	// (placeholder.Source), computed once when first needed (phSourceSet).
+	phSource string
 
 	sideAtCall   int // fact index of the last state change when called
 	chgAtCall    int // last possible change of readPath when called
 	sideAtResult int
 	chgAtResult  int
 	scopedAtRes  int // last recorded (scoped) write of readPath at result
-	srcKey       string
 	srcVersion   string
 	srcHash      string
 	// lines are the FNV-64a hashes of the output's lines (L1 span, only
@@ -223,13 +236,42 @@ type call struct {
 	// fail is set when the call failed (out of line: few calls fail).
 	fail *callFailure
 
-	known  bool
-	kind   toolspec.Kind
-	stable bool
+	known       bool
+	tgtPath     bool // target is tool + "\x00" + paths[0], not built yet
+	phSourceSet bool
+	kind        toolspec.Kind
+	stable      bool
 	// fullPlan is set for a plan call that replaces the whole plan (its
 	// tool's plan list is present and not empty).
 	fullPlan bool
 }
+
+// copyRun is one key's latest observation and the first copy of its
+// current run (L0: the same call; L1: the same source), one map entry
+// for both so that an observation looks its key up once.
+type copyRun struct {
+	latest, first *item
+}
+
+// runOf returns the run of key k in m, added empty on first use.
+func runOf[K comparable](m map[K]*copyRun, k K) *copyRun {
+	r := m[k]
+	if r == nil {
+		r = &copyRun{}
+		m[k] = r
+	}
+	return r
+}
+
+// srcKey is a source identity (L1): kind 'f' for a file (a, its path; b,
+// "full" or the tool and range), 'u' for a URL (a). The zero key is none.
+type srcKey struct {
+	kind byte
+	a, b string
+}
+
+// reads is the recent content reads of one path (L2).
+type reads struct{ list []readRef }
 
 // Core judges the items of one session. Not safe for concurrent use.
 // Deterministic: the same events in the same order give the same marks,
@@ -261,13 +303,11 @@ type Core struct {
 	writesBase map[string]writeMark
 	inferred   map[string]int
 
-	latest      map[string]*item   // L0: tool+canonical args -> latest output
-	runStart    map[string]*item   // L0: first copy of the current identical run
-	latestSrc   map[string]*item   // L1: source identity -> latest observation
-	firstSrc    map[string]*item   // L1: first observation of the current version's run
-	readsByPath map[string][]*item // L2: recent content reads of a path
-	spanIdx     map[uint64][]*item // L1 span: line hash -> outputs holding it
-	targets     map[string]*target // errored: failures per target
+	l0Runs      map[string]*copyRun // L0: tool+canonical args -> latest output, run
+	srcRuns     map[srcKey]*copyRun // L1: source identity -> latest observation, run
+	readsByPath map[string]*reads   // L2: recent content reads of a path
+	spanIdx     map[uint64][]*item  // L1 span: line hash -> outputs holding it
+	targets     map[string]*target  // errored: failures per target
 	planIn      *item
 	planOut     *item
 	lastPlan    map[string]*call // L2: tool -> latest successful full plan call
@@ -305,8 +345,13 @@ type Core struct {
 	shParser toolspec.ShellClassifier
 	// pathMatch caches matchAny per path (matchProtectedPaths).
 	pathMatch map[string]pathMatch
-	// slab is where items are allocated from, 32 at a time.
-	slab []item
+	// slab is where items are allocated from, 32 at a time; callSlab
+	// and phSlab the same for calls and placeholder estimates, 16 at a
+	// time.
+	slab     []item
+	callSlab []call
+	phSlab   []phCache
+	vSlab    []verdicts // items' proposals, 32 at a time
 
 	queue   []*item
 	touched []*item
@@ -315,6 +360,10 @@ type Core struct {
 	causeID   string
 	causeTime time.Time
 	causeIdx  int
+
+	// sizer sizes placeholders (netOf, worth) without the shared
+	// cache's lock.
+	sizer placeholder.Sizer
 
 	// candValues caches candidateValue.
 	candValues []candValue
@@ -406,11 +455,9 @@ func New(p policy.Policy, tenant, session string) *Core {
 }
 
 func (c *Core) resetIndexes() {
-	c.latest = map[string]*item{}
-	c.runStart = map[string]*item{}
-	c.latestSrc = map[string]*item{}
-	c.firstSrc = map[string]*item{}
-	c.readsByPath = map[string][]*item{}
+	c.l0Runs = map[string]*copyRun{}
+	c.srcRuns = map[srcKey]*copyRun{}
+	c.readsByPath = map[string]*reads{}
 	c.spanIdx = map[uint64][]*item{}
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}

@@ -48,10 +48,10 @@ const minQuote = 10
 
 func (c *Core) onFailure(cl *call, p *events.ToolResult) {
 	in := cl.in
-	t := c.targets[cl.target]
+	t := c.targets[cl.targetKey()]
 	if t == nil {
 		t = &target{}
-		c.targets[cl.target] = t
+		c.targets[cl.targetKey()] = t
 	}
 	if t.fail != nil && t.fail != in {
 		c.dirty(t.fail)
@@ -85,7 +85,10 @@ func (c *Core) onFailure(cl *call, p *events.ToolResult) {
 }
 
 func (c *Core) onSuccess(cl *call) {
-	if t := c.targets[cl.target]; t != nil && t.fail != nil && !t.resolved {
+	if len(c.targets) == 0 {
+		return
+	}
+	if t := c.targets[cl.targetKey()]; t != nil && t.fail != nil && !t.resolved {
 		t.resolved = true
 		c.dirty(t.fail)
 	}
@@ -94,8 +97,17 @@ func (c *Core) onSuccess(cl *call) {
 // unresolved reports whether a failed call is the latest failure on its
 // target with no later success.
 func (c *Core) unresolved(cl *call) bool {
-	t := c.targets[cl.target]
+	t := c.targets[cl.targetKey()]
 	return t != nil && t.fail == cl.in && !t.resolved
+}
+
+// targetKey is what a call's failure is about (call.target), built on
+// first use.
+func (cl *call) targetKey() string {
+	if cl.tgtPath {
+		cl.target, cl.tgtPath = cl.tool+"\x00"+cl.paths[0], false
+	}
+	return cl.target
 }
 
 // explainsFailure returns why an error message explains the input, or "".

@@ -1,7 +1,7 @@
 package eligibility
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/toolspec"
@@ -44,22 +44,22 @@ import (
 // content hashes: then the difference is rendering, and L1 decides).
 func (c *Core) l0(n *item) {
 	cl := n.call
-	k := cl.key
-	prev := c.latest[k]
-	c.latest[k] = n
+	run := runOf(c.l0Runs, cl.key)
+	prev := run.latest
+	run.latest = n
 	if prev == nil || prev.gone {
-		c.runStart[k] = n
+		run.first = n
 		return
 	}
 	pc := prev.call
 	if prev.hash != n.hash || n.hash == "" {
-		c.runStart[k] = n
+		run.first = n
 		sameDeclared := pc.srcVersion != "" && pc.srcVersion == cl.srcVersion || pc.srcHash != "" && pc.srcHash == cl.srcHash
 		if !sameDeclared && cl.readPath != "" && pc.readPath == cl.readPath && pc.stable && cl.stable && pc.chgAtResult == cl.chgAtResult {
 			c.inferred[cl.readPath] = c.causeIdx
 			cl.chgAtResult = c.causeIdx
 		}
-		if prev.v[sL0] == nil {
+		if prev.slot(sL0) == nil {
 			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
 				events.Evidence{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
@@ -68,8 +68,8 @@ func (c *Core) l0(n *item) {
 		return
 	}
 	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
-		c.runStart[k] = n
-		if prev.v[sL0] == nil {
+		run.first = n
+		if prev.slot(sL0) == nil {
 			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: reason},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash},
 				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: detail},
@@ -77,9 +77,9 @@ func (c *Core) l0(n *item) {
 		}
 		return
 	}
-	victim, survivor, kc := c.keepCopy(prev, n, c.runStart[k], events.L0)
+	victim, survivor, kc := c.keepCopy(prev, n, run.first, events.L0)
 	if survivor == n && c.el.KeepCopy == "first" {
-		c.runStart[k] = n // the fallback: the newest copy starts the run
+		run.first = n // the fallback: the newest copy starts the run
 	}
 	c.setVerdict(victim, sL0, withEvidence(verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
@@ -109,7 +109,7 @@ func (c *Core) l0Allowed(o, n *call) (bool, events.Reason, string) {
 	if !o.known || !n.known {
 		reason = events.ReasonUnknownTool
 	}
-	return false, reason, fmt.Sprintf("state-dependent tool: a state change (fact %d) is recorded or possible between the copies", n.sideAtResult)
+	return false, reason, "state-dependent tool: a state change (fact " + strconv.Itoa(n.sideAtResult) + ") is recorded or possible between the copies"
 }
 
 func trunc(s string, n int) string {

@@ -388,7 +388,7 @@ func (c *Core) candidate(it *item, scratch *verdict) *verdict {
 		if !c.slotOn[s] {
 			continue
 		}
-		v := it.v[s]
+		v := it.slot(s)
 		if s == sErr {
 			v = c.erroredDecision(it, scratch)
 		}
@@ -434,7 +434,7 @@ func (c *Core) worth(it *item, v *verdict) bool {
 		// certainly smaller: no need to count it yet.
 		p := c.phSpec(it, v.rung, v.reason, v.survivor, v.residue)
 		p.Tokens = it.tokens
-		if placeholder.FitsUnder(p, it.tokens) {
+		if c.sizer.FitsUnder(p, it.tokens) {
 			pc.fits = true
 			return true
 		}
@@ -463,7 +463,12 @@ func (c *Core) phEntry(it *item, rung events.Rung, reason events.Reason, survivo
 // phOf returns the item's placeholder cache, allocated on first use.
 func (c *Core) phOf(it *item) *phCache {
 	if it.ph == nil {
-		it.ph = &phCache{survivor: -2}
+		if len(c.phSlab) == 0 {
+			c.phSlab = make([]phCache, 16)
+		}
+		it.ph = &c.phSlab[0]
+		c.phSlab = c.phSlab[1:]
+		it.ph.survivor = -2
 	}
 	return it.ph
 }
@@ -483,7 +488,7 @@ func (c *Core) handle(it *item) string {
 func (c *Core) netOf(it *item, rung events.Rung, reason events.Reason, survivor *item, residue *events.Residue) int {
 	pc := c.phEntry(it, rung, reason, survivor, residue)
 	if !pc.counted {
-		pc.net = placeholder.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)
+		pc.net = c.sizer.Net(c.phSpec(it, rung, reason, survivor, residue), it.tokens)
 		pc.counted = true
 	}
 	return pc.net

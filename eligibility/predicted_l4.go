@@ -127,7 +127,7 @@ func (c *Core) referenced(key string) {
 			continue
 		}
 		it.refAt = int32(c.causeIdx)
-		if it.v[sL4] != nil {
+		if it.slot(sL4) != nil {
 			it.v[sL4] = nil
 			c.dirty(it)
 		}

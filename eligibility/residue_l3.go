@@ -80,7 +80,7 @@ func (c *Core) evalSubtask(st *subtask) {
 		if it.gone || it.errored || skip[it.id] {
 			continue
 		}
-		if old := it.v[sL3]; old != nil && old.subtask != st && rank(old.decision) <= rank(v.decision) {
+		if old := it.slot(sL3); old != nil && old.subtask != st && rank(old.decision) <= rank(v.decision) {
 			continue
 		}
 		vv := *v

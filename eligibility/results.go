@@ -102,23 +102,25 @@ func (c *Core) observe(cl *call, out *item, p *events.ToolResult) {
 			cl.url = s.URL
 		}
 	}
+	var src srcKey // the source identity, for L1
 	if cl.readPath != "" {
-		cl.chgAtResult = c.lastChange(cl.readPath)
-		cl.scopedAtRes = c.scopedWrite(cl.readPath).idx
+		w := c.scopedWrite(cl.readPath)
+		cl.chgAtResult = c.lastChangeWith(cl.readPath, w)
+		cl.scopedAtRes = w.idx
 		cl.stable = cl.chgAtCall == cl.chgAtResult
 		rk := "full"
 		if !cl.rng.Full {
 			rk = cl.tool + ":" + cl.rng.String()
 		}
-		cl.srcKey = "f\x00" + cl.readPath + "\x00" + rk
+		src = srcKey{kind: 'f', a: cl.readPath, b: rk}
 	} else if cl.url != "" {
-		cl.srcKey = "u\x00" + cl.url
+		src = srcKey{kind: 'u', a: cl.url}
 	}
 	if cl.key == "" {
 		return
 	}
 	c.l0(out)
-	c.l1(out)
+	c.l1(out, src)
 	c.l2(out) // before l1Span: a read that supersedes o does not refer to it
 	if c.slotOn[sSpan] {
 		c.l1Span(out, p)

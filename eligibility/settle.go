@@ -52,6 +52,13 @@ func withEvidence(v verdict, ev ...events.Evidence) *verdict {
 // setVerdict records a rung's proposal for an item and queues it.
 func (c *Core) setVerdict(it *item, slot int, v *verdict) {
 	v.at = c.causeIdx
+	if it.v == nil {
+		if len(c.vSlab) == 0 {
+			c.vSlab = make([]verdicts, 32)
+		}
+		it.v = &c.vSlab[0]
+		c.vSlab = c.vSlab[1:]
+	}
 	it.v[slot] = v
 	if v.survivor != nil {
 		v.survivor.dependents = append(v.survivor.dependents, it)

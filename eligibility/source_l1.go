@@ -27,15 +27,18 @@ import (
 // output and equal versions (a rendering difference such as an appended
 // reminder) is L1, not L0. Nothing else is L1; a URL is L1 only by content
 // hash (rule 1).
-func (c *Core) l1(n *item) {
+//
+// src is n's source identity (the zero key: none).
+func (c *Core) l1(n *item, src srcKey) {
 	cl := n.call
-	if cl.srcKey == "" {
+	if src.kind == 0 {
 		return
 	}
-	prev := c.latestSrc[cl.srcKey]
-	c.latestSrc[cl.srcKey] = n
+	run := runOf(c.srcRuns, src)
+	prev := run.latest
+	run.latest = n
 	if prev == nil || prev.gone {
-		c.firstSrc[cl.srcKey] = n
+		run.first = n
 		return
 	}
 	pc := prev.call
@@ -54,12 +57,12 @@ func (c *Core) l1(n *item) {
 	case prev.hash == n.hash && prev.hash != "" && pc.class == events.DeterminismVersioned && cl.class == events.DeterminismVersioned && c.sameVersion(pc, cl):
 		ev = events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Value: sourceName(cl), Detail: "identical output of a versioned read, no write of the path recorded between"}
 	default:
-		c.firstSrc[cl.srcKey] = n // a new version: a new run
+		run.first = n // a new version: a new run
 		return
 	}
-	victim, survivor, kc := c.keepCopy(prev, n, c.firstSrc[cl.srcKey], events.L1)
+	victim, survivor, kc := c.keepCopy(prev, n, run.first, events.L1)
 	if survivor == n {
-		c.firstSrc[cl.srcKey] = n
+		run.first = n
 	}
 	ev.Item = survivor.id
 	c.setVerdict(victim, sL1, withEvidence(verdict{

@@ -60,13 +60,13 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 		return
 	}
 	min := c.el.SpanMin()
-	if p.Output == nil && (p.OutputRef == nil || p.OutputRef.Bytes < min) {
-		return
+	if p.Output == nil && (p.OutputRef == nil || p.OutputRef.Bytes < min || c.content == nil) {
+		return // nothing readOutput could read: spare the hasher
 	}
 	// The output is read as a stream, never held whole: once to hash its
 	// lines, and again, only when runs match, for the runs' hashes and
 	// tokens.
-	var lh lineHasher
+	lh := lineHasher{size: outputSize(p)}
 	if !c.readOutput(p, lh.readFrom) || lh.n < min {
 		return
 	}
@@ -100,7 +100,7 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 			cands = append(cands, sc)
 		}
 	}
-	if len(cands) == 0 || !c.readOutput(p, func(r io.Reader) error { return measureRuns(r, cands) }) {
+	if len(cands) == 0 || !c.readOutput(p, func(r io.Reader) error { return measureRuns(r, lh.size, cands) }) {
 		return
 	}
 	var best *spanProposal
@@ -146,7 +146,7 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 // to o.
 func copyOf(o, n *item) bool {
 	for _, s := range [...]int{sL0, sL1, sL2} {
-		if v := o.v[s]; v != nil && v.decision == events.Prune && v.survivor == n {
+		if v := o.slot(s); v != nil && v.decision == events.Prune && v.survivor == n {
 			return true
 		}
 	}
@@ -202,7 +202,7 @@ func (c *Core) spanCandidates(n *item) []*item {
 // copy (L0 or L1): then no span is needed.
 func wholeCopy(n *item) bool {
 	for _, s := range [...]int{sL0, sL1} {
-		if v := n.v[s]; v != nil && v.decision == events.Prune {
+		if v := n.slot(s); v != nil && v.decision == events.Prune {
 			return true
 		}
 	}
@@ -263,8 +263,34 @@ type spanCand struct {
 	tokens []int
 }
 
-// readBuf is the buffer an output is read through.
-const readBuf = 64 << 10
+// readBuf is the largest buffer an output is read through; a smaller
+// output is read through a buffer of its size (bufSize), at least
+// minReadBuf.
+const (
+	readBuf    = 64 << 10
+	minReadBuf = 512
+)
+
+// outputSize is the size of a result's output in bytes (0: unknown).
+func outputSize(p *events.ToolResult) int {
+	switch {
+	case p.Output != nil:
+		return len(*p.Output)
+	case p.OutputRef != nil:
+		return p.OutputRef.Bytes
+	}
+	return 0
+}
+
+// bufSize is the read buffer for an output of size bytes (0: unknown):
+// the whole output and one byte more (so the read that finds its end
+// needs no second buffer), between minReadBuf and readBuf.
+func bufSize(size int) int {
+	if size <= 0 {
+		return readBuf
+	}
+	return min(max(size+1, minReadBuf), readBuf)
+}
 
 // errRunsDone ends measureRuns' read past the last run.
 var errRunsDone = errors.New("runs measured")
@@ -272,8 +298,9 @@ var errRunsDone = errors.New("runs measured")
 // measureRuns reads an output's lines from r, holding one line of a run
 // at a time, and sets each candidate run's Hash (placeholder.RunHash) and
 // tokens (placeholder.LineTokens added up, for SpanSavingOf): what
-// SpanSaving needs, without the output held whole.
-func measureRuns(r io.Reader, cands []*spanCand) error {
+// SpanSaving needs, without the output held whole. size is the output's
+// size in bytes (0: unknown), for the read buffer.
+func measureRuns(r io.Reader, size int, cands []*spanCand) error {
 	last := 0
 	next := make([]int, len(cands)) // each candidate's first run not yet ended
 	hs := make([]placeholder.RunHasher, len(cands))
@@ -289,7 +316,7 @@ func measureRuns(r io.Reader, cands []*spanCand) error {
 		}
 		return false
 	}
-	err := eachLine(r, inRun, func(k int, line string) error {
+	err := eachLine(r, size, inRun, func(k int, line string) error {
 		tok := -1
 		for ci, sc := range cands {
 			j := next[ci]
@@ -324,9 +351,10 @@ func measureRuns(r io.Reader, cands []*spanCand) error {
 // eachLine reads r's lines, split at "\n" as strings.Split splits them,
 // and calls fn with line k (from 1) when need(k), holding that line only
 // then; the other lines are skipped, never held. fn's error ends the
-// read and is returned.
-func eachLine(r io.Reader, need func(k int) bool, fn func(k int, line string) error) error {
-	br := bufio.NewReaderSize(r, readBuf)
+// read and is returned. size is r's size in bytes (0: unknown), for the
+// read buffer.
+func eachLine(r io.Reader, size int, need func(k int) bool, fn func(k int, line string) error) error {
+	br := bufio.NewReaderSize(r, bufSize(size))
 	var acc []byte
 	for k := 1; ; k++ {
 		want := need(k)
@@ -366,9 +394,11 @@ func eachLine(r io.Reader, need func(k int) bool, fn func(k int, line string) er
 // matches and is rendered renumbered. A numbered line hashes as a zero
 // byte, its separator, then the rest. The number's prefix (spaces, at
 // most eight digits, a separator) is decided a byte at a time, so no line
-// is held. The hashes are kept in blocks as they come, and copied into
+// is held. The hashes are kept in blocks as they come (doubling from
+// firstBlock lines, so a short output allocates little), and copied into
 // one slice of the exact size at the end (result): what is allocated is
-// twice the hashes, not the five times of a slice grown by append.
+// at most about three times the hashes, not the five times of a slice
+// grown by append.
 type lineHasher struct {
 	h      hash.Hash64
 	phase  uint8
@@ -380,6 +410,8 @@ type lineHasher struct {
 	num    int32    // the digits' value; the line's number once numbered
 	c1     [1]byte  // a byte to hash
 
+	size int // the output's size in bytes, for the read buffer (0: unknown)
+
 	n        int        // lines ended
 	numbered bool       // a line was numbered
 	blocks   [][]uint64 // full blocks of hashes, then cur
@@ -388,8 +420,12 @@ type lineHasher struct {
 	ncur     []int32
 }
 
-// hashBlock is the lines a block of lineHasher's holds.
-const hashBlock = 4096
+// hashBlock is the most lines a block of lineHasher's holds; the first
+// holds firstBlock.
+const (
+	hashBlock  = 4096
+	firstBlock = 64
+)
 
 // lineHasher phases: undecided (leading spaces, digits, separator), then
 // decided (numbered: hashing the rest; plain: hashing the line as is).
@@ -404,7 +440,7 @@ const (
 // readFrom hashes the lines of everything r holds, ending the last line
 // at its end (an empty last line after a final "\n", as strings.Split).
 func (lh *lineHasher) readFrom(r io.Reader) error {
-	buf := make([]byte, readBuf)
+	buf := make([]byte, bufSize(lh.size))
 	for {
 		n, err := r.Read(buf)
 		lh.write(buf[:n])
@@ -538,10 +574,14 @@ func (lh *lineHasher) end() {
 		lh.num = 0
 	}
 	if len(lh.cur) == cap(lh.cur) {
+		// Blocks double from firstBlock up to hashBlock lines: a short
+		// output allocates little.
+		size := firstBlock
 		if lh.cur != nil {
 			lh.blocks, lh.nblocks = append(lh.blocks, lh.cur), append(lh.nblocks, lh.ncur)
+			size = min(2*cap(lh.cur), hashBlock)
 		}
-		lh.cur, lh.ncur = make([]uint64, 0, hashBlock), make([]int32, 0, hashBlock)
+		lh.cur, lh.ncur = make([]uint64, 0, size), make([]int32, 0, size)
 	}
 	lh.cur = append(lh.cur, lh.h.Sum64())
 	lh.ncur = append(lh.ncur, lh.num)

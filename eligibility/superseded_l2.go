@@ -40,13 +40,27 @@ func (c *Core) l2(n *item) {
 	if cl.readPath == "" || cl.class != events.DeterminismVersioned {
 		return
 	}
-	list := c.readsByPath[cl.readPath]
-	var kept []*item
+	rs := c.readsByPath[cl.readPath]
+	if rs == nil {
+		rs = &reads{}
+		c.readsByPath[cl.readPath] = rs
+	}
+	list := rs.list
+	var kept []readRef
 	if cl.stable {
 		// Filtered in place: each kept read is written at or before the
 		// index it is read from.
 		kept = list[:0]
-		for _, o := range list {
+		for _, r := range list {
+			if r.key == cl.key && r.hash == n.hash {
+				// Identical to n: L0's business, never superseded (what
+				// supersedes says first), compared without reaching o. A
+				// listed read is never gone (a compaction empties the
+				// lists; a result the host pruned is never listed).
+				kept = append(kept, r)
+				continue
+			}
+			o := r.it
 			if o.gone {
 				continue
 			}
@@ -57,18 +71,26 @@ func (c *Core) l2(n *item) {
 				}, events.Evidence{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}))
 				continue
 			}
-			kept = append(kept, o)
+			kept = append(kept, r)
 		}
 	} else {
 		kept = list
 	}
-	kept = append(kept, n)
+	kept = append(kept, readRef{it: n, key: cl.key, hash: n.hash})
 	if len(kept) > maxReadsPerPath {
 		n := copy(kept, kept[len(kept)-maxReadsPerPath:])
 		clear(kept[n:])
 		kept = kept[:n]
 	}
-	c.readsByPath[cl.readPath] = kept
+	rs.list = kept
+}
+
+// readRef is a listed read (reads) with its call key and output hash, so
+// that the common comparison, with an identical read, reaches neither the
+// item nor its call.
+type readRef struct {
+	it        *item
+	key, hash string
 }
 
 // supersedes applies the L2 rule to a newer read n and an older read o of one

@@ -78,7 +78,10 @@ type Spec struct {
 
 // Handle is the short recovery handle of the item at position index (0-based,
 // in log order) of its session: "#index".
-func Handle(index int) string { return "#" + strconv.Itoa(index) }
+func Handle(index int) string {
+	var b [24]byte
+	return string(strconv.AppendInt(append(b[:0], '#'), int64(index), 10))
+}
 
 // ParseHandle returns the index a handle names, and false when s is not a
 // handle.
@@ -196,9 +199,71 @@ var counter = tokens.New()
 func Tokens(p Spec) int {
 	bp := renderBufs.Get().(*[]byte)
 	*bp = appendRender((*bp)[:0], p)
-	n := count(*bp)
+	n := count(*bp, nil)
 	renderBufs.Put(bp)
 	return n
+}
+
+// Sizer is Tokens, Net and FitsUnder (the same results) for one user at a
+// time, as a session's eligibility core: it renders into its own buffer
+// and looks pieces up in its own small cache before the shared one, so
+// sizing takes no lock once warm. Not safe for concurrent use; the zero
+// value is ready.
+type Sizer struct {
+	buf    []byte
+	pieces map[string]int
+}
+
+// sizerPieces bounds a Sizer's cache: the template's words, rungs, tool
+// names and sources, first come. Handles and numbers (token counts), which
+// rarely repeat, are looked up in the shared cache only.
+const sizerPieces = 256
+
+// Tokens is placeholder.Tokens.
+func (z *Sizer) Tokens(p Spec) int {
+	z.buf = appendRender(z.buf[:0], p)
+	return count(z.buf, z)
+}
+
+// Net is placeholder.Net.
+func (z *Sizer) Net(p Spec, payload int) int { return net(p, payload, z.Tokens) }
+
+// FitsUnder is placeholder.FitsUnder.
+func (z *Sizer) FitsUnder(p Spec, n int) bool {
+	z.buf = appendRender(z.buf[:0], p)
+	return len(z.buf) < n
+}
+
+// piece is countPiece through the Sizer's cache (z nil: the shared cache
+// only).
+func piece[T ~string | ~[]byte](z *Sizer, s T) int {
+	if z == nil {
+		return countPiece(s)
+	}
+	if unique(s) {
+		return countPiece(s)
+	}
+	if n, ok := z.pieces[string(s)]; ok {
+		return n
+	}
+	n := countPiece(s)
+	if len(z.pieces) < sizerPieces {
+		if z.pieces == nil {
+			z.pieces = make(map[string]int, 64)
+		}
+		z.pieces[string(s)] = n
+	}
+	return n
+}
+
+// unique reports whether a piece is a handle or a number (after its
+// leading space).
+func unique[T ~string | ~[]byte](s T) bool {
+	i := 0
+	if len(s) > 1 && s[0] == ' ' {
+		i = 1
+	}
+	return i < len(s) && (s[i] == '#' || '0' <= s[i] && s[i] <= '9')
 }
 
 // Count is the o200k token count of s, computed word by word with a
@@ -207,19 +272,19 @@ func Tokens(p Spec) int {
 // and adding the pieces' counts gives exactly the count of s, and the
 // pieces (template words, tool names, reason codes, paths) repeat across
 // placeholders. Deterministic; safe for concurrent use.
-func Count(s string) int { return count(s) }
+func Count(s string) int { return count(s, nil) }
 
 // count is Count of a string or of bytes (a piece of bytes is looked up
-// without being copied).
-func count[T ~string | ~[]byte](s T) int {
+// without being copied), through z's cache when z is not nil.
+func count[T ~string | ~[]byte](s T, z *Sizer) int {
 	n, start := 0, 0
 	for i := 1; i+1 < len(s); i++ {
 		if s[i] == ' ' && !isSpace(s[i+1]) {
-			n += countPiece(s[start:i])
+			n += piece(z, s[start:i])
 			start = i
 		}
 	}
-	return n + countPiece(s[start:])
+	return n + piece(z, s[start:])
 }
 
 func isSpace(b byte) bool {
@@ -266,9 +331,12 @@ func FitsUnder(p Spec, n int) bool {
 // Net is what removing an item of payload tokens saves once the
 // placeholder p is in its place: payload minus the placeholder's Tokens, 0
 // when the placeholder is not smaller. p.Tokens is set to payload first.
-func Net(p Spec, payload int) int {
+func Net(p Spec, payload int) int { return net(p, payload, Tokens) }
+
+// net is Net with the placeholder sized by tokens.
+func net(p Spec, payload int, tokens func(Spec) int) int {
 	p.Tokens = payload
-	if ph := Tokens(p); ph < payload {
+	if ph := tokens(p); ph < payload {
 		return payload - ph
 	}
 	return 0

@@ -144,3 +144,44 @@ func TestNamesRecovery(t *testing.T) {
 		})
 	}
 }
+
+// TestSizerMatchesShared: a Sizer sizes every placeholder as Tokens, Net
+// and FitsUnder do, warm or cold, past its cache's bound, and keeps no
+// handle or number.
+func TestSizerMatchesShared(t *testing.T) {
+	var z Sizer
+	reasons := []events.Reason{events.ReasonDuplicateOutput, events.ReasonSameSource, events.ReasonSuperseded, events.ReasonErroredInput, events.ReasonManualPrune}
+	rungs := []events.Rung{events.L0, events.L1, events.L2, events.RungNone}
+	res := &events.Residue{Tool: "Write", ErrorType: "invalid_parameter", ErrorMessage: `bad "path" <x> & y`, Skeleton: `{"file_path":"b.go"}`}
+	for i := 0; i < 3000; i++ {
+		p := Spec{Item: Handle(i), Part: []string{PartOutput, PartInput, ""}[i%3], Role: events.RoleUser,
+			Tool: []string{"Read", "Bash", "Grep", "mcp__x__y" + Handle(i%300)}[i%4], Source: "src/dir" + Handle(i%500) + "/a b.go",
+			Rung: rungs[i%len(rungs)], Reason: reasons[i%len(reasons)]}
+		if i%5 == 0 {
+			p.Survivor = Handle(i / 2)
+		}
+		if i%7 == 0 {
+			p.Residue = res
+		}
+		payload := i % 97 * 13
+		q := p
+		q.Tokens = payload
+		if got, want := z.Tokens(q), Tokens(q); got != want {
+			t.Fatalf("%d: Sizer.Tokens %d, Tokens %d (%s)", i, got, want, Render(q))
+		}
+		if got, want := z.Net(p, payload), Net(p, payload); got != want {
+			t.Fatalf("%d: Sizer.Net %d, Net %d", i, got, want)
+		}
+		if got, want := z.FitsUnder(q, payload), FitsUnder(q, payload); got != want {
+			t.Fatalf("%d: Sizer.FitsUnder %v, FitsUnder %v", i, got, want)
+		}
+	}
+	if len(z.pieces) == 0 || len(z.pieces) > sizerPieces {
+		t.Fatalf("the cache holds %d pieces, want 1 to %d", len(z.pieces), sizerPieces)
+	}
+	for k := range z.pieces {
+		if unique(k) {
+			t.Fatalf("a handle or number in the cache: %q", k)
+		}
+	}
+}

@@ -244,10 +244,13 @@ func (s *Session) Observe(ev events.Event) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.seen[ev.ID]; dup {
+	// One map operation, not a look-up then an insert: adding an id that
+	// is there already leaves the set as it was.
+	n := len(s.seen)
+	s.seen[ev.ID] = struct{}{}
+	if len(s.seen) == n {
 		return
 	}
-	s.seen[ev.ID] = struct{}{}
 	pos := s.pos
 	s.pos++
 	if !ev.Time.IsZero() && (s.started.IsZero() || ev.Time.Before(s.started)) {

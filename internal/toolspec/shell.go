@@ -487,7 +487,7 @@ func combineShell(cmds []shCmd) Shell {
 				}
 			}
 		}
-		if danger[one.Class] > danger[info.Class] || info.Kind == KindOther && one.Kind != KindOther && one.Class == info.Class {
+		if danger(one.Class) > danger(info.Class) || info.Kind == KindOther && one.Kind != KindOther && one.Class == info.Class {
 			info.Kind = one.Kind
 		}
 		info.Class = MaxClass(info.Class, one.Class)

@@ -1,6 +1,7 @@
 package toolspec
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prunesched/prunesched/events"
@@ -152,18 +153,17 @@ func Lookup(tool string) (Spec, bool) {
 	return Spec{Class: events.DeterminismState}, false
 }
 
-// danger orders the classes from harmless to risky.
-var danger = map[events.Determinism]int{
-	events.DeterminismPure:       0,
-	events.DeterminismVersioned:  1,
-	events.DeterminismState:      2,
-	events.DeterminismSideEffect: 3,
-}
+// dangerOrder lists the classes from harmless to risky.
+var dangerOrder = [...]events.Determinism{events.DeterminismPure, events.DeterminismVersioned, events.DeterminismState, events.DeterminismSideEffect}
+
+// danger is a class's place in dangerOrder (0 for an unknown class, as
+// pure): four comparisons, no map.
+func danger(d events.Determinism) int { return max(slices.Index(dangerOrder[:], d), 0) }
 
 // MaxClass returns the riskier of two classes (pure < versioned < state <
 // side_effect): what a comparison of two observations must assume.
 func MaxClass(a, b events.Determinism) events.Determinism {
-	if danger[b] > danger[a] {
+	if danger(b) > danger(a) {
 		return b
 	}
 	return a
