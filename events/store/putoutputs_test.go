@@ -108,7 +108,6 @@ func TestPutBlobRepairsObjectWithoutChunks(t *testing.T) {
 // comes whole through GetBlob and is cached, a missing one is ErrNotFound,
 // and a stream whose bytes do not hash to its address fails at its end.
 func TestOpenBlob(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	cfg := suiteConfig()
 	cfg.BlobCacheBytes = 1 << 20
