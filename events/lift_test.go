@@ -113,6 +113,7 @@ func TestDecodeJSONLBytesSame(t *testing.T) {
 // naming its line, its length and the limit, from memory and from a
 // stream, and an array element over it too.
 func TestLineOverLimit(t *testing.T) {
+	t.Parallel()
 	good := string(resultWith(`"output":"a"`))
 	long := `{"v":1,"output":"` + strings.Repeat("x", MaxLineBytes) + `"}`
 	in := good + "\n\n" + long + "\n"

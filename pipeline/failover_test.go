@@ -115,6 +115,7 @@ func runPipeline(t *testing.T, ctx context.Context, p *Pipeline) {
 // single undisturbed run publishes: every mark and application, once, and
 // byte-identical projections.
 func TestFailoverWithFactsInFlight(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	input := failoverInput(t)

@@ -23,6 +23,7 @@ import (
 // view): marks, applications and every rendered view must be
 // byte-identical, and a final pair of sweeps leaves no session held.
 func TestIdleSweepSameDecisions(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := tokens.New()

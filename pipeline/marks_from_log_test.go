@@ -19,6 +19,7 @@ import (
 // exactly the applications of a scheduler fed in process, and the views
 // are byte-identical.
 func TestSchedulerReadsMarksFromLog(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	input := failoverInput(t)

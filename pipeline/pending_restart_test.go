@@ -18,6 +18,7 @@ import (
 // partition over) reports the same pending marks and deferred gauge as the
 // one that decided them, though no new fact arrives.
 func TestPendingAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := tokens.New()

@@ -76,6 +76,7 @@ func snapshot(t *testing.T, ctx context.Context, s *projections.Session, blobs p
 // the bundles and decisions must come out byte for byte the same, and the
 // eligibility core fed the same facts must reproduce the marks in the log.
 func TestRebuildIsByteIdentical(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	if _, err := h.st.Append(h.ctx, loadSample(t)); err != nil {
 		t.Fatal(err)

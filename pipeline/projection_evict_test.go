@@ -55,6 +55,7 @@ func renamed(evs []events.Event, session string) []events.Event {
 // and one while it is being rebuilt, and every view after the rebuild is
 // byte-identical to the projection that never evicted.
 func TestProjectionEvictionRebuildsIdentically(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := tokens.New()
@@ -145,6 +146,7 @@ func TestProjectionEvictionRebuildsIdentically(t *testing.T) {
 // its next fact or view) and through one that evicts nothing: the marks,
 // applications and every rendered view must be byte-identical.
 func TestWorkerEvictionSameDecisions(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := tokens.New()

@@ -18,6 +18,7 @@ import (
 // read-your-writes through WaitSeq, and Run returns when cancelled
 // mid-replay.
 func TestProjectionWorkerStages(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, _, _ := startStore(t, ctx, store.Config{Tokens: tokens.New()})

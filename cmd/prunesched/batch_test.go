@@ -28,6 +28,7 @@ func writeBadSample(t *testing.T, dir string) string {
 // the bad one named with file:line in a summary on stderr, exit 1; with
 // --strict the first error stops everything.
 func TestAnalyzeBatchKeepsGoing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "nested", "deeper")
 	if err := os.MkdirAll(sub, 0o755); err != nil {
@@ -62,6 +63,7 @@ func TestAnalyzeBatchKeepsGoing(t *testing.T) {
 
 // TestAnalyzeDiscover finds Claude Code and Codex transcripts under HOME.
 func TestAnalyzeDiscover(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	good, err := os.ReadFile(sample)
 	if err != nil {
@@ -98,6 +100,7 @@ func TestAnalyzeDiscover(t *testing.T) {
 // TestImportBatchKeepsGoing: import takes a directory; the bad file is
 // named with its line, the good one imported, exit 1.
 func TestImportBatchKeepsGoing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeBadSample(t, dir)
 	good, err := os.ReadFile(sample)

@@ -31,6 +31,7 @@ func keptSample(t *testing.T) (string, analyzeReport) {
 // for what pending lists; KEEP rows never say pending; the manual prune's
 // row says CONTROL person, the others rule.
 func TestFlagsAnywhereAndDecisions(t *testing.T) {
+	t.Parallel()
 	keep, _ := keptSample(t)
 	code, out, errOut := runT(t, "decisions", "sample", "-v", "--data", keep)
 	if code != 0 {
@@ -79,6 +80,7 @@ func TestFlagsAnywhereAndDecisions(t *testing.T) {
 // TestStatsAndSessions: the savings stats and sessions print are the ones
 // analyze reports for the same log.
 func TestStatsAndSessions(t *testing.T) {
+	t.Parallel()
 	keep, rep := keptSample(t)
 	eco := rep.Sessions[0].Economics
 	code, out, errOut := runT(t, "stats", "--json", "--data", keep)

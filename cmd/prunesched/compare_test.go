@@ -26,6 +26,7 @@ func compareTrace(t *testing.T) string {
 // own row), the same JSON twice, and the chart; a bad file among good ones
 // is reported while the others are compared.
 func TestAnalyzeCompare(t *testing.T) {
+	t.Parallel()
 	trace := compareTrace(t)
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "mine.yaml")
@@ -103,6 +104,7 @@ func TestAnalyzeCompare(t *testing.T) {
 // --policy accepts, naming its bound and every candidate tried; a bound
 // nothing can meet still prints a valid file.
 func TestAnalyzeCompareRecommend(t *testing.T) {
+	t.Parallel()
 	trace := compareTrace(t)
 	code, out, errOut := runT(t, "analyze", "--compare", "--recommend", "--risk", "0", "--quiet", trace)
 	if code != 0 {
@@ -129,6 +131,7 @@ func TestAnalyzeCompareRecommend(t *testing.T) {
 // recommendation in recoveries per 100 requests, and says so; JSON
 // carries the budget.
 func TestAnalyzeCompareRecoveryBudget(t *testing.T) {
+	t.Parallel()
 	trace := compareTrace(t)
 	code, out, errOut := runT(t, "analyze", "--compare", "--recommend", "--risk", "1000", "--recovery-budget", "0", "--quiet", trace)
 	if code != 0 {

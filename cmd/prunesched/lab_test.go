@@ -15,6 +15,7 @@ import (
 )
 
 func TestLabCommand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the lab on one fixture session")
 	}
@@ -121,6 +122,7 @@ func TestLabModelFlags(t *testing.T) {
 // and never prints it, reports per row as JSON, and shows progress per
 // row; an unreachable endpoint names the URL and the flag.
 func TestLabModelRun(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the lab's probes on one fixture session")
 	}

@@ -127,6 +127,7 @@ type analyzeReport struct {
 }
 
 func TestAnalyzeJSONBundlesAndRecovery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bundles := filepath.Join(dir, "bundles")
 	keep := filepath.Join(dir, "log")

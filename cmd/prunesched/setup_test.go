@@ -100,6 +100,7 @@ func TestSetupCommand(t *testing.T) {
 // given serve's data directory (the default both shared before) is
 // refused by the lock.
 func TestServeAndProxySideBySide(t *testing.T) {
+	t.Parallel()
 	// Ports: the defaults are distinct; the test binds free ports, since
 	// the defaults may be taken on the machine running it.
 	ports := map[string]string{"serve API": defaultServeListen, "proxy API": defaultProxyAPIListen, "proxy": defaultProxyListen}

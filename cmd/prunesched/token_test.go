@@ -14,6 +14,7 @@ import (
 // TestClientSendsToken: client commands send --token as a bearer token to a
 // server started with an auth file, and say why when it is missing.
 func TestClientSendsToken(t *testing.T) {
+	t.Parallel()
 	const token = "tok-0123456789abcdef"
 	auth, err := api.ParseAuth(strings.NewReader(token+" acme\n"), "auth")
 	if err != nil {

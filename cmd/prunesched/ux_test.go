@@ -49,6 +49,7 @@ func TestDidYouMean(t *testing.T) {
 // nothing was analysed instead of "Saved $0.00 over 0 sessions", and the
 // exit status is 1.
 func TestAnalyzeSaysWhatItSkippedAndFailed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeBadSample(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, "notes.jsonl"), []byte("not json\n"), 0o644); err != nil {
@@ -91,6 +92,7 @@ func hasUnit(s string) bool {
 // and sessions say theirs, no output uses a phrasing outside the
 // glossary, and the README and the glossary in docs/cli.md define the same words.
 func TestOneMeaningPerNumber(t *testing.T) {
+	t.Parallel()
 	keep := filepath.Join(t.TempDir(), "log")
 	code, report, errOut := runT(t, "analyze", "--keep", keep, sample)
 	if code != 0 {
@@ -175,6 +177,7 @@ func sampleWithout(t *testing.T, drop string, replace ...string) string {
 // followed (here: no model request at all) says so in analyze, stats and
 // sessions, instead of "Saved $0.00 ... 0 tokens".
 func TestPrunesWithoutPricedRequest(t *testing.T) {
+	t.Parallel()
 	keep := filepath.Join(t.TempDir(), "log")
 	code, report, errOut := runT(t, "analyze", "--keep", keep, sampleWithout(t, `"type":"model_request"`))
 	if code != 0 {
@@ -240,6 +243,7 @@ func TestPrunesWithoutPricedRequest(t *testing.T) {
 // TestSessionsTitle: a session whose start names no title is listed by
 // the first line of its first user message, as the inspector names it.
 func TestSessionsTitle(t *testing.T) {
+	t.Parallel()
 	keep := filepath.Join(t.TempDir(), "log")
 	in := sampleWithout(t, "", `,"title":"Default timeout for config.Load"`, "")
 	if code, _, errOut := runT(t, "analyze", "--keep", keep, in); code != 0 {
@@ -283,6 +287,7 @@ func TestSpanLine(t *testing.T) {
 // and source beside its id (analyze, decisions, pending), and analyze names
 // the applying request by its number in the session.
 func TestItemsNamedForPeople(t *testing.T) {
+	t.Parallel()
 	keep := filepath.Join(t.TempDir(), "log")
 	_, report, _ := runT(t, "analyze", "--keep", keep, sample)
 	if !regexp.MustCompile(`(?m)^  t1 +Read +PRUNE .* at request 6 of 8 .* config/config\.go$`).MatchString(report) {
@@ -304,6 +309,7 @@ func TestItemsNamedForPeople(t *testing.T) {
 // TestImportSaysWhatItSkipped: import, like analyze, reports the files of
 // a directory whose format is not detected.
 func TestImportSaysWhatItSkipped(t *testing.T) {
+	t.Parallel()
 	keep, _ := keptSample(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.jsonl"), []byte("not json\n"), 0o644); err != nil {

@@ -19,6 +19,7 @@ import (
 // JSON shape: every rate is positive and every by-size map has the sizes
 // the run used. It asserts no timing: latencies only have to be present.
 func TestSmokeShape(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers and runs every bench section")
 	}

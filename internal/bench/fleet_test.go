@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,23 +398,12 @@ func logShape(t *testing.T, evs []events.Event) []string {
 func fleetSequences(t *testing.T, max, limit int) map[string][]replay.Turn {
 	t.Helper()
 	out := map[string][]replay.Turn{}
-	for _, path := range sharedTraces(t) {
-		sessions, err := importers.Import(path, importers.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
+	for _, s := range sharedSessions(t) {
+		if s.format != importers.FormatClaudeCode || len(out) >= max {
+			continue
 		}
-		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-		for si, s := range sessions {
-			if s.Format != importers.FormatClaudeCode || len(out) >= max {
-				continue
-			}
-			turns := replay.FromEvents(s.Events).Build(replay.Anthropic, false)
-			if len(turns) > limit {
-				turns = turns[:limit]
-			}
-			if len(turns) > 4 {
-				out[fmt.Sprintf("fl-%s-%d", name, si)] = turns
-			}
+		if turns := s.seq.Head(limit).Build(replay.Anthropic, false); len(turns) > 4 {
+			out[fmt.Sprintf("fl-%s-%d", s.name, s.index)] = turns
 		}
 	}
 	if len(out) == 0 {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,7 +248,8 @@ func applications(t *testing.T, evs []events.Event) []string {
 // shape, the first 60 requests of each (about two minutes on 2 busy
 // cores); PRUNESCHED_REPLAY_ALL=1 replays every request.
 func TestInMemoryDecidesAsTheLog(t *testing.T) {
-	paths := sharedTraces(t)
+	t.Parallel()
+	sessions := sharedSessions(t)
 	small := raceEnabled || testing.Short()
 	limit := 60
 	if small {
@@ -261,48 +261,38 @@ func TestInMemoryDecidesAsTheLog(t *testing.T) {
 	pol := policy.Default()
 	old, mem, est := startWay(t, pol, logFirst), startWay(t, pol, exactCounts), startWay(t, pol, nil)
 	seqs := 0
-	for _, path := range paths {
-		sessions, err := importers.Import(path, importers.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
+	for _, s := range sessions {
+		if small && s.format != importers.FormatClaudeCode {
+			continue
 		}
-		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-		for si, s := range sessions {
-			if small && s.Format != importers.FormatClaudeCode {
-				continue
-			}
-			seq := replay.FromEvents(s.Events)
-			for _, api := range replayShapes(s.Format) {
-				for _, stream := range []bool{false, true} {
-					if small && stream {
-						continue
-					}
-					turns := seq.Build(api, stream)
-					if limit > 0 && len(turns) > limit {
-						turns = turns[:limit]
-					}
-					if len(turns) == 0 {
-						continue
-					}
-					seqs++
-					session := fmt.Sprintf("eq-%s-%d-%s-%v", name, si, api, stream)
-					for i, turn := range turns {
-						key := session + "/" + strconv.Itoa(i)
-						old.send(t, api, session, key, turn)
-						mem.send(t, api, session, key, turn)
-						est.send(t, api, session, key, turn)
-						if a, b := old.body(key), mem.body(key); !bytes.Equal(a, b) {
-							t.Fatalf("%s: the body forwarded differs (log first %d bytes, in memory %d bytes) at byte %d", key, len(a), len(b), firstDiff(a, b))
-						}
-					}
-					oldLog, memLog := old.settle(t, session), mem.settle(t, session)
-					oa, ma := applications(t, oldLog), applications(t, memLog)
-					if strings.Join(oa, "\n") != strings.Join(ma, "\n") {
-						t.Fatalf("%s: applications differ: log first %d, in memory %d\n%s\n%s", session, len(oa), len(ma), strings.Join(oa, "\n"), strings.Join(ma, "\n"))
-					}
-					checkAnalyze(t, session, pol, mem, memLog)
-					checkAnalyze(t, session, pol, est, est.settle(t, session))
+		seq := s.seq.Head(limit) // only the turns replayed
+		for _, api := range replayShapes(s.format) {
+			for _, stream := range []bool{false, true} {
+				if small && stream {
+					continue
 				}
+				turns := seq.Build(api, stream)
+				if len(turns) == 0 {
+					continue
+				}
+				seqs++
+				session := fmt.Sprintf("eq-%s-%d-%s-%v", s.name, s.index, api, stream)
+				for i, turn := range turns {
+					key := session + "/" + strconv.Itoa(i)
+					old.send(t, api, session, key, turn)
+					mem.send(t, api, session, key, turn)
+					est.send(t, api, session, key, turn)
+					if a, b := old.body(key), mem.body(key); !bytes.Equal(a, b) {
+						t.Fatalf("%s: the body forwarded differs (log first %d bytes, in memory %d bytes) at byte %d", key, len(a), len(b), firstDiff(a, b))
+					}
+				}
+				oldLog, memLog := old.settle(t, session), mem.settle(t, session)
+				oa, ma := applications(t, oldLog), applications(t, memLog)
+				if strings.Join(oa, "\n") != strings.Join(ma, "\n") {
+					t.Fatalf("%s: applications differ: log first %d, in memory %d\n%s\n%s", session, len(oa), len(ma), strings.Join(oa, "\n"), strings.Join(ma, "\n"))
+				}
+				checkAnalyze(t, session, pol, mem, memLog)
+				checkAnalyze(t, session, pol, est, est.settle(t, session))
 			}
 		}
 	}
@@ -432,11 +422,11 @@ func (k *killedBackend) PutBlob(ctx context.Context, hash string, data []byte) e
 // is the lost request's own model request (its usage), which only the
 // dead proxy saw.
 func TestKillAfterForwardingLosesNothing(t *testing.T) {
-	turns := claudeCodeTurns(t)
+	t.Parallel()
+	turns := claudeCodeTurns(t, 24)
 	if len(turns) < 8 {
 		t.Skip("no Claude Code trace long enough")
 	}
-	turns = turns[:min(len(turns), 24)]
 	kill := len(turns) / 2
 	pol := policy.Default()
 	const session = "kill"
@@ -526,11 +516,11 @@ func countRequests(log []events.Event) int {
 // request rebuilds it from the log. The bodies forwarded and the
 // applications logged must be identical.
 func TestEvictedSessionDecidesTheSame(t *testing.T) {
-	turns := claudeCodeTurns(t)
+	t.Parallel()
+	turns := claudeCodeTurns(t, 30)
 	if len(turns) == 0 {
 		t.Skip("no Claude Code trace")
 	}
-	turns = turns[:min(len(turns), 30)]
 	pol := policy.Default()
 	kept := startWay(t, pol, nil)
 	evicted := startWay(t, pol, func(c *proxy.Config) { c.SessionIdle = time.Nanosecond })
@@ -559,16 +549,12 @@ func TestEvictedSessionDecidesTheSame(t *testing.T) {
 }
 
 // claudeCodeTurns is the first shared Claude Code trace's request
-// sequence (Anthropic Messages, not streamed).
-func claudeCodeTurns(t *testing.T) []replay.Turn {
+// sequence (Anthropic Messages, not streamed), its first limit requests.
+func claudeCodeTurns(t *testing.T, limit int) []replay.Turn {
 	t.Helper()
-	for _, path := range sharedTraces(t) {
-		sessions, err := importers.Import(path, importers.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sessions[0].Format == importers.FormatClaudeCode {
-			return replay.FromEvents(sessions[0].Events).Build(replay.Anthropic, false)
+	for _, s := range sharedSessions(t) {
+		if s.index == 0 && s.format == importers.FormatClaudeCode {
+			return s.seq.Head(limit).Build(replay.Anthropic, false)
 		}
 	}
 	return nil
@@ -586,11 +572,10 @@ func TestConcurrentSessions(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("load test: not with -short or -race")
 	}
-	turns := claudeCodeTurns(t)
+	turns := claudeCodeTurns(t, 30)
 	if len(turns) == 0 {
 		t.Skip("no Claude Code trace")
 	}
-	turns = turns[:min(len(turns), 30)]
 	const sessions = 50
 	for _, way := range []struct {
 		name string
@@ -635,11 +620,10 @@ func TestThroughputSweep(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("load test: not with -short or -race")
 	}
-	turns := claudeCodeTurns(t)
+	turns := claudeCodeTurns(t, 100)
 	if len(turns) == 0 {
 		t.Skip("no Claude Code trace")
 	}
-	turns = turns[:min(len(turns), 100)]
 	r := startWay(t, policy.Default(), func(c *proxy.Config) { c.Budget = proxy.DefaultBudget })
 	best := 0.0
 	for _, n := range []int{1, 2, 4, 8, 16} {
@@ -751,11 +735,10 @@ func TestInMemorySessionMemory(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("memory measurement: not with -short or -race")
 	}
-	turns := claudeCodeTurns(t)
+	turns := claudeCodeTurns(t, 30)
 	if len(turns) == 0 {
 		t.Skip("no Claude Code trace")
 	}
-	turns = turns[:min(len(turns), 30)]
 	r := startWay(t, policy.Default(), func(c *proxy.Config) { c.SessionIdle = time.Nanosecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

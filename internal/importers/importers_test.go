@@ -85,6 +85,7 @@ func TestUnknownFormat(t *testing.T) {
 // TestRealTracesAuto imports every real trace through Import with format
 // detection and checks the detected format and the session invariants.
 func TestRealTracesAuto(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ sub, pattern, format string }{
 		{"claude-code", "*.jsonl", FormatClaudeCode},
 		{"opencode", "*.json", FormatOpenCode},
@@ -94,6 +95,7 @@ func TestRealTracesAuto(t *testing.T) {
 		{"aider", "*.md", FormatAider},
 	} {
 		t.Run(tc.sub, func(t *testing.T) {
+			t.Parallel()
 			for _, path := range tracetest.Files(t, tc.sub, tc.pattern) {
 				ss, err := Import(path, FormatAuto)
 				if err != nil {

@@ -44,6 +44,7 @@ func hostDo(t *testing.T, method, url, host string, hdr map[string]string, body 
 // names work; a browser's change from another origin is refused while a
 // client without browser headers (the CLI, adapters) is not.
 func TestForeignHostRefused(t *testing.T) {
+	t.Parallel()
 	svc := startT(t, t.TempDir())
 	defer svc.Close()
 	base := "http://" + svc.HTTPAddr
@@ -103,6 +104,7 @@ func TestForeignHostRefused(t *testing.T) {
 // an https public URL makes the login cookie Secure; a bad value stops
 // the start naming the field.
 func TestAllowedHostAndPublicURL(t *testing.T) {
+	t.Parallel()
 	auth, err := api.LoadAuthFile(writeAuthFile(t, tokenA+" acme\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -68,6 +68,7 @@ var (
 // (JSON content_base64 and ?format=raw), hashed on the original bytes, and
 // never L0 duplicates of each other.
 func TestToolOutputBytesKeptOverHTTP(t *testing.T) {
+	t.Parallel()
 	svc := startCfg(t, Config{})
 	base := "http://" + svc.HTTPAddr
 	raw := readSession(func(b []byte) string { return `"output":"` + string(b) + `"` })
@@ -139,6 +140,7 @@ func TestImportRefusesAlteredText(t *testing.T) {
 // naming the limit (it got 500). Tool output of any size goes to the blob
 // store (covered by the store's tests).
 func TestOversizedEventIs413(t *testing.T) {
+	t.Parallel()
 	svc := startCfg(t, Config{})
 	base := "http://" + svc.HTTPAddr
 	text := strings.Repeat("x", 9<<20)
@@ -152,6 +154,7 @@ func TestOversizedEventIs413(t *testing.T) {
 // TestBodyOverBudgetIs413: a body larger than the whole in-flight budget
 // gets 413 naming the budget; the per-request maximum names its own.
 func TestBodyOverBudgetIs413(t *testing.T) {
+	t.Parallel()
 	svc := startCfg(t, Config{Bodies: httplimit.NewBudget(1 << 20)})
 	base := "http://" + svc.HTTPAddr
 	code, body := httpDo(t, "POST", base+"/v1/events", bytes.Repeat([]byte(" "), 2<<20))
@@ -198,6 +201,7 @@ func hashOf(b []byte) string {
 // nothing of either batch is stored, and what was stored before is
 // unchanged.
 func TestOverLongLineIs413(t *testing.T) {
+	t.Parallel()
 	svc := startCfg(t, Config{})
 	base := "http://" + svc.HTTPAddr
 	line := func(id, text string) string {

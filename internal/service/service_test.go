@@ -36,6 +36,7 @@ func httpDo(t *testing.T, method, url string, body []byte) (int, []byte) {
 // the rendered bundle, decisions and an original item, then restarts on the
 // same data directory and checks everything is still there, identical.
 func TestServeEndToEndAndRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	body, err := os.ReadFile(sample)
 	if err != nil {
@@ -217,6 +218,7 @@ func TestManualControlAndLiveRender(t *testing.T) {
 // not start (--nats URL) and checks the same decisions come out as with the
 // embedded default.
 func TestExternalNATSSameCodePath(t *testing.T) {
+	t.Parallel()
 	body, err := os.ReadFile(sample)
 	if err != nil {
 		t.Fatal(err)

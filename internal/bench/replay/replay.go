@@ -528,3 +528,14 @@ func (s *Sequence) responses(i int, st step, stream bool) Turn {
 	ev("response.completed", map[string]any{"response": resp})
 	return Turn{Body: js(req), ContentType: "text/event-stream", Answer: w.Bytes()}
 }
+
+// Head returns the sequence's first n requests (all of them when n <= 0
+// or n >= Len): its Build is the first n turns of s.Build, byte for byte
+// (the tools offered stay the whole session's), without building the
+// later, larger requests.
+func (s *Sequence) Head(n int) *Sequence {
+	if n <= 0 || n >= len(s.steps) {
+		return s
+	}
+	return &Sequence{steps: s.steps[:n:n], tools: s.tools}
+}

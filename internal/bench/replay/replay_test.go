@@ -86,3 +86,31 @@ func TestChunksKeepRunes(t *testing.T) {
 		t.Fatalf("chunks do not rebuild the text")
 	}
 }
+
+// TestHeadIsPrefix: the turns of a sequence's head are the first turns of
+// the whole sequence, byte for byte, in every shape.
+func TestHeadIsPrefix(t *testing.T) {
+	for _, path := range []string{"../testdata/traces/claude-code/tiny.jsonl", "../testdata/traces/opencode/tiny.json"} {
+		seq := tiny(t, path)
+		for _, api := range []API{Anthropic, Chat, Responses} {
+			for _, stream := range []bool{false, true} {
+				all := seq.Build(api, stream)
+				for n := 0; n <= len(all)+1; n++ {
+					head := seq.Head(n).Build(api, stream)
+					want := all
+					if n > 0 && n < len(all) {
+						want = all[:n]
+					}
+					if len(head) != len(want) {
+						t.Fatalf("%s %s stream=%v Head(%d): %d turns, want %d", path, api, stream, n, len(head), len(want))
+					}
+					for i := range head {
+						if !bytes.Equal(head[i].Body, want[i].Body) || !bytes.Equal(head[i].Answer, want[i].Answer) || head[i].ContentType != want[i].ContentType {
+							t.Errorf("%s %s stream=%v Head(%d) turn %d differs from the whole sequence's", path, api, stream, n, i)
+						}
+					}
+				}
+			}
+		}
+	}
+}

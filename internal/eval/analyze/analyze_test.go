@@ -64,6 +64,7 @@ func analyzeAll(t *testing.T) ([]string, *Report) {
 // core, whatever the interleaving), and the run is deterministic: a trace
 // analysed alone gives what it gave among all the others.
 func TestAnalyzeRealTraces(t *testing.T) {
+	t.Parallel()
 	files, rep := analyzeAll(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -152,6 +153,7 @@ func TestAnalyzeRealTraces(t *testing.T) {
 // the total adds up over formats and the host comparison covers every
 // host-pruned output.
 func TestRunPrevalenceEndToEnd(t *testing.T) {
+	t.Parallel()
 	files, rep := analyzeAll(t)
 	pr, err := Prevalence(rep, rep.Imported, policy.Default(), tokens.New())
 	if err != nil {

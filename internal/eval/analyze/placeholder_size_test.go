@@ -81,6 +81,7 @@ func placeholderSizes(t *testing.T, files []string) []int {
 // OpenCode traces, the median placeholder is at most 40 tokens and the
 // 90th percentile at most 60 (o200k).
 func TestPlaceholderSizeOnSharedTraces(t *testing.T) {
+	t.Parallel()
 	files := sharedTraces(t)
 	sizes := placeholderSizes(t, files)
 	if len(sizes) < 10 {

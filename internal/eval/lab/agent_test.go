@@ -92,6 +92,7 @@ func TestAgentScript(t *testing.T) {
 // accepted ones remove more than D, and what G removes beyond D's rules is
 // the agent's to answer for.
 func TestAgentRow(t *testing.T) {
+	t.Parallel()
 	r := smallRun(t)
 	g, d := r.row(CondG), r.row(CondD)
 	a := g.AgentRequests

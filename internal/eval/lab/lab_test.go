@@ -96,6 +96,7 @@ func TestOracle(t *testing.T) {
 // The production run (worker order, Decide before Observe) makes the same
 // applications as a scheduler.Simulate-style replay of its marks.
 func TestProductionRunMatchesReplay(t *testing.T) {
+	t.Parallel()
 	fx, err := fixtures.Generate(fixtures.Config{Seed: small.Seed, Sessions: 1, MinCalls: small.MinCalls, MaxCalls: small.MaxCalls}, tokens.New())
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestProductionRunMatchesReplay(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	a := smallRun(t)
 	cfg := small
 	cfg.Workers = 1

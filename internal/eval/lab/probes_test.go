@@ -9,6 +9,7 @@ import (
 // the row's behaviour numbers (the same code decides both), and an unknown
 // row name is an error naming the rows.
 func TestWalkProbes(t *testing.T) {
+	t.Parallel()
 	r := smallRun(t)
 	names := []string{CondD, CondG, PeerDCP}
 	got := map[string][3]int{} // probes, present, recoverable

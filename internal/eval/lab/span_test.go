@@ -15,6 +15,7 @@ import (
 // present in the bundle rendered at the probe's request (through the whole
 // read, the reference line itself never counts).
 func TestSpanProbes(t *testing.T) {
+	t.Parallel()
 	fx, err := fixtures.Generate(fixtures.Config{Seed: 5, Sessions: 1, MinCalls: 25, MaxCalls: 50}, tokens.New())
 	if err != nil {
 		t.Fatal(err)

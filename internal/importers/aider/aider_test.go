@@ -105,6 +105,7 @@ func TestSample(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	_, err := Import(strings.NewReader("\n# aider chat started at yesterday\n"), "x.md")
 	if err == nil || !strings.HasPrefix(err.Error(), `x.md:2: run start time "yesterday"`) {
 		t.Errorf("error %v", err)
@@ -116,6 +117,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRealTraces(t *testing.T) {
+	t.Parallel()
 	tracetest.EachTrace(t, "aider", "*.md", Import, func(t *testing.T, path string, data []byte, s build.Session) {
 		text := string(data)
 		n := tracetest.Counts(s)

@@ -104,6 +104,7 @@ func importFile(t *testing.T, path string) build.Session {
 }
 
 func TestRealTraces(t *testing.T) {
+	t.Parallel()
 	tracetest.EachTrace(t, "claude-code", "*.jsonl", Import, func(t *testing.T, path string, _ []byte, s build.Session) {
 		rc := readRaw(t, path)
 		n := tracetest.Counts(s)
@@ -144,6 +145,7 @@ func TestRealTraces(t *testing.T) {
 
 // TestRealTraceDetails checks known cases in particular files.
 func TestRealTraceDetails(t *testing.T) {
+	t.Parallel()
 	files := tracetest.Files(t, "claude-code", "*.jsonl")
 	byName := map[string]string{}
 	for _, f := range files {

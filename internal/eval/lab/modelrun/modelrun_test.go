@@ -186,6 +186,7 @@ func newFake(t *testing.T, cfg lab.Config) (*fakeModel, map[string]string) {
 // placeholder names a holder and the tool is offered, one recovery; every
 // recovery returns the original byte for byte; the peers offer no tool.
 func TestRunAgainstFakeModel(t *testing.T) {
+	t.Parallel()
 	fake, originals := newFake(t, small)
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -249,6 +250,7 @@ func TestRunAgainstFakeModel(t *testing.T) {
 // TestEndpointErrors: what goes wrong with the endpoint says where and
 // what, and never shows the API key.
 func TestEndpointErrors(t *testing.T) {
+	t.Parallel()
 	const key = "sk-test-SECRET-0123456789"
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedURL := closed.URL
