@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -34,6 +35,9 @@ goes to stderr.`)
 	only := fs.String("only", "", "comma-separated sections to run ("+strings.Join(bench.Sections, ", ")+"); default all")
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	backToBack := fs.Bool("back-to-back", false, "proxy-replay: send each request right after the one before, without waiting for the proxy's log writes and the pipeline (default: each turn starts on a settled rig)")
+	fleetSpeedup := fs.Float64("fleet-speedup", bench.DefaultFleetSpeedup, "fleet: divide each agent's recorded gaps between requests (capped at 2 min) by this; 0 = back to back")
+	fleetNode := fs.String("fleet-node", "", "run one node of the fleet bench's cluster (internal: the bench starts itself with it)")
+	_ = fs.MarkHidden("fleet-node")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -41,11 +45,29 @@ goes to stderr.`)
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if *fleetNode != "" {
+		return bench.RunNode(ctx, *fleetNode, e.stdout, e.stdin)
+	}
+	if *fleetSpeedup < 0 {
+		return usagef("--fleet-speedup: %g, want 0 (back to back) or more", *fleetSpeedup)
+	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
 		return err
 	}
-	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack}
+	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack, FleetSpeedup: *fleetSpeedup}
+	if *fleetSpeedup == 0 {
+		cfg.FleetSpeedup = -1 // back to back
+	}
+	if self, err := os.Executable(); err == nil {
+		// The fleet's nodes each in a process of their own (their memory
+		// is then theirs): this binary, started with --fleet-node.
+		cfg.NodeCommand = func(spec string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, self, "bench", "--fleet-node", spec)
+			cmd.Stderr = e.stderr
+			return cmd
+		}
+	}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			s = strings.TrimSpace(s)

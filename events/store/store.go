@@ -161,6 +161,11 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		// worker had stored, once in four cluster failovers). Reads go to
 		// the stream leader.
 		AllowDirect: false,
+		// Atomic batches (JetStream 2.12+): a chain of a session's
+		// events guarded once (AppendChain). Not compared by
+		// streamMatches, so a stream created before keeps its
+		// configuration (and AppendChain publishes one by one there).
+		AllowAtomicPublish: true,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      src,
 			Destination: dst,

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime"
 	"time"
 
@@ -55,6 +56,15 @@ type Config struct {
 	// an agent's next request comes after the model's answer and the
 	// tools ran (seconds).
 	BackToBack bool
+	// FleetSpeedup divides the recorded gaps between each fleet agent's
+	// requests (0: DefaultFleetSpeedup; negative: back to back). Smoke
+	// runs send back to back.
+	FleetSpeedup float64
+	// NodeCommand, when set, runs each node of the fleet bench's cluster
+	// as a process of its own, so that each node's memory can be read: it
+	// returns the command that calls RunNode with spec (cmd/prunesched
+	// re-executes itself). Nil runs the nodes in this process.
+	NodeCommand func(spec string) *exec.Cmd
 }
 
 // Sections lists the bench's sections in the order they run.
@@ -133,6 +143,9 @@ type Result struct {
 	// process under K agents, K doubling until the added p99 passes 10 ms
 	// or 1% fail open (the last row is then the first over).
 	Fleet []FleetRow `json:"fleet,omitempty"`
+	// FleetSpeedup is what the fleet's agents' recorded gaps between
+	// requests were divided by (0: back to back).
+	FleetSpeedup float64 `json:"fleet_speedup,omitempty"`
 
 	// SyncAlways compares store appends with SyncAlways off (the default)
 	// and on, single events and batches.

@@ -100,7 +100,7 @@ func WriteTable(w io.Writer, r *Result) {
 		_, _ = w.Write(main.Bytes())
 	}
 	writeReplay(w, r.ProxyReplay)
-	writeFleet(w, r.Fleet)
+	writeFleet(w, r.Fleet, r.FleetSpeedup)
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
 	switch {
