@@ -51,6 +51,8 @@ type FleetRow struct {
 	// second of the step's wall time; FactsPerS the facts alone.
 	EventsPerS float64 `json:"events_per_s"`
 	FactsPerS  float64 `json:"facts_per_s"`
+	// RequestsPerS is the requests per second of the step's wall time.
+	RequestsPerS float64 `json:"requests_per_s"`
 	// RSSMB is the bench process's resident memory at the step's end:
 	// the workers, the proxies, the fake upstream and the agents, and the
 	// three nodes too when they run in this process (NodePeakRSSMB empty).
@@ -169,8 +171,8 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages ms: %s",
-			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races,
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages ms: %s",
+			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races,
 			stageSummary(row.StageMeanMs), fleetStageSummary(row.StageMeanMs))
 		if !row.OK {
 			break
@@ -451,7 +453,8 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	after := r.snapshot()
 	row := FleetRow{Agents: k, Requests: int(after.requests - before.requests), RSSMB: float64(rss()) / (1 << 20),
 		EventsPerS: float64(endSeq-startSeq) / wall, FactsPerS: float64(endFacts-startFacts) / wall,
-		Races: int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed)}
+		RequestsPerS: float64(after.requests-before.requests) / wall,
+		Races:        int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed)}
 	for _, n := range r.nodes {
 		peak, err := rssmeter.ReadPeakRSS(n.cmd.Process.Pid)
 		if err != nil {
