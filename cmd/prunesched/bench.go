@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -36,7 +35,7 @@ goes to stderr.`)
 	policyPath := fs.String("policy", "", "policy file (YAML); empty = defaults")
 	backToBack := fs.Bool("back-to-back", false, "proxy-replay: send each request right after the one before, without waiting for the proxy's log writes and the pipeline (default: each turn starts on a settled rig)")
 	fleetSpeedup := fs.Float64("fleet-speedup", bench.DefaultFleetSpeedup, "fleet: divide each agent's recorded gaps between requests (capped at 2 min) by this; 0 = back to back")
-	fleetNode := fs.String("fleet-node", "", "run one node of the fleet bench's cluster (internal: the bench starts itself with it)")
+	fleetNode := fs.String("fleet-node", "", "run one node of the fleet bench's cluster, its spec in JSON (the bench starts itself with it)")
 	_ = fs.MarkHidden("fleet-node")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
@@ -59,14 +58,8 @@ goes to stderr.`)
 	if *fleetSpeedup == 0 {
 		cfg.FleetSpeedup = -1 // back to back
 	}
-	if self, err := os.Executable(); err == nil {
-		// The fleet's nodes each in a process of their own (their memory
-		// is then theirs): this binary, started with --fleet-node.
-		cfg.NodeCommand = func(spec string) *exec.Cmd {
-			cmd := exec.CommandContext(ctx, self, "bench", "--fleet-node", spec)
-			cmd.Stderr = e.stderr
-			return cmd
-		}
+	if exe, err := os.Executable(); err == nil {
+		cfg.FleetNode = []string{exe, "bench", "--fleet-node"}
 	}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {

@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime"
 	"time"
 
@@ -60,11 +59,12 @@ type Config struct {
 	// requests (0: DefaultFleetSpeedup; negative: back to back). Smoke
 	// runs send back to back.
 	FleetSpeedup float64
-	// NodeCommand, when set, runs each node of the fleet bench's cluster
-	// as a process of its own, so that each node's memory can be read: it
-	// returns the command that calls RunNode with spec (cmd/prunesched
-	// re-executes itself). Nil runs the nodes in this process.
-	NodeCommand func(spec string) *exec.Cmd
+	// FleetNode is the command that runs one node of the fleet bench's
+	// cluster (RunNode, the node's spec as its last argument) in a
+	// process of its own, so that each node's memory is its own and can
+	// be read: `prunesched bench` gives itself with --fleet-node. Empty:
+	// the nodes run in this process (the smoke tests).
+	FleetNode []string
 }
 
 // Sections lists the bench's sections in the order they run.

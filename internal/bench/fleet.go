@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +57,7 @@ type FleetRow struct {
 	// three nodes too when they run in this process (NodePeakRSSMB empty).
 	RSSMB float64 `json:"rss_mb"`
 	// NodePeakRSSMB is each node's peak resident memory so far (VmHWM),
-	// when the nodes run as processes of their own (Config.NodeCommand).
+	// when the nodes run as processes of their own (Config.FleetNode).
 	NodePeakRSSMB []float64 `json:"node_peak_rss_mb,omitempty"`
 	// StageMeanMs is the mean time of each proxy stage, the three proxies
 	// together: proxy.LatencyStages and proxy.FleetStages.
@@ -242,7 +241,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 	}
 	r := &fleetBench{dir: dir, up: &replayRig{answers: map[string]replay.Turn{}},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
-	natsURL, err := r.startCluster(ctx, b.cfg.NodeCommand)
+	natsURL, err := r.startCluster(ctx, b.cfg.FleetNode)
 	if err != nil {
 		r.close()
 		return nil, err
@@ -297,9 +296,9 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 }
 
 // startCluster starts three JetStream nodes routed on loopback, in this
-// process or, with command, each as a process of its own, and returns
-// their client URLs.
-func (r *fleetBench) startCluster(ctx context.Context, command func(spec string) *exec.Cmd) (string, error) {
+// process or, with the command argv (Config.FleetNode), each as a
+// process of its own, and returns their client URLs.
+func (r *fleetBench) startCluster(ctx context.Context, argv []string) (string, error) {
 	ports, clusterPorts := make([]int, 3), make([]int, 3)
 	for i := range ports {
 		for _, p := range []*int{&ports[i], &clusterPorts[i]} {
@@ -317,8 +316,8 @@ func (r *fleetBench) startCluster(ctx context.Context, command func(spec string)
 	}
 	natsURL := strings.Join(urls, ",")
 	for _, spec := range nodeSpecs(r.dir, ports, clusterPorts) {
-		if command != nil {
-			n, err := startNodeProc(ctx, command, spec)
+		if len(argv) > 0 {
+			n, err := startNodeProc(ctx, argv, spec)
 			if err != nil {
 				return "", err
 			}

@@ -18,7 +18,7 @@ import (
 )
 
 // NodeSpec is one JetStream node of the fleet bench's cluster run as a
-// process of its own (Config.NodeCommand, RunNode), so that its memory is
+// process of its own (Config.FleetNode, RunNode), so that its memory is
 // its own: Name, the client and route ports, the routes to all three
 // nodes and the store directory.
 type NodeSpec struct {
@@ -35,7 +35,7 @@ const nodeReady = "fleet node ready"
 // RunNode runs one node of the fleet bench's cluster (the JSON of a
 // NodeSpec) until stdin closes (the bench ended, or died) or ctx is done,
 // then shuts it down. It prints nodeReady on stdout when it accepts
-// clients. It is the process Config.NodeCommand starts.
+// clients. It is the process Config.FleetNode starts.
 func RunNode(ctx context.Context, specJSON string, stdout io.Writer, stdin io.Reader) error {
 	var spec NodeSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
@@ -82,14 +82,14 @@ type nodeProc struct {
 	done  chan error
 }
 
-// startNodeProc starts a node with cfg.NodeCommand and waits until it
-// accepts clients.
-func startNodeProc(ctx context.Context, command func(spec string) *exec.Cmd, spec NodeSpec) (*nodeProc, error) {
+// startNodeProc starts a node with the command argv (Config.FleetNode),
+// its spec appended, and waits until it accepts clients.
+func startNodeProc(ctx context.Context, argv []string, spec NodeSpec) (*nodeProc, error) {
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	cmd := command(string(raw))
+	cmd := exec.Command(argv[0], append(argv[1:len(argv):len(argv)], string(raw))...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: node %s: %w", spec.Name, err)
