@@ -33,12 +33,16 @@ const chainBatch = 256
 // failure; a failed expectation wraps ErrConflict.
 //
 // When the stream allows atomic batches (a stream created by this
-// version), the chain goes as one batch, guarded on its first event: the
-// server stores all of it or none, and nothing of another writer lands
-// inside it, so one round trip does what one guarded publish per event
-// did. Otherwise, or when the server refuses the batch for another reason
-// than the guard (a message id it holds already, too many batches in
-// flight), the events go one guarded publish each (AppendGuarded).
+// version) and is replicated, the chain goes as one batch, guarded on its
+// first event: the server stores all of it or none, and nothing of
+// another writer lands inside it, so one round trip does what one guarded
+// publish per event did. Otherwise, or when the server refuses the batch
+// for another reason than the guard (a message id it holds already, too
+// many batches in flight), the events go one guarded publish each
+// (AppendGuarded). A single-replica file stream stages each batch in a
+// file store of its own on the server (nats-server 2.15.2,
+// newBatchStore), which costs more than a request's few publishes: there
+// the chain goes one by one too.
 func (s *Store) AppendChain(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
 	out := make([]events.Event, 0, len(evs))
 	for len(evs) > 0 {
@@ -96,7 +100,8 @@ var errNoBatch = errors.New("atomic batch not taken")
 // atomic batches or the server refused the batch (storing none of it) for
 // another reason than the guard.
 func (s *Store) appendBatch(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
-	if !s.stream.CachedInfo().Config.AllowAtomicPublish {
+	cfg := s.stream.CachedInfo().Config
+	if !cfg.AllowAtomicPublish || cfg.Replicas <= 1 && cfg.Storage == jetstream.FileStorage && !s.batchR1 {
 		return nil, errNoBatch
 	}
 	out := make([]events.Event, len(evs))

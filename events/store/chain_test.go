@@ -31,6 +31,7 @@ func TestAppendChain(t *testing.T) {
 				testutil.NoError(t, err)
 			}
 			s := openStore(t, nc, suiteConfig())
+			s.batchR1 = true // one embedded node: batch as on a cluster
 			testutil.Equal(t, s.stream.CachedInfo().Config.AllowAtomicPublish, atomic)
 			sess := uniqueSession("chain")
 			chain := []events.Event{startedEvent("", sess, "f1"), msgEvent("", sess, "f2", "two"), msgEvent("", sess, "f3", "three"),

@@ -61,6 +61,10 @@ type Store struct {
 
 	// cache holds recently read blobs (nil when disabled).
 	cache *blobCache
+
+	// batchR1 lets AppendChain batch on a single-replica stream too
+	// (tests: the embedded server is one node).
+	batchR1 bool
 }
 
 // Open creates or updates the event stream and the blob bucket and returns a
