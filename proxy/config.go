@@ -138,10 +138,11 @@ type Config struct {
 	LogFirst bool
 	// Fleet says other proxies share the log (a fleet behind a load
 	// balancer without session affinity; issue 29): before deciding, the
-	// proxy catches a session up with the facts the others appended; it
-	// publishes a request's new facts and its application before
-	// forwarding it, each expecting the session's last fact (a lost race
-	// decides the request again); and it holds the end of each response
+	// proxy catches a session up with the facts the others appended
+	// (from its tail of the log when it has them); it publishes a
+	// request's new facts and its application before forwarding it, as
+	// one chain expecting the session's last fact (a lost race decides
+	// the request again); and it holds the end of each response
 	// until the log holds the response's record, so the next request
 	// finds it whichever proxy it reaches. Every proxy of the fleet must use the same IdentityKey
 	// (JoinFleet checks). It applies when the proxy decides in memory.

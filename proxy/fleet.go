@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,18 +20,22 @@ import (
 // that routes without session affinity, so any request of a conversation
 // may reach any proxy. Config.Fleet turns on three rules, and they
 // coordinate through JetStream alone (the session's last fact sequence,
-// expected-sequence publishes, one KV entry), with no protocol of ours:
+// an ordered consumer, expected-sequence atomic batches, one KV entry),
+// with no protocol of ours:
 //
 //  1. Catch up before deciding. The proxy asks the log for the session's
 //     last fact sequence (one request); when the log is ahead of the
 //     session's state in memory (another proxy took the previous
-//     requests), it reads the events after its state's last fact and
+//     requests), it takes the events after its state's last fact from
+//     its tail of the log when the tail delivered that fact (fleettail.go:
+//     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
 //     as a rebuild would (catchUp).
 //  2. Publish before forwarding, guarded. The request's new facts and then
 //     its application go to the log before the request goes upstream,
-//     each with the expected last sequence of the session's fact subject
-//     (the previous fact's), so a proxy that decided on a view another
+//     one chain guarded by the expected last sequence of the session's
+//     fact subject (an atomic batch where the stream takes them, else one
+//     guarded publish each), so a proxy that decided on a view another
 //     proxy has since extended finds out (errRace): it rebuilds the
 //     session from the log and decides the request again; after
 //     fleetAttempts it fails open, its facts written after forwarding as
@@ -65,12 +70,14 @@ var errRace = errors.New("another proxy appended to the session since its state 
 type fleetBackend interface {
 	// FactsAndApplicationsAfter returns the session's facts and
 	// applications after stream sequence after, in log order (the cores
-	// derive the marks).
-	FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
-	// AppendAfter appends facts of one session in order, each only if the
-	// session's last fact is still the one before it (the first: at
-	// expect; 0: no fact yet). It returns the facts stored before a
-	// failure; a failed expectation wraps events.ErrConflict.
+	// derive the marks); lastFact, when not 0, is the session's last fact
+	// sequence as just read (one request fewer).
+	FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after, lastFact uint64) ([]events.Event, error)
+	// AppendAfter appends events of one session in order (facts, then at
+	// most an application), each only if the session's last fact is still
+	// the one before it (the first: at expect; 0: no fact yet). It returns
+	// the events stored before a failure; a failed expectation wraps
+	// events.ErrConflict.
 	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 }
 
@@ -91,6 +98,8 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // holds facts past it. Caller holds st.mu; the session's write queue is
 // drained and the state is loaded and not stale.
 func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState) error {
+	defer p.met.fleetStage(StageCatchUp, time.Now())
+	p.tail.arm(tenant, session)
 	last, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
 	if err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
@@ -102,10 +111,14 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	if last < have {
 		// A replica behind the leader answered; a rebuild reads the
 		// session through the consumer, which waits for it.
-		return p.loadMem(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, lb, tenant, session, st)
 	}
-	evs, err := fb.FactsAndApplicationsAfter(ctx, tenant, session, have)
-	if err != nil {
+	// What other proxies appended: from the tail when it delivered all of
+	// it through the last fact, else from the log.
+	evs, tailed := p.tail.after(tenant, session, have, last)
+	if tailed {
+		p.met.tailed()
+	} else if evs, err = fb.FactsAndApplicationsAfter(ctx, tenant, session, have, last); err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
 	}
 	m := st.mem
@@ -120,7 +133,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 				continue
 			}
 			if a.AfterIndex < m.cores.Facts() {
-				return p.loadMem(ctx, lb, tenant, session, st)
+				return p.rebuild(ctx, lb, tenant, session, st)
 			}
 		}
 		fresh = append(fresh, e)
@@ -136,15 +149,25 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	})
 	if unplaced > 0 {
 		// Positions past the facts read: the log moved meanwhile.
-		return p.loadMem(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, lb, tenant, session, st)
 	}
 	for _, it := range m.proj.Items() {
 		st.remember(it.ID)
 	}
 	st.logged = nil
 	st.q.reset(lastFact)
+	p.tail.complete(tenant, session)
 	p.met.caughtUp()
 	return nil
+}
+
+// rebuild reads the whole session from the log into the proxy's state, the
+// tail keeping the session's events from then on (a fleet). Caller holds
+// st.mu; the session's write queue is drained.
+func (p *Proxy) rebuild(ctx context.Context, lb logBackend, tenant, session string, st *sessState) error {
+	defer p.met.fleetStage(StageRebuild, time.Now())
+	p.tail.watch(tenant, session)
+	return p.loadMem(ctx, lb, tenant, session, st)
 }
 
 // last is the stream sequence of the last fact the session's state holds.
@@ -154,65 +177,62 @@ func (q *writeQueue) last() uint64 {
 	return q.lastSeq
 }
 
-// publishFirst appends the request's new facts before it is forwarded,
+// publishFirst appends the request's new facts and then its application
+// (decided in memory) before the request is forwarded, as one chain
 // guarded by the session's last fact as the state knows it (see the rules
-// above). Outputs appended by reference are stored first. On success the
-// queued write has no facts left to append. A lost race (the first
-// publish refused) returns errRace with nothing stored. Caller holds
-// st.mu; the session's write queue is drained.
+// above): on a stream that takes atomic batches one round trip, which
+// stores all of it or nothing. Outputs appended by reference are stored
+// first. On success the queued write has no facts left to append. A lost
+// race (the chain's first publish refused, or, published one by one, the
+// facts stored and the application refused) returns errRace: nothing
+// published twice, the request decided again on the log. The proxy
+// publishes its own application, so no proxy waits for the workers to
+// decide it (they decide the same application at the request's model
+// request fact; the server drops that copy by its message id). Caller
+// holds st.mu; the session's write queue is drained.
 func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) error {
+	defer p.met.fleetStage(StagePublish, time.Now())
 	w, q := pl.write, &pl.st.q
-	if len(w.evs) == 0 {
-		return p.publishApp(ctx, fb, pl)
-	}
 	if err := p.putEstimated(ctx, q, w); err != nil {
 		return err
 	}
-	stored, err := fb.AppendAfter(ctx, w.evs, q.last())
+	chain := w.evs
+	if pl.app != nil {
+		chain = append(chain[:len(chain):len(chain)], *pl.app)
+	}
+	if len(chain) == 0 {
+		w.published = true
+		return nil
+	}
+	stored, err := fb.AppendAfter(ctx, chain, q.last())
+	facts := min(len(stored), len(w.evs))
 	q.mu.Lock()
-	for _, e := range stored {
+	for _, e := range stored[:facts] {
 		q.lastSeq = max(q.lastSeq, e.Seq)
 	}
+	if facts == len(w.evs) {
+		for _, h := range w.hashes {
+			delete(q.blobs, h)
+		}
+	}
 	q.mu.Unlock()
-	w.evs = w.evs[len(stored):]
+	all := facts == len(w.evs)
+	w.evs = w.evs[facts:]
+	if all {
+		w.estimated, w.hashes = nil, nil
+	}
 	if err != nil {
-		if len(stored) == 0 && errors.Is(err, events.ErrConflict) {
+		if errors.Is(err, events.ErrConflict) && (len(stored) == 0 || all) {
 			return errRace
 		}
 		// The rest are appended after forwarding (the request fails
 		// open): a fact that made it is not stored twice (its id).
+		if all {
+			return fmt.Errorf("publish the application of %s: %w", pl.session, err)
+		}
 		return fmt.Errorf("append %d facts to %s: %w", len(w.evs), pl.session, err)
 	}
-	q.mu.Lock()
-	for _, h := range w.hashes {
-		delete(q.blobs, h)
-	}
-	q.mu.Unlock()
-	w.estimated, w.hashes = nil, nil
-	return p.publishApp(ctx, fb, pl)
-}
-
-// publishApp publishes the request's application, decided in memory,
-// guarded by the session's last fact (as the scheduler's live decision
-// is), before the request is forwarded: the next request finds it in the
-// log whichever proxy it reaches, and no proxy waits for the workers to
-// decide it (they decide the same application at the request's model
-// request fact; the server drops that copy by its message id). A fact
-// appended meanwhile is a lost race (errRace; the facts already stored
-// stay, the request is decided again on them).
-func (p *Proxy) publishApp(ctx context.Context, fb fleetBackend, pl *plan) error {
-	w, q := pl.write, &pl.st.q
 	w.published = true
-	if pl.app == nil {
-		return nil
-	}
-	if _, err := fb.AppendAfter(ctx, []events.Event{*pl.app}, q.last()); err != nil {
-		w.published = false
-		if errors.Is(err, events.ErrConflict) {
-			return errRace
-		}
-		return fmt.Errorf("publish the application of %s: %w", pl.session, err)
-	}
 	return nil
 }
 
@@ -221,6 +241,7 @@ func (p *Proxy) publishApp(ctx context.Context, fb fleetBackend, pl *plan) error
 // that does not answer delays each response's end by that much, not
 // more; the writes go on in the background.
 func (p *Proxy) holdEnd(pl *plan) {
+	defer p.met.fleetStage(StageHold, time.Now())
 	ctx, cancel := context.WithCancel(p.bg.ctx)
 	defer cancel()
 	drained := make(chan struct{})
@@ -354,11 +375,37 @@ func JoinFleet(ctx context.Context, js jetstream.JetStream, key []byte, replicas
 	return nil
 }
 
+// FleetStageSecondsMetric is the name of the histogram of the time a
+// proxy of a fleet spends staying in step with the log, by stage
+// (FleetStages).
+const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
+
+// The stages of FleetStageSecondsMetric. Each is a part of a stage of
+// LatencyStages, observed on its own to show where a fleet's time goes:
+// catch_up (part of load: asking the log for the session's last fact and
+// reading what other proxies appended), rebuild (part of load: reading
+// the whole session, the first time the proxy meets it or after a lost
+// race), publish (part of append: the guarded publishes before
+// forwarding) and hold (after the response: its end held until the log
+// holds its record).
+const (
+	StageCatchUp = "catch_up"
+	StageRebuild = "rebuild"
+	StagePublish = "publish"
+	StageHold    = "hold"
+)
+
+// FleetStages are the stages of FleetStageSecondsMetric in the order a
+// request meets them.
+var FleetStages = []string{StageCatchUp, StageRebuild, StagePublish, StageHold}
+
 // fleetMetrics count what a proxy of a fleet did to stay in step.
 type fleetMetrics struct {
+	tailed   prometheus.Counter
 	catchUps prometheus.Counter
 	races    prometheus.Counter
 	held     prometheus.Counter
+	stages   *prometheus.HistogramVec
 }
 
 func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
@@ -376,13 +423,35 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 		Name: "prunesched_proxy_fleet_hold_expired_total",
 		Help: "Responses whose end was released after Config.FleetHold before the log held the request's writes (workers down or slow); the next request may then reach a proxy that does not see them yet.",
 	})
-	reg.MustRegister(m.catchUps, m.races, m.held)
+	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    FleetStageSecondsMetric,
+		Help:    "Time a proxy of a fleet spent staying in step with the log, by stage (catch_up and rebuild within load, publish within append, hold after the response; Config.Fleet).",
+		Buckets: prometheus.ExponentialBucketsRange(0.00002, 2, 24),
+	}, []string{"stage"})
+	m.tailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_tailed_catchups_total",
+		Help: "Catch-ups that took what other proxies appended from the proxy's tail of the log, without reading it (Config.Fleet).",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed)
 	return m
+}
+
+// fleetStage observes the time since start spent in a fleet stage.
+func (m *Metrics) fleetStage(stage string, start time.Time) {
+	if m != nil {
+		m.fleet.stages.WithLabelValues(stage).Observe(time.Since(start).Seconds())
+	}
 }
 
 func (m *Metrics) caughtUp() {
 	if m != nil {
 		m.fleet.catchUps.Inc()
+	}
+}
+
+func (m *Metrics) tailed() {
+	if m != nil {
+		m.fleet.tailed.Inc()
 	}
 }
 

@@ -266,6 +266,7 @@ func (p *Proxy) sweep(now time.Time) int {
 			continue
 		}
 		delete(p.sessions, k)
+		p.tail.forget(k.tenant, k.session)
 		st.mu.Unlock()
 		n++
 	}
@@ -284,7 +285,10 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) 
 		return st, base, nil
 	}
 	st.mu.Lock()
-	err := p.load(ctx, tenant, base, st)
+	var err error
+	if !p.knowsWithoutLoad(st, first) {
+		err = p.load(ctx, tenant, base, st)
+	}
 	_, has := st.known[first]
 	empty := len(st.known) == 0
 	st.mu.Unlock()
@@ -299,6 +303,19 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) 
 		session = session[len(session)-128:]
 	}
 	return p.state(tenant, session), session, nil
+}
+
+// knowsWithoutLoad says whether a fleet proxy's state of the session,
+// in memory and not stale, already holds the item: it then needs no
+// catch-up to place a request in this lane (a session's items only grow,
+// so the log holds it too). The request's own load catches up before it
+// is decided. Caller holds st.mu.
+func (p *Proxy) knowsWithoutLoad(st *sessState, item string) bool {
+	if _, fleet := p.fleet(); !fleet || !st.loaded || st.mem == nil || st.q.isStale() {
+		return false
+	}
+	_, ok := st.known[item]
+	return ok
 }
 
 // firstUserItem is the item id of the first user text of the request.
@@ -327,6 +344,9 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState)
 		}
 		if fleet && st.loaded && st.mem != nil && !st.q.isStale() {
 			return p.catchUp(ctx, fb, lb, tenant, session, st)
+		}
+		if fleet {
+			return p.rebuild(ctx, lb, tenant, session, st)
 		}
 		return p.loadMem(ctx, lb, tenant, session, st)
 	}

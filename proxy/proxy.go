@@ -43,6 +43,9 @@ type Proxy struct {
 	// exact takes the exact counts of payloads decided on estimates, in
 	// the log writes after forwarding (exact.go).
 	exact *exactCounter
+
+	// tail follows the log in a fleet (fleettail.go); nil otherwise.
+	tail *fleetTail
 }
 
 // background tracks the goroutines the proxy leaves running after a
@@ -71,13 +74,15 @@ func (b *background) add() bool {
 	return true
 }
 
-// Close waits for the proxy's background work (records of responses
-// already sent, appends past the budget) to finish. When ctx ends first
+// Close stops a fleet proxy's tail of the log and waits for the proxy's
+// background work (records of responses already sent, appends past the
+// budget) to finish. When ctx ends first
 // the work is cancelled (a cancelled record fails and is counted in
 // prunesched_proxy_record_failures_total) and Close waits for it to
 // return, then returns ctx's error. Call it after the HTTP server stopped
 // (http.Server.Shutdown), before the Backend closes.
 func (p *Proxy) Close(ctx context.Context) error {
+	p.tail.stop()
 	b := &p.bg
 	b.mu.Lock()
 	b.closed = true
@@ -159,6 +164,7 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Registry != nil {
 		p.met = NewMetrics(cfg.Registry)
 	}
+	p.tail = p.startTail()
 	return p, nil
 }
 

@@ -37,6 +37,9 @@ goes to stderr.`)
 	think := fs.Duration("think", bench.DefaultThink, "proxy-replay: how long the fake upstream waits before answering, as a model does before its first token; the proxy's background work runs meanwhile, and the wait is taken out of every latency compared (0: answer at once)")
 	replayPeer := fs.Bool("replay-peer", false, "run proxy-replay's agent and fake model on standard input and output (the bench starts itself with it)")
 	_ = fs.MarkHidden("replay-peer")
+	fleetSpeedup := fs.Float64("fleet-speedup", bench.DefaultFleetSpeedup, "fleet: divide each agent's recorded gaps between requests (capped at 2 min) by this; 0 = back to back")
+	fleetNode := fs.String("fleet-node", "", "run one node of the fleet bench's cluster, its spec in JSON (the bench starts itself with it)")
+	_ = fs.MarkHidden("fleet-node")
 	tracesDir := fs.String("traces", "", "directory with claude-code/*.jsonl and opencode/*.json traces for proxy-replay; empty = ../shared/traces next to the module root, if there")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -47,6 +50,12 @@ goes to stderr.`)
 	if *replayPeer {
 		return bench.ServeReplayPeer(ctx, e.stdin, e.stdout)
 	}
+	if *fleetNode != "" {
+		return bench.RunNode(ctx, *fleetNode, e.stdout, e.stdin)
+	}
+	if *fleetSpeedup < 0 {
+		return usagef("--fleet-speedup: %g, want 0 (back to back) or more", *fleetSpeedup)
+	}
 	pol, err := loadPolicy(*policyPath)
 	if err != nil {
 		return err
@@ -54,9 +63,13 @@ goes to stderr.`)
 	if *think < 0 {
 		return usagef("--think: %s is negative", *think)
 	}
-	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack, Think: *think}
+	cfg := bench.Config{Quick: *quick, Policy: &pol, BackToBack: *backToBack, Think: *think, FleetSpeedup: *fleetSpeedup}
+	if *fleetSpeedup == 0 {
+		cfg.FleetSpeedup = -1 // back to back
+	}
 	if exe, err := os.Executable(); err == nil {
 		cfg.ReplayPeer = []string{exe, "bench", "--replay-peer"}
+		cfg.FleetNode = []string{exe, "bench", "--fleet-node"}
 	}
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {

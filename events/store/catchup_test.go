@@ -11,7 +11,8 @@ import (
 // TestFactsAndApplicationsAfter: a session's facts and applications (no
 // marks, no other session's events) after any sequence, in log order,
 // whether read with single gets (few) or with a consumer (the rest); and
-// ReadSessionAfter the same with the marks.
+// ReadSessionAfter the same with the marks. Passing the session's last
+// fact sequence (as a proxy that just read it does) reads the same.
 func TestFactsAndApplicationsAfter(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t, connectEmbedded(t), suiteConfig())
@@ -47,10 +48,15 @@ func TestFactsAndApplicationsAfter(t *testing.T) {
 		return out
 	}
 	got := func(evs []events.Event) []string { return after(evs, 0) }
+	lastFact, err := s.LastSeq(ctx, "", sess, events.KindFact)
+	testutil.NoError(t, err)
 	for _, e := range append([]events.Event{{}}, all...) {
-		fa, err := s.FactsAndApplicationsAfter(ctx, "", sess, e.Seq)
+		fa, err := s.FactsAndApplicationsAfter(ctx, "", sess, e.Seq, 0)
 		testutil.NoError(t, err)
 		testutil.Equal(t, fmt.Sprint(got(fa)), fmt.Sprint(after(want, e.Seq)))
+		known, err := s.FactsAndApplicationsAfter(ctx, "", sess, e.Seq, lastFact)
+		testutil.NoError(t, err)
+		testutil.Equal(t, fmt.Sprint(got(known)), fmt.Sprint(got(fa)))
 		rs, err := s.ReadSessionAfter(ctx, "", sess, e.Seq)
 		testutil.NoError(t, err)
 		testutil.Equal(t, fmt.Sprint(got(rs)), fmt.Sprint(after(all, e.Seq)))

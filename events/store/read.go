@@ -268,28 +268,52 @@ func (s *Store) readAfter(ctx context.Context, filter string, afterSeq, last uin
 // what a reader that derives the marks itself (a proxy's cores) needs to
 // catch up, read with single gets while they are few (marks are most of a
 // session's events, and a get is one request where a consumer is several).
-func (s *Store) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
-	var out []events.Event
-	for _, kind := range []events.SubjectKind{events.KindFact, events.KindApply} {
-		subj, err := s.sessionSubject(tenant, session, kind)
-		if err != nil {
-			return nil, fmt.Errorf("read session: %w", err)
-		}
-		last, err := s.LastSeq(ctx, tenant, session, kind)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", subj, err)
-		}
-		if last <= afterSeq {
-			continue
-		}
-		evs, err := s.readAfter(ctx, subj, afterSeq, last, catchUpByGet)
-		if err != nil {
-			return nil, fmt.Errorf("read %s after seq %d: %w", subj, afterSeq, err)
-		}
-		out = append(out, evs...)
+// The facts and the applications are read at once, each kind's gets in
+// turn. A caller that has just read the session's last fact sequence
+// (LastSeq) passes it as lastFact, which saves asking again; 0 asks.
+func (s *Store) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, afterSeq, lastFact uint64) ([]events.Event, error) {
+	type read struct {
+		evs []events.Event
+		err error
 	}
+	apps := make(chan read, 1)
+	go func() {
+		evs, err := s.kindAfter(ctx, tenant, session, events.KindApply, afterSeq, 0)
+		apps <- read{evs, err}
+	}()
+	out, err := s.kindAfter(ctx, tenant, session, events.KindFact, afterSeq, lastFact)
+	a := <-apps
+	if err != nil {
+		return nil, err
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	out = append(out, a.evs...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, nil
+}
+
+// kindAfter returns the session's events of one kind after stream
+// sequence afterSeq, through last (0: the kind's last at the call).
+func (s *Store) kindAfter(ctx context.Context, tenant, session string, kind events.SubjectKind, afterSeq, last uint64) ([]events.Event, error) {
+	subj, err := s.sessionSubject(tenant, session, kind)
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	if last == 0 {
+		if last, err = s.LastSeq(ctx, tenant, session, kind); err != nil {
+			return nil, fmt.Errorf("read %s: %w", subj, err)
+		}
+	}
+	if last <= afterSeq {
+		return nil, nil
+	}
+	evs, err := s.readAfter(ctx, subj, afterSeq, last, catchUpByGet)
+	if err != nil {
+		return nil, fmt.Errorf("read %s after seq %d: %w", subj, afterSeq, err)
+	}
+	return evs, nil
 }
 
 // catchUpByGet is how many events ReadSessionAfter reads with single gets

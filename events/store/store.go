@@ -61,6 +61,10 @@ type Store struct {
 
 	// cache holds recently read blobs (nil when disabled).
 	cache *blobCache
+
+	// batchR1 lets AppendChain batch on a single-replica stream too
+	// (tests: the embedded server is one node).
+	batchR1 bool
 }
 
 // Open creates or updates the event stream and the blob bucket and returns a
@@ -161,6 +165,11 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		// worker had stored, once in four cluster failovers). Reads go to
 		// the stream leader.
 		AllowDirect: false,
+		// Atomic batches (JetStream 2.12+): a chain of a session's
+		// events guarded once (AppendChain). Not compared by
+		// streamMatches, so a stream created before keeps its
+		// configuration (and AppendChain publishes one by one there).
+		AllowAtomicPublish: true,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      src,
 			Destination: dst,

@@ -70,6 +70,16 @@ type Config struct {
 	// itself with --replay-peer. Empty: a goroutine of this process, which
 	// shares the Go scheduler with the proxies (the smoke tests).
 	ReplayPeer []string
+	// FleetSpeedup divides the recorded gaps between each fleet agent's
+	// requests (0: DefaultFleetSpeedup; negative: back to back). Smoke
+	// runs send back to back.
+	FleetSpeedup float64
+	// FleetNode is the command that runs one node of the fleet bench's
+	// cluster (RunNode, the node's spec as its last argument) in a
+	// process of its own, so that each node's memory is its own and can
+	// be read: `prunesched bench` gives itself with --fleet-node. Empty:
+	// the nodes run in this process (the smoke tests).
+	FleetNode []string
 }
 
 // DefaultThink is Config.Think's default for the bench command: far below
@@ -163,6 +173,9 @@ type Result struct {
 	// process under K agents, K doubling until the added p99 passes 10 ms
 	// or 1% fail open (the last row is then the first over).
 	Fleet []FleetRow `json:"fleet,omitempty"`
+	// FleetSpeedup is what the fleet's agents' recorded gaps between
+	// requests were divided by (0: back to back).
+	FleetSpeedup float64 `json:"fleet_speedup,omitempty"`
 
 	// SyncAlways compares store appends with SyncAlways off (the default)
 	// and on, single events and batches.

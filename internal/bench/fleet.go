@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +17,13 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/bench/replay"
+	rssmeter "github.com/prunesched/prunesched/internal/bench/rss"
 	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/pipeline"
@@ -45,22 +47,66 @@ type FleetRow struct {
 	// FailOpenPct is the share of requests forwarded unchanged.
 	FailOpenPct float64 `json:"fail_open_pct"`
 	// EventsPerS is the log's events (facts, marks, applications) per
-	// second of the step's wall time.
+	// second of the step's wall time; FactsPerS the facts alone.
 	EventsPerS float64 `json:"events_per_s"`
-	// RSSMB is the process's resident memory at the step's end: the three
-	// nodes, the workers and the proxies share the process.
+	FactsPerS  float64 `json:"facts_per_s"`
+	// RequestsPerS is the requests per second of the step's wall time.
+	RequestsPerS float64 `json:"requests_per_s"`
+	// RSSMB is the bench process's resident memory at the step's end:
+	// the workers, the proxies, the fake upstream and the agents, and the
+	// three nodes too when they run in this process (NodePeakRSSMB empty).
 	RSSMB float64 `json:"rss_mb"`
-	// StageMeanMs is the mean time of each proxy stage (one proxy's).
+	// NodePeakRSSMB is each node's peak resident memory so far (VmHWM),
+	// when the nodes run as processes of their own (Config.FleetNode).
+	NodePeakRSSMB []float64 `json:"node_peak_rss_mb,omitempty"`
+	// StageMeanMs is the mean time of each proxy stage, the three proxies
+	// together: proxy.LatencyStages and proxy.FleetStages.
 	StageMeanMs map[string]float64 `json:"stage_mean_ms"`
+	// Rebuilds is how many times a proxy read a whole session (the first
+	// request of a session it had not met yet, or after a lost race);
+	// Races how many requests lost a race and were decided again.
+	Rebuilds int `json:"rebuilds"`
+	Races    int `json:"races"`
+	// CatchUps is how many requests found the session extended by other
+	// proxies; Tailed how many of those took it from the proxy's tail of
+	// the log instead of reading the log.
+	CatchUps int `json:"catch_ups"`
+	Tailed   int `json:"tailed"`
 	// OK says the step met the goals: added p99 <= 10 ms, < 1% failing
 	// open.
 	OK bool `json:"ok"`
 }
 
-// fleetThink is the pause between an agent's requests: the recorded
-// cadence of an agent (seconds between turns, the model's generation)
-// sped up to a fixed 100 ms, since the replayed turns carry no times.
-const fleetThink = 100 * time.Millisecond
+// DefaultFleetSpeedup divides the recorded gaps between an agent's
+// requests in the fleet bench (Config.FleetSpeedup): the Claude Code
+// traces' median gap of about 8 s becomes about 160 ms.
+const DefaultFleetSpeedup = 50
+
+// fleetMaxGap caps a recorded gap between two requests before the speed-up:
+// a user away for hours adds idle time, not load.
+const fleetMaxGap = 2 * time.Minute
+
+// fleetNoTimeGap stands for a gap the trace does not record (a turn
+// without a time): about the traces' median.
+const fleetNoTimeGap = 8 * time.Second
+
+// fleetGaps are the pauses before each turn of a sequence after the first:
+// the recorded gaps (capped at fleetMaxGap) divided by speedup; none when
+// speedup is 0 (back to back).
+func fleetGaps(turns []replay.Turn, speedup float64) []time.Duration {
+	gaps := make([]time.Duration, len(turns))
+	if speedup <= 0 {
+		return gaps
+	}
+	for j := 1; j < len(turns); j++ {
+		g := fleetNoTimeGap
+		if a, b := turns[j-1].At, turns[j].At; !a.IsZero() && !b.IsZero() {
+			g = min(max(b.Sub(a), 0), fleetMaxGap)
+		}
+		gaps[j] = time.Duration(float64(g) / speedup)
+	}
+	return gaps
+}
 
 // fleet measures a fleet: K agents replaying the traces' request
 // sequences through three --fleet proxies on a three-node cluster, K
@@ -91,11 +137,32 @@ func (b *runner) fleet(ctx context.Context) error {
 	if len(seqs) == 0 {
 		return fmt.Errorf("fleet: no Claude Code sequence in the traces")
 	}
+	speedup := b.cfg.FleetSpeedup
+	if speedup == 0 {
+		speedup = DefaultFleetSpeedup
+	}
+	if b.cfg.Smoke {
+		speedup = -1 // back to back: the tiny traces' gaps are minutes
+	}
+	b.res.FleetSpeedup = max(speedup, 0)
+	var gaps [][]time.Duration
+	var recorded time.Duration
+	for _, t := range seqs {
+		g := fleetGaps(t, speedup)
+		gaps = append(gaps, g)
+		for _, d := range g {
+			recorded += d
+		}
+	}
 	rig, err := b.startFleetRig(ctx)
 	if err != nil {
 		return err
 	}
 	defer rig.close()
+	rig.gaps = gaps
+	if speedup > 0 {
+		b.progress("fleet: each agent paced at its trace's recorded gaps (capped at %s) / %g; mean paced gap %s", fleetMaxGap, speedup, (recorded / time.Duration(max(1, countTurns(seqs)-len(seqs)))).Round(time.Millisecond))
+	}
 	maxK := b.pick(192, 48)
 	for k := 3; k <= maxK || k == 3; k *= 2 {
 		row, err := rig.step(ctx, k, seqs)
@@ -103,8 +170,9 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.0f events/s, RSS %.0f MB; stage means ms: %s",
-			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.EventsPerS, row.RSSMB, stageSummary(row.StageMeanMs))
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages ms: %s",
+			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races,
+			stageSummary(row.StageMeanMs), fleetStageSummary(row.StageMeanMs))
 		if !row.OK {
 			break
 		}
@@ -112,10 +180,48 @@ func (b *runner) fleet(ctx context.Context) error {
 	return nil
 }
 
+// countTurns is the number of turns of all sequences.
+func countTurns(seqs [][]replay.Turn) int {
+	n := 0
+	for _, t := range seqs {
+		n += len(t)
+	}
+	return n
+}
+
+// nodeRSS prints the nodes' peak RSS, or says they share this process.
+func nodeRSS(mb []float64) string {
+	if len(mb) == 0 {
+		return "n/a (nodes in this process)"
+	}
+	var parts []string
+	for _, v := range mb {
+		parts = append(parts, fmt.Sprintf("%.0f MB", v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fleetStageSummary prints the fleet stages' means in proxy.FleetStages
+// order.
+func fleetStageSummary(ms map[string]float64) string {
+	var parts []string
+	for _, s := range proxy.FleetStages {
+		if v, ok := ms[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", s, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // fleetBench is the fleet bench's cluster, workers, proxies and upstream.
 type fleetBench struct {
-	dir     string
-	srvs    []*server.Server
+	dir  string
+	srvs []*server.Server
+	// nodes are the nodes when they run as processes of their own
+	// (srvs is then empty).
+	nodes []*nodeProc
+	// gaps are the pauses before each turn, per sequence (fleetGaps).
+	gaps    [][]time.Duration
 	svc     *service.Service
 	conns   []*nats.Conn
 	proxies []*proxy.Proxy
@@ -135,15 +241,11 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 	}
 	r := &fleetBench{dir: dir, up: &peer{answers: map[string]replay.Turn{}, t0: time.Now()},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
-	if err := r.startCluster(); err != nil {
+	natsURL, err := r.startCluster(ctx, b.cfg.FleetNode)
+	if err != nil {
 		r.close()
 		return nil, err
 	}
-	var urls []string
-	for _, s := range r.srvs {
-		urls = append(urls, s.ClientURL())
-	}
-	natsURL := strings.Join(urls, ",")
 	r.svc, err = service.Start(ctx, service.Config{NATSURL: natsURL, Replicas: 3, Policy: b.pol, Logger: b.log})
 	if err != nil {
 		r.close()
@@ -193,49 +295,70 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 	return r, nil
 }
 
-// startCluster starts three JetStream nodes routed on loopback.
-func (r *fleetBench) startCluster() error {
-	ports := make([]int, 3)
-	var routes []string
+// startCluster starts three JetStream nodes routed on loopback, in this
+// process or, with the command argv (Config.FleetNode), each as a
+// process of its own, and returns their client URLs.
+func (r *fleetBench) startCluster(ctx context.Context, argv []string) (string, error) {
+	ports, clusterPorts := make([]int, 3), make([]int, 3)
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return fmt.Errorf("fleet: %w", err)
+		for _, p := range []*int{&ports[i], &clusterPorts[i]} {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return "", fmt.Errorf("fleet: %w", err)
+			}
+			*p = ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
 		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
 	}
-	for i, p := range ports {
-		srv, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("bench-n%d", i+1), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: filepath.Join(r.dir, strconv.Itoa(i)), MaxPayload: store.DefaultMaxPayload,
-			NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: p},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
+	var urls []string
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	natsURL := strings.Join(urls, ",")
+	for _, spec := range nodeSpecs(r.dir, ports, clusterPorts) {
+		if len(argv) > 0 {
+			n, err := startNodeProc(ctx, argv, spec)
+			if err != nil {
+				return "", err
+			}
+			r.nodes = append(r.nodes, n)
+			continue
+		}
+		srv, err := server.NewServer(nodeOptions(spec))
 		if err != nil {
-			return fmt.Errorf("fleet: node %d: %w", i+1, err)
+			return "", fmt.Errorf("fleet: node %s: %w", spec.Name, err)
 		}
 		srv.Start()
 		r.srvs = append(r.srvs, srv)
 	}
 	for _, s := range r.srvs {
 		if !s.ReadyForConnections(30 * time.Second) {
-			return fmt.Errorf("fleet: node %s not ready", s.Name())
+			return "", fmt.Errorf("fleet: node %s not ready", s.Name())
 		}
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return "", fmt.Errorf("fleet: connect to the cluster: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", fmt.Errorf("fleet: %w", err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		for _, s := range r.srvs {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
+		// The account's JetStream answers once the nodes elected a meta
+		// leader.
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return natsURL, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("fleet: no JetStream meta leader within a minute")
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", fmt.Errorf("%w: %v", errNoMetaLeader, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -260,6 +383,9 @@ func (r *fleetBench) close() {
 		s.Shutdown()
 		s.WaitForShutdown()
 	}
+	for _, n := range r.nodes {
+		n.stop()
+	}
 	_ = os.RemoveAll(r.dir)
 }
 
@@ -267,8 +393,12 @@ func (r *fleetBench) close() {
 // of its own, request j of agent i to proxy (i+j) mod 3.
 func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (FleetRow, error) {
 	before := r.snapshot()
-	stBefore := (&replayRig{reg: r.regs[0]}).stages()
+	stBefore := r.stages()
 	startSeq, err := r.svc.Store.StreamLastSeq(ctx)
+	if err != nil {
+		return FleetRow{}, err
+	}
+	startFacts, err := r.facts(ctx)
 	if err != nil {
 		return FleetRow{}, err
 	}
@@ -278,7 +408,22 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	for i := range k {
 		wg.Go(func() {
 			session := fmt.Sprintf("fleet-k%d-a%d", k, i)
+			gaps := r.gaps[i%len(seqs)]
+			// Agents start spread over their first gap, each request at
+			// its paced time after the agent's first (at once when late).
+			var first time.Duration
+			if len(gaps) > 1 {
+				first = gaps[1] * time.Duration(i) / time.Duration(k)
+			}
+			next := start.Add(first)
 			for j, turn := range seqs[i%len(seqs)] {
+				next = next.Add(gaps[j])
+				select {
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				case <-time.After(time.Until(next)):
+				}
 				key := session + "/" + strconv.Itoa(j)
 				r.up.mu.Lock()
 				r.up.answers[key] = turn
@@ -286,12 +431,6 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 				if err := postTurn(ctx, r.client, r.urls[(i+j)%len(r.urls)], replay.Anthropic, session, key, turn.Body); err != nil {
 					errs <- err
 					return
-				}
-				select {
-				case <-ctx.Done():
-					errs <- ctx.Err()
-					return
-				case <-time.After(fleetThink):
 				}
 			}
 		})
@@ -306,17 +445,59 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	if err != nil {
 		return FleetRow{}, err
 	}
+	endFacts, err := r.facts(ctx)
+	if err != nil {
+		return FleetRow{}, err
+	}
 	after := r.snapshot()
 	row := FleetRow{Agents: k, Requests: int(after.requests - before.requests), RSSMB: float64(rss()) / (1 << 20),
-		EventsPerS: float64(endSeq-startSeq) / wall}
+		EventsPerS: float64(endSeq-startSeq) / wall, FactsPerS: float64(endFacts-startFacts) / wall,
+		RequestsPerS: float64(after.requests-before.requests) / wall,
+		Races:        int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed)}
+	for _, n := range r.nodes {
+		peak, err := rssmeter.ReadPeakRSS(n.cmd.Process.Pid)
+		if err != nil {
+			return FleetRow{}, fmt.Errorf("fleet: %w", err)
+		}
+		row.NodePeakRSSMB = append(row.NodePeakRSSMB, float64(peak)/(1<<20))
+	}
 	row.AddedP50Ms = after.quantile(before, 0.50) * 1000
 	row.AddedP99Ms = after.quantile(before, 0.99) * 1000
 	if row.Requests > 0 {
 		row.FailOpenPct = 100 * (after.failOpen - before.failOpen) / float64(row.Requests)
 	}
 	row.OK = row.AddedP99Ms <= 10 && row.FailOpenPct < 1
-	row.StageMeanMs = (&replayRig{reg: r.regs[0]}).stages().meanSince(stBefore)
+	stAfter := r.stages()
+	row.StageMeanMs = stAfter.meanSince(stBefore)
+	row.Rebuilds = int(stAfter[proxy.StageRebuild].count - stBefore[proxy.StageRebuild].count)
 	return row, nil
+}
+
+// stages is the three proxies' stage histograms summed.
+func (r *fleetBench) stages() stageHist {
+	h := stageHist{}
+	for _, reg := range r.regs {
+		h.gather(reg)
+	}
+	return h
+}
+
+// facts is the number of facts on the log: the messages on the fact
+// subjects.
+func (r *fleetBench) facts(ctx context.Context) (uint64, error) {
+	st, err := r.svc.Store.JS().Stream(ctx, events.StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("fleet: count facts: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.SubjectPrefix+".*.*."+string(events.KindFact)+".*"))
+	if err != nil {
+		return 0, fmt.Errorf("fleet: count facts: %w", err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
 }
 
 // postTurn posts one replayed request to the proxy at base under
@@ -344,10 +525,10 @@ func postTurn(ctx context.Context, client *http.Client, base string, api replay.
 // fleetCounts are the proxies' counters summed: requests, fail-opens and
 // the added-latency histogram's cumulative buckets.
 type fleetCounts struct {
-	requests, failOpen float64
-	bounds             []float64
-	cum                []float64
-	count              float64
+	requests, failOpen, races, catchUps, tailed float64
+	bounds                                      []float64
+	cum                                         []float64
+	count                                       float64
 }
 
 func (r *fleetBench) snapshot() fleetCounts {
@@ -357,16 +538,21 @@ func (r *fleetBench) snapshot() fleetCounts {
 		if err != nil {
 			continue
 		}
+		counters := map[string]*float64{
+			"prunesched_proxy_requests_total":              &c.requests,
+			"prunesched_proxy_fail_open_total":             &c.failOpen,
+			"prunesched_proxy_fleet_races_total":           &c.races,
+			"prunesched_proxy_fleet_catchups_total":        &c.catchUps,
+			"prunesched_proxy_fleet_tailed_catchups_total": &c.tailed,
+		}
 		for _, mf := range mfs {
+			if sum, ok := counters[mf.GetName()]; ok {
+				for _, m := range mf.GetMetric() {
+					*sum += m.GetCounter().GetValue()
+				}
+				continue
+			}
 			switch mf.GetName() {
-			case "prunesched_proxy_requests_total":
-				for _, m := range mf.GetMetric() {
-					c.requests += m.GetCounter().GetValue()
-				}
-			case "prunesched_proxy_fail_open_total":
-				for _, m := range mf.GetMetric() {
-					c.failOpen += m.GetCounter().GetValue()
-				}
 			case "prunesched_proxy_added_seconds":
 				for _, m := range mf.GetMetric() {
 					h := m.GetHistogram()
@@ -414,22 +600,31 @@ func (c fleetCounts) quantile(before fleetCounts, q float64) float64 {
 }
 
 // writeFleet renders the fleet section.
-func writeFleet(w io.Writer, rows []FleetRow) {
+func writeFleet(w io.Writer, rows []FleetRow, speedup float64) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nfleet: three --fleet proxies, three-node JetStream cluster, all in this process; K agents replaying real request sequences, requests round robin over the proxies, 100 ms between an agent's requests")
+	where := "the nodes in this process"
+	if len(rows[0].NodePeakRSSMB) > 0 {
+		where = "each node its own process"
+	}
+	cadence := "back to back"
+	if speedup > 0 {
+		cadence = fmt.Sprintf("each agent at its trace's recorded gaps between requests (capped at %s) / %g", fleetMaxGap, speedup)
+	}
+	fmt.Fprintf(w, "\nfleet: three --fleet proxies, three-node JetStream cluster (%s); K agents replaying real request sequences, requests round robin over the proxies, %s\n", where, cadence)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
-	row("agents (K)", "requests", "added p50 / p99 ms (p99 <= 10)", "failed open (< 1%)", "log events/s", "process RSS (3 nodes + workers + proxies)")
-	row("---", "---", "---", "---", "---", "---")
+	row("agents (K)", "requests", "added p50 / p99 ms (p99 <= 10)", "failed open (< 1%)", "facts/s", "log events/s", "nodes' peak RSS", "bench process RSS")
+	row("---", "---", "---", "---", "---", "---", "---", "---")
 	best := 0
 	for _, x := range rows {
 		if x.OK {
 			best = max(best, x.Agents)
 		}
 		row(strconv.Itoa(x.Agents), strconv.Itoa(x.Requests), fmt.Sprintf("%.2f / %.2f%s", x.AddedP50Ms, x.AddedP99Ms, mark(x.AddedP99Ms <= 10)),
-			fmt.Sprintf("%.2f%%%s", x.FailOpenPct, mark(x.FailOpenPct < 1)), fmt.Sprintf("%.0f", x.EventsPerS), fmt.Sprintf("%.0f MB", x.RSSMB))
+			fmt.Sprintf("%.2f%%%s", x.FailOpenPct, mark(x.FailOpenPct < 1)), fmt.Sprintf("%.0f", x.FactsPerS), fmt.Sprintf("%.0f", x.EventsPerS),
+			nodeRSS(x.NodePeakRSSMB), fmt.Sprintf("%.0f MB", x.RSSMB))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "largest K meeting both goals: %d\n", best)

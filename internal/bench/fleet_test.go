@@ -90,8 +90,9 @@ type fleetBackend struct {
 		Tokens() events.TokenCounter
 		PutBlob(ctx context.Context, hash string, data []byte) error
 		SessionFacts(tenant, session string, lastFact uint64) (int, bool)
-		FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error)
+		FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after, lastFact uint64) ([]events.Event, error)
 		AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
+		TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error
 	}
 	appendGate atomic.Pointer[gate]
 	// recordGate blocks the next append of a response's record (facts
@@ -115,8 +116,11 @@ func (b *fleetBackend) PutBlob(ctx context.Context, hash string, data []byte) er
 func (b *fleetBackend) SessionFacts(tenant, session string, lastFact uint64) (int, bool) {
 	return b.inner.SessionFacts(tenant, session, lastFact)
 }
-func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
-	return b.inner.FactsAndApplicationsAfter(ctx, tenant, session, after)
+func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after, lastFact uint64) ([]events.Event, error) {
+	return b.inner.FactsAndApplicationsAfter(ctx, tenant, session, after, lastFact)
+}
+func (b *fleetBackend) TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error {
+	return b.inner.TailFactsAndApplications(ctx, started, want, fn)
 }
 func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
 	if g := b.appendGate.Swap(nil); g != nil {

@@ -257,12 +257,20 @@ type stageHist map[string]struct {
 // prunesched_proxy_added_seconds as the stage "added".
 func (r *replayRig) stages() stageHist {
 	out := stageHist{}
-	mfs, err := r.reg.Gather()
+	out.gather(r.reg)
+	return out
+}
+
+// gather adds a registry's prunesched_proxy_stage_seconds,
+// prunesched_proxy_fleet_stage_seconds and prunesched_proxy_added_seconds
+// (as the stage "added") to h.
+func (out stageHist) gather(reg prometheus.Gatherer) {
+	mfs, err := reg.Gather()
 	if err != nil {
-		return out
+		return
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != proxy.StageSecondsMetric && mf.GetName() != "prunesched_proxy_added_seconds" {
+		if name := mf.GetName(); name != proxy.StageSecondsMetric && name != proxy.FleetStageSecondsMetric && name != "prunesched_proxy_added_seconds" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -288,7 +296,6 @@ func (r *replayRig) stages() stageHist {
 			out[stage] = h
 		}
 	}
-	return out
 }
 
 // p50Since is each stage's p50 in ms of the observations made since

@@ -101,7 +101,7 @@ func WriteTable(w io.Writer, r *Result) {
 	}
 	writeReplay(w, r.ProxyReplay)
 	writeLoad(w, r.ProxyLoad)
-	writeFleet(w, r.Fleet)
+	writeFleet(w, r.Fleet, r.FleetSpeedup)
 	m := r.Machine
 	fmt.Fprintf(w, "\nmachine: %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s %s", orDash(m.CPU), m.CPUs, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, m.OS)
 	switch {

@@ -68,26 +68,26 @@ func (b *ProxyBackend) Blob(ctx context.Context, hash string) ([]byte, error) {
 }
 
 // FactsAndApplicationsAfter returns the session's facts and applications
-// after stream sequence after, in log order (a fleet proxy catching up).
-func (b *ProxyBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
-	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after)
+// after stream sequence after, in log order (a fleet proxy catching up);
+// lastFact, when not 0, is the session's last fact sequence as the caller
+// just read it.
+func (b *ProxyBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after, lastFact uint64) ([]events.Event, error) {
+	return b.st.FactsAndApplicationsAfter(ctx, tenant, session, after, lastFact)
 }
 
-// AppendAfter appends facts of one session in order, each only if the
-// session's last fact is still the one before it (the first: at expect;
-// 0: no fact yet). It returns the facts stored before a failure; a failed
-// expectation wraps events.ErrConflict.
+// AppendAfter appends events of one session in order (facts, then at
+// most an application), each only if the session's last fact is still the
+// one before it (the first: at expect; 0: no fact yet): store.AppendChain,
+// one atomic batch where the stream takes them. It returns the events
+// stored before a failure; a failed expectation wraps events.ErrConflict.
 func (b *ProxyBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
-	out := make([]events.Event, 0, len(evs))
-	for _, e := range evs {
-		stored, err := b.st.AppendGuarded(ctx, e, expect)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, stored)
-		expect = stored.Seq
-	}
-	return out, nil
+	return b.st.AppendChain(ctx, evs, expect)
+}
+
+// TailFactsAndApplications follows the log from now on
+// (store.TailFactsAndApplications): a fleet proxy's tail.
+func (b *ProxyBackend) TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error {
+	return b.st.TailFactsAndApplications(ctx, started, want, fn)
 }
 
 // ReadSession returns every event of the session in log order (the proxy

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -64,6 +65,10 @@ type Turn struct {
 	// or text/event-stream).
 	Answer      []byte
 	ContentType string
+	// At is when the recorded session made this request (its model
+	// request event's time; zero when the trace has none): the gaps
+	// between a sequence's turns are the agent's recorded cadence.
+	At time.Time
 }
 
 // item is one conversation element.
@@ -85,6 +90,7 @@ type step struct {
 	conv   []item
 	n, end int
 	model  string
+	at     time.Time
 }
 
 // Sequence is a session's model requests, ready to be built in any shape.
@@ -121,7 +127,7 @@ func FromEvents(evs []events.Event) *Sequence {
 			if len(conv) == 0 {
 				continue
 			}
-			seq.steps = append(seq.steps, step{n: len(conv), model: p.Model})
+			seq.steps = append(seq.steps, step{n: len(conv), model: p.Model, at: e.Time})
 			cur = len(seq.steps) - 1
 		case *events.Message:
 			if p.Role != events.RoleAssistant {
@@ -174,6 +180,7 @@ func (s *Sequence) Build(api API, stream bool) []Turn {
 		case Responses:
 			t = s.responses(i, st, stream)
 		}
+		t.At = st.at
 		out = append(out, t)
 	}
 	return out

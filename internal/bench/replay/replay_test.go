@@ -114,3 +114,19 @@ func TestHeadIsPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnsCarryTimes: each turn carries its model request's recorded
+// time, in order, so a replay can keep the agent's cadence.
+func TestTurnsCarryTimes(t *testing.T) {
+	for _, path := range []string{"../testdata/traces/claude-code/tiny.jsonl", "../testdata/traces/opencode/tiny.json"} {
+		turns := tiny(t, path).Build(Anthropic, false)
+		for i, tu := range turns {
+			if tu.At.IsZero() {
+				t.Errorf("%s turn %d: no time", path, i)
+			}
+			if i > 0 && tu.At.Before(turns[i-1].At) {
+				t.Errorf("%s turn %d at %v, before turn %d at %v", path, i, tu.At, i-1, turns[i-1].At)
+			}
+		}
+	}
+}

@@ -207,7 +207,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 }
 
 // ReadRSS returns VmRSS of process pid in bytes.
-func ReadRSS(pid int) (int64, error) {
+func ReadRSS(pid int) (int64, error) { return readStatus(pid, "VmRSS") }
+
+// ReadPeakRSS returns VmHWM of process pid in bytes: the largest resident
+// memory it had so far.
+func ReadPeakRSS(pid int) (int64, error) { return readStatus(pid, "VmHWM") }
+
+// readStatus returns a field of /proc/pid/status given in kB, in bytes.
+func readStatus(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read rss: %w", err)
@@ -215,7 +222,7 @@ func ReadRSS(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			fields := strings.Fields(v)
 			if len(fields) >= 1 {
 				kb, err := strconv.ParseInt(fields[0], 10, 64)
@@ -226,7 +233,7 @@ func ReadRSS(pid int) (int64, error) {
 			}
 		}
 	}
-	return 0, errors.New("read rss: no VmRSS line")
+	return 0, fmt.Errorf("read rss: no %s line", field)
 }
 
 func freeAddr() (string, error) {
