@@ -383,7 +383,7 @@ func logShape(t *testing.T, evs []events.Event) []string {
 			if !e.IsFact() {
 				continue
 			}
-			b, _ := json.Marshal(d)
+			b, _ := json.Marshal(withoutExactCount(d))
 			at := e.Time.Format(time.RFC3339)
 			if m, ok := d.(*events.Message); ok && m.Role == events.RoleAssistant {
 				at = "" // recorded from the response, at the clock's time
@@ -395,6 +395,32 @@ func logShape(t *testing.T, evs []events.Event) []string {
 		}
 	}
 	return out
+}
+
+// withoutExactCount is a fact's payload without the tokenizer's count of
+// an estimated payload: one proxy adds it after forwarding, for the
+// economics only; a fleet publishes a request's facts before forwarding,
+// with the count its decision used and nothing after (docs/proxy.md).
+// Decisions never read it, so the comparison leaves it out.
+func withoutExactCount(d events.Payload) events.Payload {
+	switch p := d.(type) {
+	case *events.Message:
+		cp := *p
+		cp.TokensExact = 0
+		return &cp
+	case *events.ToolCall:
+		cp := *p
+		cp.InputTokensExact = 0
+		return &cp
+	case *events.ToolResult:
+		if p.OutputRef != nil {
+			cp, ref := *p, *p.OutputRef
+			ref.TokensExact = 0
+			cp.OutputRef = &ref
+			return &cp
+		}
+	}
+	return d
 }
 
 // fleetSequences returns up to max real request sequences of the shared
