@@ -239,7 +239,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	r := &fleetBench{dir: dir, up: &peer{answers: map[string]replay.Turn{}, t0: time.Now()},
+	r := &fleetBench{dir: dir, up: newPeer(),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}}
 	natsURL, err := r.startCluster(ctx, b.cfg.FleetNode)
 	if err != nil {

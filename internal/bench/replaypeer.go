@@ -83,8 +83,7 @@ type peerMsg struct {
 // bench closed it) or ctx is done. `prunesched bench` runs it in a child
 // process of itself (hidden flag --replay-peer).
 func ServeReplayPeer(ctx context.Context, in io.Reader, out io.Writer) error {
-	p := &peer{answers: map[string]replay.Turn{}, t0: time.Now(),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}}
+	p := newPeer()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("replay peer: listen: %w", err)
@@ -151,17 +150,29 @@ type peer struct {
 	client  *http.Client
 }
 
+// newPeer returns a peer with no answers yet.
+func newPeer() *peer {
+	return &peer{answers: map[string]replay.Turn{}, t0: time.Now(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}}
+}
+
+// prepare makes answers, by turn key, and think the upstream's for the
+// next job.
+func (p *peer) prepare(think time.Duration, answers map[string]replay.Turn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.think, p.answers = think, answers
+}
+
 // run sends job's turns, three ways each, rotating which way goes first
 // so the machine's noise falls on all three alike, calling settle after
 // each turn when the job asks for it.
 func (p *peer) run(ctx context.Context, job *peerJob, settle func(int) error) ([][3][2]int64, error) {
-	p.mu.Lock()
-	p.think = time.Duration(job.Think)
-	clear(p.answers)
+	answers := map[string]replay.Turn{}
 	for i, t := range job.Turns {
-		p.answers[job.Session+"/"+strconv.Itoa(i)] = replay.Turn{Body: nil, Answer: t.Answer, ContentType: t.ContentType}
+		answers[job.Session+"/"+strconv.Itoa(i)] = replay.Turn{Answer: t.Answer, ContentType: t.ContentType}
 	}
-	p.mu.Unlock()
+	p.prepare(time.Duration(job.Think), answers)
 	out := make([][3][2]int64, 0, len(job.Turns))
 	for i, t := range job.Turns {
 		key := job.Session + "/" + strconv.Itoa(i)
@@ -193,15 +204,13 @@ func (p *peer) load(ctx context.Context, job *peerJob) ([][3][2]int64, time.Dura
 	if l.Sessions < 1 || len(l.Seqs) == 0 {
 		return nil, 0, fmt.Errorf("load: %d sessions, %d sequences", l.Sessions, len(l.Seqs))
 	}
-	p.mu.Lock()
-	p.think = time.Duration(job.Think)
-	clear(p.answers)
+	answers := map[string]replay.Turn{}
 	for k := range l.Sessions {
 		for i, t := range l.Seqs[k%len(l.Seqs)] {
-			p.answers[loadKey(job.Session, k, i)] = replay.Turn{Answer: t.Answer, ContentType: t.ContentType}
+			answers[loadKey(job.Session, k, i)] = replay.Turn{Answer: t.Answer, ContentType: t.ContentType}
 		}
 	}
-	p.mu.Unlock()
+	p.prepare(time.Duration(job.Think), answers)
 	var (
 		mu    sync.Mutex
 		out   [][3][2]int64
