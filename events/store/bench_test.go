@@ -57,6 +57,32 @@ func BenchmarkAppendSyncAlways(b *testing.B) {
 	}
 }
 
+// BenchmarkReadSessionNew reads a session of two events on a stream of
+// 2,000: what a worker or a proxy pays for a session's first fact (it
+// reads the log before it knows the session is new).
+func BenchmarkReadSessionNew(b *testing.B) {
+	srv := startEmbedded(b, "", false)
+	s := openStore(b, connectAdmin(b, srv), Config{})
+	ctx := testCtx(b)
+	for i := range 20 {
+		if _, err := s.Append(ctx, benchBatch("noise", fmt.Sprint(i), 100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.Append(ctx, benchBatch("new", "0", 2)); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		evs, err := s.ReadSession(ctx, "", "new")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(evs) != 2 {
+			b.Fatalf("read %d events, want 2", len(evs))
+		}
+	}
+}
+
 // BenchmarkReadSession replays one 1000-event session while another session
 // interleaves on the stream.
 func BenchmarkReadSession(b *testing.B) {

