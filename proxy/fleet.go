@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,12 @@ import (
 //     its tail of the log when the tail delivered that fact (fleettail.go:
 //     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
-//     as a rebuild would (catchUp).
+//     as a rebuild would (catchUp). A session the proxy meets for the
+//     first time is built from its tail's warm copy when the log's first
+//     fact of the session says the copy holds it all (warmStart), else
+//     read whole (rebuild); either is then caught up the same way. Outputs
+//     fed by reference that span references read are taken from the
+//     request, which resends them (bodyOutputs), not from the blob store.
 //  2. Publish before forwarding, guarded. The request's new facts and then
 //     its application go to the log before the request goes upstream,
 //     one chain guarded by the expected last sequence of the session's
@@ -151,14 +157,32 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 		// Positions past the facts read: the log moved meanwhile.
 		return p.rebuild(ctx, lb, tenant, session, st)
 	}
-	for _, it := range m.proj.Items() {
-		st.remember(it.ID)
+	// The items the fresh facts added (the projection's items are the
+	// state's before them and these).
+	for _, e := range fresh {
+		if id := factItem(e); id != "" {
+			st.remember(id)
+		}
 	}
 	st.logged = nil
 	st.q.reset(lastFact)
 	p.tail.complete(tenant, session)
 	p.met.caughtUp()
 	return nil
+}
+
+// factItem is the item a fact adds to the session (a message, a tool
+// call, a tool result), or "".
+func factItem(e events.Event) string {
+	switch d := e.Data.(type) {
+	case *events.Message:
+		return d.Item
+	case *events.ToolCall:
+		return d.Item
+	case *events.ToolResult:
+		return d.Item
+	}
+	return ""
 }
 
 // rebuild reads the whole session from the log into the proxy's state, the
@@ -168,6 +192,44 @@ func (p *Proxy) rebuild(ctx context.Context, lb logBackend, tenant, session stri
 	defer p.met.fleetStage(StageRebuild, time.Now())
 	p.tail.watch(tenant, session)
 	return p.loadMem(ctx, lb, tenant, session, st)
+}
+
+// firstFacter is a Backend that can say where a session's first fact is
+// (service.ProxyBackend): a proxy of a fleet then builds a session it
+// meets for the first time from its tail's warm copy (warmStart).
+type firstFacter interface {
+	// FirstFactSeq is the stream sequence of the session's first fact (0:
+	// none known).
+	FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error)
+}
+
+// warmStart builds the session's state in memory from the tail's warm
+// copy (fleettail.go) when the log says the copy holds the session from
+// its first fact, instead of reading the whole session: one request
+// (the first fact's sequence) in place of a read. The catch-up that
+// follows brings the state up to the log's last fact, as after a read.
+// It reports false, having changed nothing, when there is no such copy.
+// Caller holds st.mu; the session's write queue is drained.
+func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessState) bool {
+	ff, ok := p.cfg.Backend.(firstFacter)
+	if !ok {
+		return false
+	}
+	evs, first, ok := p.tail.warmed(tenant, session)
+	if !ok {
+		return false
+	}
+	defer p.met.fleetStage(StageWarmStart, time.Now())
+	seq, err := ff.FirstFactSeq(ctx, tenant, session)
+	if err != nil || seq != first {
+		// Older than the copy (or not known to the replica that
+		// answered): read from the log.
+		return false
+	}
+	p.fillMem(tenant, session, st, evs)
+	p.tail.adopt(tenant, session)
+	p.met.warmStarted()
+	return true
 }
 
 // last is the stream sequence of the last fact the session's state holds.
@@ -181,8 +243,10 @@ func (q *writeQueue) last() uint64 {
 // (decided in memory) before the request is forwarded, as one chain
 // guarded by the session's last fact as the state knows it (see the rules
 // above): on a stream that takes atomic batches one round trip, which
-// stores all of it or nothing. Outputs appended by reference are stored
-// first. On success the queued write has no facts left to append. A lost
+// stores all of it or nothing. The request's new outputs are stored
+// first, at once (putQueued), most of them already while the state was
+// caught up (storeEarly), so that no fact refers to an output the blob
+// store lacks. On success the queued write has no facts left to append. A lost
 // race (the chain's first publish refused, or, published one by one, the
 // facts stored and the application refused) returns errRace: nothing
 // published twice, the request decided again on the log. The proxy
@@ -193,7 +257,11 @@ func (q *writeQueue) last() uint64 {
 func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) error {
 	defer p.met.fleetStage(StagePublish, time.Now())
 	w, q := pl.write, &pl.st.q
-	if err := p.putEstimated(ctx, q, w); err != nil {
+	// Every new output, not only those appended by reference: the chain's
+	// publish then finds them stored (the store's cache of what it put)
+	// instead of storing them one after the other.
+	pl.st.body.waitEarly(ctx)
+	if err := p.putQueued(ctx, q, w.session, w.hashes); err != nil {
 		return err
 	}
 	chain := w.evs
@@ -300,17 +368,43 @@ func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Ev
 // putEstimated stores the outputs a write appends by reference (their
 // counts estimated) that are still in the queue.
 func (p *Proxy) putEstimated(ctx context.Context, q *writeQueue, w *logWrite) error {
-	if len(w.estimated) == 0 {
-		return nil
-	}
+	return p.putQueued(ctx, q, w.session, w.estimated)
+}
+
+// putConcurrency bounds the outputs putQueued stores at once.
+const putConcurrency = 8
+
+// putQueued stores the outputs with the given content addresses that are
+// still in the queue (not stored by an earlier write), at once, so that
+// a request with several new outputs waits for the blob store's round
+// trips about once. Its error is the first output's that failed.
+func (p *Proxy) putQueued(ctx context.Context, q *writeQueue, session string, hashes []string) error {
 	lb, _ := p.cfg.Backend.(logBackend)
-	for _, h := range w.estimated {
+	errs := make([]error, len(hashes))
+	sem := make(chan struct{}, putConcurrency)
+	var wg sync.WaitGroup
+	for i, h := range hashes {
 		data, ok := q.blob(h)
 		if !ok {
 			continue // stored by an earlier write
 		}
-		if err := putBlobString(ctx, lb, h, data); err != nil {
-			return fmt.Errorf("store output %s of %s: %w", h, w.session, err)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := putBlobString(ctx, lb, h, data); err != nil {
+				errs[i] = fmt.Errorf("store output %s of %s: %w", h, session, err)
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr(errs)
+}
+
+// firstErr is the first non-nil error of errs, or nil.
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -382,10 +476,12 @@ const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
 
 // The stages of FleetStageSecondsMetric. Each is a part of a stage of
 // LatencyStages, observed on its own to show where a fleet's time goes:
-// catch_up (part of load: asking the log for the session's last fact and
-// reading what other proxies appended), rebuild (part of load: reading
-// the whole session, the first time the proxy meets it or after a lost
-// race), publish (part of append: the guarded publishes before
+// warm_start (part of load: the first time the proxy meets a session,
+// building it from the tail's warm copy, the log asked for its first
+// fact), catch_up (part of load: asking the log for the session's last
+// fact and reading what other proxies appended), rebuild (part of load:
+// reading the whole session, the first time the proxy meets it without a
+// warm copy or after a lost race), publish (part of append: the guarded publishes before
 // forwarding) and hold (after the response: its end held until the log
 // holds its record).
 const (
@@ -393,14 +489,17 @@ const (
 	StageRebuild = "rebuild"
 	StagePublish = "publish"
 	StageHold    = "hold"
+	// StageWarmStart is the stage named warm_start above.
+	StageWarmStart = "warm_start"
 )
 
 // FleetStages are the stages of FleetStageSecondsMetric in the order a
 // request meets them.
-var FleetStages = []string{StageCatchUp, StageRebuild, StagePublish, StageHold}
+var FleetStages = []string{StageWarmStart, StageCatchUp, StageRebuild, StagePublish, StageHold}
 
 // fleetMetrics count what a proxy of a fleet did to stay in step.
 type fleetMetrics struct {
+	warm     prometheus.Counter
 	tailed   prometheus.Counter
 	catchUps prometheus.Counter
 	races    prometheus.Counter
@@ -432,7 +531,11 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 		Name: "prunesched_proxy_fleet_tailed_catchups_total",
 		Help: "Catch-ups that took what other proxies appended from the proxy's tail of the log, without reading it (Config.Fleet).",
 	})
-	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed)
+	m.warm = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_warm_starts_total",
+		Help: "Sessions met for the first time whose state the proxy built from its tail's warm copy, without reading them from the log (Config.Fleet).",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm)
 	return m
 }
 
@@ -446,6 +549,12 @@ func (m *Metrics) fleetStage(stage string, start time.Time) {
 func (m *Metrics) caughtUp() {
 	if m != nil {
 		m.fleet.catchUps.Inc()
+	}
+}
+
+func (m *Metrics) warmStarted() {
+	if m != nil {
+		m.fleet.warm.Inc()
 	}
 }
 

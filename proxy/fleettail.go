@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +19,15 @@ type fleetTailer interface {
 }
 
 // tailBuffer bounds the events a tail keeps for one session between two
-// of its requests to this proxy; past it the session is caught up with
-// reads, as without a tail.
+// of its requests to this proxy (or, warm, before its first); past it the
+// session is caught up with reads, as without a tail.
 const tailBuffer = 4096
+
+// warmBytes bounds what a tail keeps of the sessions the proxy has not
+// met yet (warm copies, about the events' text bytes): past it the copies
+// least recently appended to are dropped, and those sessions' first
+// requests to this proxy read them from the log, as without a tail.
+const warmBytes = 32 << 20
 
 // fleetTail follows the log for a proxy of a fleet (fleet.go, rule 1): it
 // keeps the facts and applications appended to the sessions the proxy
@@ -29,6 +37,14 @@ const tailBuffer = 4096
 // fact first, and takes the events from the tail only when the tail
 // delivered that fact. A tail delivers in log order without gaps (one
 // ordered consumer), so it then holds every event before it.
+//
+// It also keeps a warm copy of each session that starts while it runs
+// (from the session's SessionStarted fact, within warmBytes), which the
+// proxy has not met yet: behind a balancer without session affinity a
+// session's first request to each proxy comes early in it, and builds
+// the state from the copy instead of reading the whole session from the
+// log, once the log confirms (its first fact's sequence) that the copy
+// holds the session from its start (warmed, adopt).
 type fleetTail struct {
 	mu sync.Mutex
 	// ready says the consumer runs (every event stored since is
@@ -37,8 +53,11 @@ type fleetTail struct {
 	ready    bool
 	seq      uint64
 	sessions map[sessionKey]*tailSession
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// warmBytes is what the warm copies hold (tailSession.bytes summed);
+	// warmLimit bounds it (0: no warm copies).
+	warmBytes, warmLimit int
+	cancel               context.CancelFunc
+	done                 chan struct{}
 }
 
 // tailSession is what the tail holds of one session: its events since
@@ -47,10 +66,19 @@ type fleetTail struct {
 // lack events stored before the tail kept the session's (it was armed
 // with the state already loaded, or before the tail ran): a catch-up
 // reads the log and completes it.
+//
+// warm says the proxy holds no state of the session: the tail keeps its
+// events from its first fact, stream sequence first, for the session's
+// first request to this proxy (bytes is about their size; used the
+// sequence of the last one, which orders the copies to drop).
 type tailSession struct {
 	evs    []events.Event
 	broken bool
 	fresh  bool
+	warm   bool
+	first  uint64
+	bytes  int
+	used   uint64
 }
 
 // startTail starts following the log when the proxy is in a fleet and its
@@ -64,7 +92,7 @@ func (p *Proxy) startTail() *fleetTail {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &fleetTail{sessions: map[sessionKey]*tailSession{}, cancel: cancel, done: make(chan struct{})}
+	t := &fleetTail{sessions: map[sessionKey]*tailSession{}, warmLimit: warmBytes, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
 		for ctx.Err() == nil {
@@ -111,16 +139,24 @@ func (t *fleetTail) stopped() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ready, t.seq = false, 0
-	for k := range t.sessions {
+	for k, ts := range t.sessions {
+		if ts.warm {
+			delete(t.sessions, k)
+			continue
+		}
 		t.sessions[k] = &tailSession{broken: true}
 	}
+	t.warmBytes = 0
 }
 
+// wanted says which sessions' events the tail decodes: those the proxy
+// holds, and every other when it keeps warm copies (a session's first
+// fact decides whether one is kept).
 func (t *fleetTail) wanted(tenant, session string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, ok := t.sessions[sessionKey{tenant, session}]
-	return ok
+	return ok || t.warmLimit > 0
 }
 
 func (t *fleetTail) deliver(seq uint64, tenant, session string, e *events.Event) {
@@ -130,14 +166,127 @@ func (t *fleetTail) deliver(seq uint64, tenant, session string, e *events.Event)
 	if session == "" {
 		return
 	}
-	ts := t.sessions[sessionKey{tenant, session}]
+	k := sessionKey{tenant, session}
+	ts := t.sessions[k]
+	if ts == nil || ts.warm {
+		t.keepWarm(k, ts, seq, e)
+		return
+	}
 	switch {
-	case ts == nil || ts.broken:
+	case ts.broken:
 	case e == nil || len(ts.evs) >= tailBuffer:
 		ts.broken, ts.evs = true, nil
 	default:
 		ts.evs = append(ts.evs, *e)
 	}
+}
+
+// keepWarm keeps an event of a session the proxy does not hold (ts nil,
+// or its warm copy): a copy starts at a session's SessionStarted fact
+// while the tail runs, and ends at an event that did not decode, at
+// tailBuffer events, or when warmBytes drops it. Caller holds t.mu.
+func (t *fleetTail) keepWarm(k sessionKey, ts *tailSession, seq uint64, e *events.Event) {
+	if ts == nil {
+		if e == nil || !t.ready || t.warmLimit <= 0 || !e.IsFact() {
+			return
+		}
+		if _, ok := e.Data.(*events.SessionStarted); !ok {
+			return
+		}
+		ts = &tailSession{warm: true, first: seq}
+		t.sessions[k] = ts
+	}
+	if e == nil || len(ts.evs) >= tailBuffer {
+		t.dropWarm(k, ts)
+		return
+	}
+	n := warmSize(*e)
+	ts.evs = append(ts.evs, *e)
+	ts.bytes += n
+	ts.used = seq
+	t.warmBytes += n
+	if t.warmBytes > t.warmLimit {
+		t.evictWarm()
+	}
+}
+
+// warmSize is about what a kept event holds: its text, and room for the
+// rest.
+func warmSize(e events.Event) int {
+	n := 256
+	switch d := e.Data.(type) {
+	case *events.Message:
+		n += len(d.Text) + len(d.Signature)
+	case *events.ToolCall:
+		n += len(d.Input)
+	case *events.ToolResult:
+		if d.Output != nil {
+			n += len(*d.Output)
+		}
+	}
+	return n
+}
+
+func (t *fleetTail) dropWarm(k sessionKey, ts *tailSession) {
+	t.warmBytes -= ts.bytes
+	delete(t.sessions, k)
+}
+
+// evictWarm drops the warm copies least recently appended to until they
+// hold at most three quarters of warmLimit. Caller holds t.mu.
+func (t *fleetTail) evictWarm() {
+	var warm []sessionKey
+	for k, ts := range t.sessions {
+		if ts.warm {
+			warm = append(warm, k)
+		}
+	}
+	slices.SortFunc(warm, func(a, b sessionKey) int { return cmp.Compare(t.sessions[a].used, t.sessions[b].used) })
+	for _, k := range warm {
+		if t.warmBytes <= t.warmLimit/4*3 {
+			return
+		}
+		t.dropWarm(k, t.sessions[k])
+	}
+}
+
+// warmed returns the tail's warm copy of a session the proxy does not
+// hold: its facts and applications in log order from its first fact,
+// stream sequence first. The caller checks with the log that first is
+// the session's first fact before building on them, then calls adopt.
+func (t *fleetTail) warmed(tenant, session string) (evs []events.Event, first uint64, ok bool) {
+	if t == nil {
+		return nil, 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts := t.sessions[tailKey(tenant, session)]
+	if !t.ready || ts == nil || !ts.warm {
+		return nil, 0, false
+	}
+	return append([]events.Event(nil), ts.evs...), ts.first, true
+}
+
+// adopt says the proxy's state of the session was built from the warm
+// copy warmed returned: the tail keeps the session's events from then on
+// for its catch-ups (after), as for a session read from the log while it
+// ran (watch). When the copy was dropped meanwhile the session is armed:
+// the catch-up that follows reads the log. Caller holds the session's
+// lock.
+func (t *fleetTail) adopt(tenant, session string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := tailKey(tenant, session)
+	ts := t.sessions[k]
+	if ts == nil || !ts.warm || !t.ready {
+		t.sessions[k] = &tailSession{fresh: true}
+		return
+	}
+	t.warmBytes -= ts.bytes
+	ts.warm, ts.bytes = false, 0
 }
 
 // watch has the tail keep the session's events from now on, the proxy
@@ -150,7 +299,11 @@ func (t *fleetTail) watch(tenant, session string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sessions[tailKey(tenant, session)] = &tailSession{fresh: !t.ready}
+	k := tailKey(tenant, session)
+	if ts := t.sessions[k]; ts != nil && ts.warm {
+		t.warmBytes -= ts.bytes
+	}
+	t.sessions[k] = &tailSession{fresh: !t.ready}
 }
 
 // arm has the tail keep the session's events from now on when it does
@@ -164,7 +317,10 @@ func (t *fleetTail) arm(tenant, session string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := tailKey(tenant, session)
-	if ts := t.sessions[k]; ts == nil || ts.broken || ts.fresh {
+	if ts := t.sessions[k]; ts == nil || ts.broken || ts.fresh || ts.warm {
+		if ts != nil && ts.warm {
+			t.warmBytes -= ts.bytes
+		}
 		t.sessions[k] = &tailSession{fresh: true}
 	}
 }
@@ -195,7 +351,7 @@ func (t *fleetTail) after(tenant, session string, have, last uint64) ([]events.E
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ts := t.sessions[tailKey(tenant, session)]
-	if !t.ready || t.seq < last || ts == nil || ts.broken || ts.fresh {
+	if !t.ready || t.seq < last || ts == nil || ts.broken || ts.fresh || ts.warm {
 		return nil, false
 	}
 	i := 0
@@ -213,5 +369,9 @@ func (t *fleetTail) forget(tenant, session string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.sessions, tailKey(tenant, session))
+	k := tailKey(tenant, session)
+	if ts := t.sessions[k]; ts != nil && ts.warm {
+		t.warmBytes -= ts.bytes
+	}
+	delete(t.sessions, k)
 }

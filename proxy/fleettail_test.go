@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prunesched/prunesched/events"
@@ -101,5 +102,119 @@ func TestFleetTail(t *testing.T) {
 	nilTail.watch("", "s")
 	if _, ok := nilTail.after("", "s", 0, 0); ok {
 		t.Error("a proxy without a tail vouched for events")
+	}
+}
+
+// TestFleetTailWarm walks the warm copies: kept from a session's
+// SessionStarted fact while the tail runs, for sessions the proxy does
+// not hold; given out until adopted, then kept as a watched session's
+// events; dropped whole when one event cannot be kept, when the tail
+// stops, or, least recently appended first, past the byte bound.
+func TestFleetTailWarm(t *testing.T) {
+	start := func(seq uint64) *events.Event {
+		return &events.Event{ID: fmt.Sprintf("e%d", seq), Seq: seq, Type: events.TypeSessionStarted, Data: &events.SessionStarted{Format: "proxy"}}
+	}
+	msg := func(seq uint64, text string) *events.Event {
+		return &events.Event{ID: fmt.Sprintf("e%d", seq), Seq: seq, Type: events.TypeMessage, Data: &events.Message{Item: fmt.Sprintf("i%d", seq), Role: events.RoleUser, Text: text}}
+	}
+	ids := func(evs []events.Event) string {
+		s := ""
+		for _, e := range evs {
+			s += e.ID + " "
+		}
+		return s
+	}
+	warm := func(tl *fleetTail, session string) string {
+		evs, first, ok := tl.warmed("", session)
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf("%d: %s", first, ids(evs))
+	}
+	d := events.DefaultTenant
+	tl := &fleetTail{sessions: map[sessionKey]*tailSession{}, warmLimit: 1400}
+	if !tl.wanted(d, "any") {
+		t.Fatal("a tail keeping warm copies does not decode every session")
+	}
+	tl.deliver(1, d, "a", start(1))
+	if got := warm(tl, "a"); got != "-" {
+		t.Fatalf("kept before the tail ran: %s", got)
+	}
+	tl.started()
+	tl.deliver(2, d, "b", msg(2, "x"))
+	tl.deliver(3, d, "c", start(3))
+	tl.deliver(4, d, "c", msg(4, "x"))
+	tl.deliver(5, d, "a", msg(5, "x"))
+	for _, c := range []struct{ session, want string }{{"a", "-"}, {"b", "-"}, {"c", "3: e3 e4 "}} {
+		if got := warm(tl, c.session); got != c.want {
+			t.Fatalf("warm %s = %q, want %q", c.session, got, c.want)
+		}
+	}
+	// Adopted: the tail's events of c are a watched session's.
+	tl.adopt("", "c")
+	if got := warm(tl, "c"); got != "-" {
+		t.Fatalf("adopted copy still warm: %s", got)
+	}
+	tl.deliver(6, d, "c", msg(6, "x"))
+	if evs, ok := tl.after("", "c", 4, 6); !ok || ids(evs) != "e6 " {
+		t.Fatalf("after adopting: %q %v, want e6", ids(evs), ok)
+	}
+	if tl.warmBytes != 0 {
+		t.Fatalf("adopted copy still counted: %d bytes", tl.warmBytes)
+	}
+	// An event that does not decode drops the copy.
+	tl.deliver(7, d, "e", start(7))
+	tl.deliver(8, d, "e", nil)
+	if got := warm(tl, "e"); got != "-" {
+		t.Fatalf("copy kept past an event that did not decode: %s", got)
+	}
+	// Past the bound, the copy least recently appended to goes.
+	// (About 256 bytes an event and its text: f 513, g 812, then h's
+	// start passes 1,400, and dropping g is enough.)
+	tl.deliver(9, d, "f", start(9))
+	tl.deliver(10, d, "g", start(10))
+	tl.deliver(11, d, "g", msg(11, strings.Repeat("x", 300)))
+	tl.deliver(12, d, "f", msg(12, "x"))
+	tl.deliver(13, d, "h", start(13))
+	if warm(tl, "g") != "-" || warm(tl, "f") == "-" || warm(tl, "h") == "-" {
+		t.Fatalf("eviction: f %q, g %q, h %q; want g dropped", warm(tl, "f"), warm(tl, "g"), warm(tl, "h"))
+	}
+	// A tail that stops drops every warm copy.
+	tl.stopped()
+	tl.started()
+	if warm(tl, "f") != "-" || tl.warmBytes != 0 {
+		t.Fatalf("warm copy kept over a stopped tail: %q, %d bytes", warm(tl, "f"), tl.warmBytes)
+	}
+	// Adopting a copy that went arms the session: a catch-up reads.
+	tl.adopt("", "f")
+	if _, ok := tl.after("", "f", 0, tl.seq); ok {
+		t.Fatal("a session adopted without its copy was vouched for")
+	}
+}
+
+// TestBodyOutputs: the request's tool outputs are found by content
+// address, the newest first, and nothing else is.
+func TestBodyOutputs(t *testing.T) {
+	conv := &conversation{blocks: []*block{
+		{kind: bToolResult, text: "old output"},
+		{kind: bText, text: "not an output"},
+		{kind: bToolResult, text: "new output"},
+	}}
+	b := &bodyOutputs{conv: conv}
+	if s, ok := b.output(events.HashString("new output")); !ok || s != "new output" {
+		t.Fatalf("newest output: %q %v", s, ok)
+	}
+	if len(b.byHash) != 1 {
+		t.Fatalf("hashed %d outputs to find the newest, want 1", len(b.byHash))
+	}
+	if s, ok := b.output(events.HashString("old output")); !ok || s != "old output" {
+		t.Fatalf("oldest output: %q %v", s, ok)
+	}
+	if _, ok := b.output(events.HashString("not an output")); ok {
+		t.Fatal("a text block was taken for an output")
+	}
+	var none *bodyOutputs
+	if _, ok := none.output(events.HashString("x")); ok {
+		t.Fatal("no request, yet an output")
 	}
 }

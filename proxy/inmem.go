@@ -80,9 +80,12 @@ func (p *Proxy) newMem(tenant, session string, st *sessState) *memState {
 	if p.cfg.Policy.Eligibility.SpanRefsEnabled() {
 		// Span references compare the lines of stored reads: the outputs
 		// still in the write queue first (read where they lie), then the
-		// log's.
+		// request's own (bodyOutputs), then the log's.
 		content = func(h string) (io.ReadCloser, error) {
 			if s, ok := st.q.blob(h); ok {
+				return io.NopCloser(strings.NewReader(s)), nil
+			}
+			if s, ok := st.body.output(h); ok {
 				return io.NopCloser(strings.NewReader(s)), nil
 			}
 			b, err := p.cfg.Backend.Blob(p.bg.ctx, h)
@@ -106,6 +109,14 @@ func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session stri
 		return fmt.Errorf("load session %s: %w", session, err)
 	}
 	p.met.sessionLoaded()
+	p.fillMem(tenant, session, st, evs)
+	return nil
+}
+
+// fillMem builds the session's in-memory state from its events in log
+// order, as loadMem reads them. Caller holds st.mu; the session's write
+// queue is empty.
+func (p *Proxy) fillMem(tenant, session string, st *sessState, evs []events.Event) {
 	m := p.newMem(tenant, session, st)
 	var last uint64
 	scheduler.Replay(evs, 0, scheduler.Replayer{
@@ -125,7 +136,6 @@ func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session stri
 	st.lastSeq = last
 	st.q.reset(last)
 	st.loaded = true
-	return nil
 }
 
 // feed feeds the session's next fact (in stored form) to the cores and the

@@ -80,6 +80,11 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	pl.session, pl.st = session, st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.body = &bodyOutputs{conv: conv}
+	defer func() { st.body = nil }()
+	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
+		p.storeEarly(ctx, st, st.body)
+	}
 	err = p.load(ctx, tenant, session, st)
 	t = p.met.stage(api, StageLoad, t)
 	if err != nil {
@@ -287,7 +292,9 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) 
 	st.mu.Lock()
 	var err error
 	if !p.knowsWithoutLoad(st, first) {
+		st.body = &bodyOutputs{conv: c}
 		err = p.load(ctx, tenant, base, st)
+		st.body = nil
 	}
 	_, has := st.known[first]
 	empty := len(st.known) == 0
@@ -346,6 +353,9 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState)
 			return p.catchUp(ctx, fb, lb, tenant, session, st)
 		}
 		if fleet {
+			if p.warmStart(ctx, tenant, session, st) {
+				return p.catchUp(ctx, fb, lb, tenant, session, st)
+			}
 			return p.rebuild(ctx, lb, tenant, session, st)
 		}
 		return p.loadMem(ctx, lb, tenant, session, st)

@@ -128,6 +128,8 @@ type sessState struct {
 	mem *memState
 	// q orders the session's log writes after forwarding (inmem.go).
 	q writeQueue
+	// body holds the outputs of the request holding mu (bodyoutputs.go).
+	body *bodyOutputs
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the

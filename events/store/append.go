@@ -213,6 +213,26 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 	return m.Sequence, nil
 }
 
+// FirstSeq returns the stream sequence of the first event of a session on
+// subjects of one kind (an empty kind: any), or 0 if there is none. Like
+// LastSeq it uses a direct get, which a replica may serve behind the
+// leader: an event it does not hold yet is not reported, so a 0 means "not
+// known to be there", never that a later first was the first.
+func (s *Store) FirstSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
+	subj, err := s.sessionSubject(tenant, session, kind)
+	if err != nil {
+		return 0, fmt.Errorf("first seq: %w", err)
+	}
+	m, err := s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("first seq of %s: %w", subj, err)
+	}
+	return m.Sequence, nil
+}
+
 // prepareBatch prepares a validated batch (see prepare) and digests its
 // facts' stored encodings. Tokenizing is CPU-bound and each event's result
 // depends on that event alone, so a batch with enough text to count is

@@ -62,6 +62,10 @@ type FleetRow struct {
 	// StageMeanMs is the mean time of each proxy stage, the three proxies
 	// together: proxy.LatencyStages and proxy.FleetStages.
 	StageMeanMs map[string]float64 `json:"stage_mean_ms"`
+	// StageP99Ms is each stage's p99 (interpolated within its buckets)
+	// and StageCount how many times it ran, the three proxies together.
+	StageP99Ms map[string]float64 `json:"stage_p99_ms"`
+	StageCount map[string]int     `json:"stage_count"`
 	// Rebuilds is how many times a proxy read a whole session (the first
 	// request of a session it had not met yet, or after a lost race);
 	// Races how many requests lost a race and were decided again.
@@ -170,9 +174,9 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages ms: %s",
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
 			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races,
-			stageSummary(row.StageMeanMs), fleetStageSummary(row.StageMeanMs))
+			stageSummary(row.StageMeanMs), fleetStageSummary(row))
 		if !row.OK {
 			break
 		}
@@ -201,13 +205,13 @@ func nodeRSS(mb []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// fleetStageSummary prints the fleet stages' means in proxy.FleetStages
-// order.
-func fleetStageSummary(ms map[string]float64) string {
+// fleetStageSummary prints the fleet stages' means, p99s and counts in
+// proxy.FleetStages order.
+func fleetStageSummary(row FleetRow) string {
 	var parts []string
 	for _, s := range proxy.FleetStages {
-		if v, ok := ms[s]; ok {
-			parts = append(parts, fmt.Sprintf("%s %.2f", s, v))
+		if v, ok := row.StageMeanMs[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f / %.2f (%d)", s, v, row.StageP99Ms[s], row.StageCount[s]))
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -469,6 +473,8 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	row.OK = row.AddedP99Ms <= 10 && row.FailOpenPct < 1
 	stAfter := r.stages()
 	row.StageMeanMs = stAfter.meanSince(stBefore)
+	row.StageP99Ms = stAfter.quantileSince(stBefore, 0.99)
+	row.StageCount = stAfter.countSince(stBefore)
 	row.Rebuilds = int(stAfter[proxy.StageRebuild].count - stBefore[proxy.StageRebuild].count)
 	return row, nil
 }

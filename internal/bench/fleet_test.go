@@ -93,6 +93,7 @@ type fleetBackend struct {
 		FactsAndApplicationsAfter(ctx context.Context, tenant, session string, after, lastFact uint64) ([]events.Event, error)
 		AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
 		TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error
+		FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error)
 	}
 	appendGate atomic.Pointer[gate]
 	// recordGate blocks the next append of a response's record (facts
@@ -121,6 +122,9 @@ func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, se
 }
 func (b *fleetBackend) TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error {
 	return b.inner.TailFactsAndApplications(ctx, started, want, fn)
+}
+func (b *fleetBackend) FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	return b.inner.FirstFactSeq(ctx, tenant, session)
 }
 func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error) {
 	if g := b.appendGate.Swap(nil); g != nil {
@@ -515,6 +519,9 @@ func TestFleetAlternates(t *testing.T) {
 			mustHavePruned(t, checkFleet(t, base, fleet))
 			if c := fleet.sum("prunesched_proxy_fleet_catchups_total"); c == 0 {
 				t.Fatal("no proxy caught up with the log: the alternation was not exercised")
+			}
+			if c := fleet.sum("prunesched_proxy_fleet_warm_starts_total"); c == 0 {
+				t.Fatal("no proxy built a session it met for the first time from its tail's warm copy")
 			}
 		})
 	}

@@ -299,9 +299,13 @@ func (out stageHist) gather(reg prometheus.Gatherer) {
 }
 
 // p50Since is each stage's p50 in ms of the observations made since
-// before, interpolated linearly within a bucket as Prometheus's
+// before (quantileSince).
+func (h stageHist) p50Since(before stageHist) map[string]float64 { return h.quantileSince(before, 0.5) }
+
+// quantileSince is each stage's q-quantile in ms of the observations made
+// since before, interpolated linearly within a bucket as Prometheus's
 // histogram_quantile does.
-func (h stageHist) p50Since(before stageHist) map[string]float64 {
+func (h stageHist) quantileSince(before stageHist, q float64) map[string]float64 {
 	out := map[string]float64{}
 	for stage, now := range h {
 		prev := before[stage]
@@ -316,12 +320,12 @@ func (h stageHist) p50Since(before stageHist) map[string]float64 {
 			}
 			return d
 		}
-		// A median past the last finite bound is reported as that bound.
+		// A quantile past the last finite bound is reported as that bound.
 		total := float64(now.count - prev.count)
 		if total <= 0 {
 			continue
 		}
-		rank := total / 2
+		rank := total * q
 		lower, below := 0.0, 0.0
 		v := now.upper[n-1]
 		for i := range n {
@@ -333,6 +337,17 @@ func (h stageHist) p50Since(before stageHist) map[string]float64 {
 			lower, below = now.upper[i], c
 		}
 		out[stage] = v * 1e3
+	}
+	return out
+}
+
+// countSince is each stage's number of observations made since before.
+func (h stageHist) countSince(before stageHist) map[string]int {
+	out := map[string]int{}
+	for stage, now := range h {
+		if n := now.count - before[stage].count; n > 0 {
+			out[stage] = int(n)
+		}
 	}
 	return out
 }

@@ -37,6 +37,13 @@ func (b *ProxyBackend) LastFactSeq(ctx context.Context, tenant, session string) 
 	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
 }
 
+// FirstFactSeq is the stream sequence of the session's first fact (0:
+// none known; a fleet proxy checking that its tail holds the session
+// from its start).
+func (b *ProxyBackend) FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	return b.st.FirstSeq(ctx, tenant, session, events.KindFact)
+}
+
 // DecideLive has the scheduler worker decide the request from the log.
 func (b *ProxyBackend) DecideLive(ctx context.Context, tenant, session string, lastFact uint64, at time.Time, req string) (*events.Event, error) {
 	return b.p.Scheduler.DecideLiveAfter(ctx, tenant, session, lastFact, at, req)

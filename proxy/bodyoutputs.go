@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+
+	"github.com/prunesched/prunesched/events"
+)
+
+// bodyOutputs finds a stored tool output in the request being processed,
+// by content address. A proxy feeding its state facts it did not record
+// itself (a rebuild; in a fleet, a catch-up on what other proxies
+// appended) meets outputs by reference, and span references read them
+// (eligibility's l1Span): the client's request almost always holds the
+// same output, since it resends the conversation. Reading it there saves
+// a read of the blob store per output (several round trips each, on a
+// cluster the largest part of a catch-up); what is read is the same bytes
+// (the content address is checked), so the decisions are the same.
+//
+// In a fleet it also stores the request's newest outputs early
+// (storeEarly), while the proxy catches up with the log and decides.
+type bodyOutputs struct {
+	conv *conversation
+	// early is closed once the outputs storeEarly started are stored (or
+	// failed: publishFirst stores what is missing); nil: none started.
+	early chan struct{}
+	// byHash indexes the request's tool outputs hashed so far: from its
+	// end back to block next-1 (a catch-up needs the newest; most
+	// requests need none).
+	byHash map[string]string
+	next   int
+}
+
+// output returns the request's tool output with content address h.
+func (b *bodyOutputs) output(h string) (string, bool) {
+	if b == nil || b.conv == nil {
+		return "", false
+	}
+	if s, ok := b.byHash[h]; ok {
+		return s, true
+	}
+	if b.byHash == nil {
+		b.byHash, b.next = map[string]string{}, len(b.conv.blocks)
+	}
+	for b.next > 0 {
+		b.next--
+		bl := b.conv.blocks[b.next]
+		if bl.kind != bToolResult {
+			continue
+		}
+		s := bl.payloadText()
+		got := events.HashString(s)
+		b.byHash[got] = s
+		if got == h {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// storeEarly starts storing the request's newest tool outputs, those of
+// its last turn (after its last tool call) whose items the session's
+// state does not hold: in a conversation whose requests follow one
+// another these are the outputs the request appends, whose blobs must be
+// stored before its facts are published (publishFirst), so that their
+// round trips to the blob store overlap the catch-up and the decision
+// instead of following them. An output stored here that the request
+// turns out not to append (another proxy appended it first) costs a look
+// up and nothing else: blobs are content-addressed. Caller holds st.mu,
+// the state loaded; ctx bounds the puts.
+func (p *Proxy) storeEarly(ctx context.Context, st *sessState, b *bodyOutputs) {
+	lb, ok := p.inMemory()
+	if !ok || b == nil {
+		return
+	}
+	agentIDs := contextCalls(b.conv)
+	var outs []string
+	blocks := b.conv.blocks
+	for i := len(blocks) - 1; i >= 0; i-- {
+		bl := blocks[i]
+		if bl.kind == bToolUse || bl.role == events.RoleAssistant {
+			break
+		}
+		if _, known := st.known[bl.item]; bl.kind != bToolResult || known || agentIDs[bl.callID] != nil {
+			continue
+		}
+		outs = append(outs, bl.payloadText())
+	}
+	if len(outs) == 0 {
+		return
+	}
+	b.early = make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range outs[:min(len(outs), putConcurrency)] {
+		wg.Go(func() { _ = putBlobString(ctx, lb, events.HashString(s), s) })
+	}
+	go func() {
+		wg.Wait()
+		close(b.early)
+	}()
+}
+
+// waitEarly waits for the outputs storeEarly started.
+func (b *bodyOutputs) waitEarly(ctx context.Context) {
+	if b == nil || b.early == nil {
+		return
+	}
+	select {
+	case <-b.early:
+	case <-ctx.Done():
+	}
+}
