@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/lru"
 	"github.com/prunesched/prunesched/projections"
 )
@@ -34,11 +36,13 @@ type ProjectionWorker struct {
 	met    *Metrics
 
 	mu       sync.RWMutex
-	cond     *sync.Cond
 	sessions map[sessionKey]*projEntry
 	seq      uint64 // last stream sequence applied
 	errs     int    // undecodable messages skipped
 	started  bool
+	// waiters are the WaitSeq calls waiting for a sequence not applied
+	// yet; each is woken once, when it is.
+	waiters []seqWaiter
 
 	// Eviction (SetEviction); reader nil: never evict.
 	reader   SessionReader
@@ -107,7 +111,6 @@ func NewProjectionWorker(js jetstream.JetStream, logger *slog.Logger, met *Metri
 		budget:  projections.NewRenderBudget(projections.DefaultRenderCacheSessionBytes, projections.DefaultRenderCacheTotalBytes),
 		order:   lru.New[sessionKey, *projEntry](0),
 		evicted: map[sessionKey]struct{}{}, rebuilding: map[sessionKey]*rebuild{}}
-	w.cond = sync.NewCond(&w.mu)
 	return w
 }
 
@@ -137,9 +140,11 @@ func (w *ProjectionWorker) Memory() (bytes int64, held, evicted int, evictions u
 // applier applies the batches in stream order. Seq advances only as
 // messages are applied, in order.
 func (w *ProjectionWorker) Run(ctx context.Context) error {
+	// No filter: the stream's only subjects are ps.> (store.StreamConfig;
+	// store.Open makes them so), and a filter, even one equal to them,
+	// costs the server a subject match for every message.
 	cons, err := w.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectPrefix + ".>"},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("projection: create ordered consumer: %w", err)
@@ -168,12 +173,12 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 		}
 	})
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		meta, err := msg.Metadata()
+		seq, err := store.StreamSeq(msg)
 		if err != nil {
 			w.logger.Error("projection: message without metadata", "err", err)
 			return
 		}
-		q.push(projRaw{seq: meta.Sequence.Stream, subject: msg.Subject(), data: msg.Data()})
+		q.push(projRaw{seq: seq, subject: msg.Subject(), data: msg.Data()})
 	})
 	if err != nil {
 		q.close()
@@ -188,9 +193,6 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 	q.close()
 	cc.Stop()
 	stages.Wait()
-	w.mu.Lock()
-	w.cond.Broadcast()
-	w.mu.Unlock()
 	return nil
 }
 
@@ -199,7 +201,7 @@ const (
 	// so one decode batch).
 	projQueueMax = 1024
 	// projApplyChunk is how many messages are applied per hold of the
-	// write lock (readers and WaitSeq get a turn in between).
+	// write lock (readers get a turn in between).
 	projApplyChunk = 64
 	// projParallelMin is the batch size from which decoding is split
 	// across goroutines.
@@ -274,7 +276,9 @@ func (w *ProjectionWorker) apply(batch []projMsg) {
 			w.seq = m.seq
 		}
 		w.evict()
-		w.cond.Broadcast()
+		if len(w.waiters) > 0 {
+			w.wakeWaiters()
+		}
 		w.mu.Unlock()
 		batch = batch[n:]
 	}
@@ -383,23 +387,55 @@ func (w *ProjectionWorker) Seq() uint64 {
 }
 
 // WaitSeq blocks until the projection has applied seq (read-your-writes for
-// the API) or ctx ends.
+// the API) or ctx ends. A waiter is woken once, when seq is applied, not
+// at every batch applied before it.
 func (w *ProjectionWorker) WaitSeq(ctx context.Context, seq uint64) error {
-	stop := context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		w.cond.Broadcast()
+	w.mu.Lock()
+	if w.seq >= seq {
 		w.mu.Unlock()
-	})
-	defer stop()
+		return nil
+	}
+	x := seqWaiter{seq: seq, done: make(chan struct{})}
+	w.waiters = append(w.waiters, x)
+	w.mu.Unlock()
+	select {
+	case <-x.done:
+		return nil
+	case <-ctx.Done():
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.seq < seq {
-		if ctx.Err() != nil {
-			return fmt.Errorf("wait for projection to reach seq %d (at %d): %w", seq, w.seq, ctx.Err())
-		}
-		w.cond.Wait()
+	if w.seq >= seq {
+		return nil
 	}
-	return nil
+	for i := range w.waiters {
+		if w.waiters[i].done == x.done {
+			w.waiters = slices.Delete(w.waiters, i, i+1)
+			break
+		}
+	}
+	return fmt.Errorf("wait for projection to reach seq %d (at %d): %w", seq, w.seq, ctx.Err())
+}
+
+// seqWaiter is one WaitSeq call: done is closed once seq is applied.
+type seqWaiter struct {
+	seq  uint64
+	done chan struct{}
+}
+
+// wakeWaiters wakes the waiters whose sequence is applied (write lock
+// held).
+func (w *ProjectionWorker) wakeWaiters() {
+	kept := w.waiters[:0]
+	for _, x := range w.waiters {
+		if x.seq <= w.seq {
+			close(x.done)
+		} else {
+			kept = append(kept, x)
+		}
+	}
+	clear(w.waiters[len(kept):])
+	w.waiters = kept
 }
 
 // View runs fn on the projection of one session under the read lock. It
@@ -494,7 +530,6 @@ func (w *ProjectionWorker) rebuild(ctx context.Context, k sessionKey) error {
 		w.touch(e)
 		w.evict()
 	}
-	w.cond.Broadcast()
 	w.mu.Unlock()
 	close(rb.done)
 	return rb.err

@@ -102,11 +102,10 @@ func (s *Store) replayRaw(ctx context.Context, cfg jetstream.OrderedConsumerConf
 		if err != nil {
 			return last, fmt.Errorf("next message after seq %d: %w", last, err)
 		}
-		meta, err := msg.Metadata()
+		seq, err := StreamSeq(msg)
 		if err != nil {
-			return last, fmt.Errorf("message after seq %d: metadata: %w", last, err)
+			return last, fmt.Errorf("message after seq %d: %w", last, err)
 		}
-		seq := meta.Sequence.Stream
 		if seq > until {
 			// Only possible if until was not delivered; stop at the bound.
 			return last, nil

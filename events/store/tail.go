@@ -47,11 +47,10 @@ func (s *Store) TailFactsAndApplications(ctx context.Context, started func(), wa
 			}
 			return fmt.Errorf("tail the log: next: %w", err)
 		}
-		meta, err := msg.Metadata()
+		seq, err := StreamSeq(msg)
 		if err != nil {
-			return fmt.Errorf("tail the log: metadata: %w", err)
+			return fmt.Errorf("tail the log: %w", err)
 		}
-		seq := meta.Sequence.Stream
 		tenant, session, _, perr := events.ParseSubject(msg.Subject())
 		if perr != nil || !want(tenant, session) {
 			fn(seq, "", "", nil)
