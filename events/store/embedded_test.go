@@ -78,8 +78,8 @@ func TestLargeEventFits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	s := openStore(t, connectEmbedded(t), Config{Tokens: lenCounter{}})
-	big := strings.Repeat("0123456789abcdef", 5<<20/16) // 5 MB inline message
-	huge := strings.Repeat("x", 20<<20)                 // 20 MB tool output: chunked blob
+	big := strings.Repeat("0123456789abcdef", 5<<20/16)  // 5 MB inline message
+	huge := strings.Repeat("x", DefaultMaxPayload+1<<20) // tool output over the max payload: chunked blob
 	stored, err := s.Append(ctx, []events.Event{
 		msgEvent("", "big", "e1", big),
 		resultEvent("", "big", "e2", "c1", huge),

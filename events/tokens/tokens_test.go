@@ -231,10 +231,16 @@ func TestCountLargeDeterministic(t *testing.T) {
 	if err := c.Check(); err != nil {
 		t.Fatal(err)
 	}
-	lines := mixed(rand.New(rand.NewPCG(7, 8)), ChunkBytes) + "\nLast"
+	// Each text is just over ChunkBytes: cut into two bounded chunks,
+	// counted by one worker (GOMAXPROCS 1) or two. Longer texts only
+	// repeat the same cuts, at seconds each under -race.
+	lines := mixed(rand.New(rand.NewPCG(7, 8)), ChunkBytes*3/5) + "\nLast"
 	lines = strings.Repeat(lines+"\nnext", 2)
-	run := strings.Repeat("x", 2*ChunkBytes+17)
+	run := strings.Repeat("x", ChunkBytes+17)
 	for _, s := range []string{lines, run} {
+		if n := len(splitBounded(s, ChunkBytes)); n < 2 {
+			t.Fatalf("%d bytes: not cut into chunks (%d)", len(s), n)
+		}
 		counts := map[int]bool{}
 		for _, procs := range []int{1, 2, 4} {
 			prev := runtime.GOMAXPROCS(procs)

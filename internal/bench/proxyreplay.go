@@ -422,8 +422,16 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 		}
 	}
 	// A sequence whose every tool output is new and 200 KiB: the added
-	// p99 must not grow with the size of a new output.
-	turns := largeOutputs(24, 200<<10).Build(replay.Anthropic, false)
+	// p99 must not grow with the size of a new output. It has 24 outputs
+	// (a quarter in smoke runs, which only check that the row is there),
+	// and no more than the limit on requests needs: each turn carries every
+	// output before it, so building turns that are then cut off costs
+	// more than the replay (turn i is the same in a longer sequence).
+	n := b.pick(24, 24)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	turns := largeOutputs(n, 200<<10).Build(replay.Anthropic, false)
 	if limit > 0 && len(turns) > limit {
 		turns = turns[:limit]
 	}
