@@ -590,26 +590,16 @@ func (r *fleetBench) snapshot() fleetCounts {
 // since before, linearly interpolated within its bucket (as Prometheus'
 // histogram_quantile).
 func (c fleetCounts) quantile(before fleetCounts, q float64) float64 {
-	n := c.count - before.count
-	if n <= 0 || len(c.bounds) == 0 {
+	v := bucketQuantile(c.bounds, func(i int) float64 {
+		if before.cum != nil {
+			return c.cum[i] - before.cum[i]
+		}
+		return c.cum[i]
+	}, c.count-before.count, q)
+	if math.IsNaN(v) {
 		return 0
 	}
-	rank := q * n
-	lower, prev := 0.0, 0.0
-	for i, ub := range c.bounds {
-		cum := c.cum[i]
-		if before.cum != nil {
-			cum -= before.cum[i]
-		}
-		if cum >= rank {
-			if cum == prev {
-				return ub
-			}
-			return lower + (ub-lower)*(rank-prev)/(cum-prev)
-		}
-		lower, prev = ub, cum
-	}
-	return math.Inf(1)
+	return v
 }
 
 // writeFleet renders the fleet section.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -320,25 +321,38 @@ func (h stageHist) quantileSince(before stageHist, q float64) map[string]float64
 			}
 			return d
 		}
-		// A quantile past the last finite bound is reported as that bound.
-		total := float64(now.count - prev.count)
-		if total <= 0 {
+		v := bucketQuantile(now.upper, diff, float64(now.count-prev.count), q)
+		if math.IsNaN(v) {
 			continue
-		}
-		rank := total * q
-		lower, below := 0.0, 0.0
-		v := now.upper[n-1]
-		for i := range n {
-			c := diff(i)
-			if c >= rank {
-				v = lower + (now.upper[i]-lower)*(rank-below)/max(c-below, 1e-9)
-				break
-			}
-			lower, below = now.upper[i], c
 		}
 		out[stage] = v * 1e3
 	}
 	return out
+}
+
+// bucketQuantile is the q-quantile of a histogram's observations, from
+// its buckets' upper bounds and cumulative counts (cum(i) for bucket i)
+// over total observations, linearly interpolated within its bucket as
+// Prometheus' histogram_quantile does. A quantile past the last finite
+// bound is reported as that bound (JSON has no infinity); NaN when there
+// are no observations.
+func bucketQuantile(upper []float64, cum func(i int) float64, total, q float64) float64 {
+	if total <= 0 || len(upper) == 0 {
+		return math.NaN()
+	}
+	rank := total * q
+	lower, below := 0.0, 0.0
+	for i, ub := range upper {
+		c := cum(i)
+		if c >= rank {
+			if c == below {
+				return ub
+			}
+			return lower + (ub-lower)*(rank-below)/(c-below)
+		}
+		lower, below = ub, c
+	}
+	return upper[len(upper)-1]
 }
 
 // countSince is each stage's number of observations made since before.
