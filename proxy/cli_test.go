@@ -1,3 +1,5 @@
+//go:build clis
+
 package proxy
 
 import (
@@ -354,4 +356,17 @@ func TestOpenCodeCLI(t *testing.T) {
 		it := itemByID(items, id)
 		testutil.True(t, it != nil && !it.Pruned, "%s: %+v", id, it)
 	}
+}
+
+// countInputs counts input items (Responses) or messages (Chat
+// Completions) of one type/role.
+func countItems(req map[string]any, key, field, value string) int {
+	n := 0
+	list, _ := req[key].([]any)
+	for _, it := range list {
+		if m, _ := it.(map[string]any); m[field] == value {
+			n++
+		}
+	}
+	return n
 }

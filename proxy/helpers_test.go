@@ -320,19 +320,6 @@ func countToolResults(req map[string]any) int {
 	return n
 }
 
-// countInputs counts input items (Responses) or messages (Chat
-// Completions) of one type/role.
-func countItems(req map[string]any, key, field, value string) int {
-	n := 0
-	list, _ := req[key].([]any)
-	for _, it := range list {
-		if m, _ := it.(map[string]any); m[field] == value {
-			n++
-		}
-	}
-	return n
-}
-
 // responsesFake serves the Responses API as Codex uses it: SSE with event
 // names, output_item.done then response.completed with usage.
 func responsesFake(f *fakeUpstream, script func(req map[string]any) turn) http.Handler {
