@@ -63,10 +63,19 @@ func TestSmokeShape(t *testing.T) {
 			t.Errorf("proxy_load row %+v", row)
 		}
 	}
+	realReqs := 0
 	for _, row := range res.ProxyReplay {
 		if row.Requests == 0 || row.Rendered+row.FailedOpen != row.Requests {
 			t.Errorf("proxy_replay %s %s stream=%v: %d requests, %d rendered + %d failed open", row.Trace, row.API, row.Stream, row.Requests, row.Rendered, row.FailedOpen)
 		}
+		if row.Trace != "synthetic-200KiB-outputs" {
+			realReqs += row.Requests
+		}
+	}
+	// The pooled percentiles cover every request of the real sequences,
+	// and only those.
+	if p := res.ProxyReplayPooled; p == nil || p.Sequences != 6 || p.Requests != realReqs || p.ProxyP99 < p.ProxyP50 || p.BareP99 < p.BareP50 {
+		t.Errorf("proxy_replay_pooled %+v, want 6 sequences and %d requests", p, realReqs)
 	}
 	if m["smoke"] != true || m["quick"] != true {
 		t.Errorf("smoke %v quick %v, want both true", m["smoke"], m["quick"])

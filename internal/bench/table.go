@@ -99,7 +99,7 @@ func WriteTable(w io.Writer, r *Result) {
 	if rows > 2 {
 		_, _ = w.Write(main.Bytes())
 	}
-	writeReplay(w, r.ProxyReplay)
+	writeReplay(w, r.ProxyReplay, r.ProxyReplayPooled)
 	writeLoad(w, r.ProxyLoad)
 	writeFleet(w, r.Fleet, r.FleetSpeedup)
 	m := r.Machine
@@ -193,7 +193,7 @@ func writeLoad(w io.Writer, rows []LoadRow) {
 	}
 }
 
-func writeReplay(w io.Writer, rows []ReplayRow) {
+func writeReplay(w io.Writer, rows []ReplayRow, pooled *ReplayPooled) {
 	if len(rows) == 0 {
 		return
 	}
@@ -211,6 +211,11 @@ func writeReplay(w io.Writer, rows []ReplayRow) {
 			fmt.Sprintf("%.2f / %.2f", x.ProxyP50, x.ProxyP99),
 			fmt.Sprintf("%.2f%s", x.RatioP50, mark(x.RatioP50 <= GoalReplayRatioP50)), fmt.Sprintf("%.2f%s", x.RatioP99, mark(x.RatioP99 <= GoalReplayRatioP99)),
 			strconv.Itoa(x.FailedOpen))
+	}
+	if p := pooled; p != nil {
+		row(fmt.Sprintf("all %d real sequences", p.Sequences), "", "", strconv.Itoa(p.Requests), "", "",
+			fmt.Sprintf("%.2f / %.2f", p.BareP50, p.BareP99), fmt.Sprintf("%.2f / %.2f", p.ProxyP50, p.ProxyP99),
+			fmt.Sprintf("%.2f%s", p.RatioP50, mark(p.RatioP50 <= GoalReplayRatioP50)), fmt.Sprintf("%.2f%s", p.RatioP99, mark(p.RatioP99 <= GoalReplayRatioP99)), "")
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nprunesched proxy stages, p50 per request (ms; record runs after the response)")
