@@ -78,6 +78,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:    "prunesched_proxy_added_seconds",
 			Help:    "Time the proxy spent on a request before forwarding it (decode, append, decide, render).",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 12),
+			// Also a native histogram (buckets within 10% of each
+			// other): the classic buckets double, so a p99 read from them
+			// is only known within a factor of two (the fleet bench's
+			// goal of 10 ms falls inside its 6.4-12.8 ms bucket).
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"api"}),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    StageSecondsMetric,

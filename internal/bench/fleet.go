@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
@@ -542,6 +545,10 @@ type fleetCounts struct {
 	bounds                                      []float64
 	cum                                         []float64
 	count                                       float64
+	// native is the added latency's native histogram: observations per
+	// bucket index at schema (nil when the proxies export none).
+	native map[int]float64
+	schema int32
 }
 
 func (r *fleetBench) snapshot() fleetCounts {
@@ -579,6 +586,7 @@ func (r *fleetBench) snapshot() fleetCounts {
 						c.cum[i] += float64(bk.GetCumulativeCount())
 					}
 					c.count += float64(h.GetSampleCount())
+					c.addNative(h)
 				}
 			}
 		}
@@ -586,10 +594,83 @@ func (r *fleetBench) snapshot() fleetCounts {
 	return c
 }
 
+// addNative adds h's native buckets (positive only: latencies) to c's.
+// Spans give bucket indexes, the first offset absolute and the next ones
+// relative to the end of the span before; counts are delta-encoded
+// across all spans. The zero bucket is counted at the lowest index.
+func (c *fleetCounts) addNative(h *dto.Histogram) {
+	if len(h.GetPositiveSpan()) == 0 && h.GetZeroCount() == 0 {
+		return
+	}
+	if c.native == nil {
+		c.native, c.schema = map[int]float64{}, h.GetSchema()
+	}
+	if h.GetSchema() != c.schema {
+		c.native = nil // schemas differ: fall back to the classic buckets
+		return
+	}
+	deltas := h.GetPositiveDelta()
+	idx, di, n := 0, 0, int64(0)
+	lowest := math.MaxInt
+	for _, sp := range h.GetPositiveSpan() {
+		idx += int(sp.GetOffset())
+		for range sp.GetLength() {
+			if di >= len(deltas) {
+				return
+			}
+			n += deltas[di]
+			c.native[idx] += float64(n)
+			lowest = min(lowest, idx)
+			idx++
+			di++
+		}
+	}
+	if z := h.GetZeroCount(); z > 0 {
+		if lowest == math.MaxInt {
+			lowest = 0
+		}
+		c.native[lowest-1] += float64(z)
+	}
+}
+
+// nativeQuantile is the q-quantile (seconds) of the native buckets'
+// observations since before: the upper bound of the bucket holding it
+// (within the bucket factor of the true value, never below it).
+func (c fleetCounts) nativeQuantile(before fleetCounts, q float64) (float64, bool) {
+	if c.native == nil || (before.native != nil && before.schema != c.schema) {
+		return 0, false
+	}
+	idxs := make([]int, 0, len(c.native))
+	total := 0.0
+	for i, n := range c.native {
+		if d := n - before.native[i]; d > 0 {
+			idxs = append(idxs, i)
+			total += d
+		}
+	}
+	if total == 0 {
+		return 0, false
+	}
+	slices.Sort(idxs)
+	rank, cum := q*total, 0.0
+	for _, i := range idxs {
+		cum += c.native[i] - before.native[i]
+		if cum >= rank {
+			return math.Exp2(float64(i) * math.Exp2(-float64(c.schema))), true
+		}
+	}
+	i := idxs[len(idxs)-1]
+	return math.Exp2(float64(i) * math.Exp2(-float64(c.schema))), true
+}
+
 // quantile is the q-quantile (seconds) of the added latency observed
-// since before, linearly interpolated within its bucket (as Prometheus'
-// histogram_quantile).
+// since before: from the native buckets when the proxies export them
+// (within 10%), else linearly interpolated within its classic bucket (as
+// Prometheus' histogram_quantile).
 func (c fleetCounts) quantile(before fleetCounts, q float64) float64 {
+	if v, ok := c.nativeQuantile(before, q); ok {
+		return v
+	}
 	v := bucketQuantile(c.bounds, func(i int) float64 {
 		if before.cum != nil {
 			return c.cum[i] - before.cum[i]

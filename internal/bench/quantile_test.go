@@ -3,6 +3,10 @@ package bench
 import (
 	"math"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestBucketQuantile: histogram quantiles as Prometheus interpolates
@@ -31,5 +35,47 @@ func TestBucketQuantile(t *testing.T) {
 		if math.IsInf(got, 0) {
 			t.Errorf("%s: infinite quantile", tc.name)
 		}
+	}
+}
+
+// TestNativeQuantile: the fleet's added latency read from the proxies'
+// native histogram is within the bucket factor (10%) of the true
+// quantile, never below it, and counts only what was observed since the
+// earlier snapshot.
+func TestNativeQuantile(t *testing.T) {
+	t.Parallel()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "added", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 12),
+		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour,
+	})
+	snap := func() fleetCounts {
+		var m dto.Metric
+		if err := h.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		var c fleetCounts
+		c.addNative(m.GetHistogram())
+		return c
+	}
+	for range 50 {
+		h.Observe(0.100) // before: must not count
+	}
+	before := snap()
+	for range 98 {
+		h.Observe(0.001)
+	}
+	h.Observe(0.0085)
+	h.Observe(0.0085)
+	after := snap()
+	for _, tc := range []struct {
+		q, want float64
+	}{{0.5, 0.001}, {0.99, 0.0085}, {1, 0.0085}} {
+		got, ok := after.nativeQuantile(before, tc.q)
+		if !ok || got < tc.want || got > tc.want*1.1 {
+			t.Errorf("q %g: %v (ok %v), want within [%v, %v]", tc.q, got, ok, tc.want, tc.want*1.1)
+		}
+	}
+	if _, ok := before.nativeQuantile(before, 0.99); ok {
+		t.Error("a quantile of no observations")
 	}
 }
