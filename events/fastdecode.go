@@ -739,14 +739,17 @@ func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fast
 		if !p.lit(`[`) {
 			return false
 		}
-		out := []U{}
+		// The elements are gathered on the stack (up to 4), then copied
+		// to a slice of their number: one allocation.
+		var small [4]U
+		buf := small[:0]
 		if !p.lit(`]`) {
 			for {
 				var u U
 				if !fastObject(p, &u, *fields) {
 					return false
 				}
-				out = append(out, u)
+				buf = append(buf, u)
 				if p.lit(`]`) {
 					break
 				}
@@ -755,6 +758,8 @@ func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fast
 				}
 			}
 		}
+		out := make([]U, len(buf)) // not nil for [], as encoding/json
+		copy(out, buf)
 		*get(v) = out
 		return true
 	}}
