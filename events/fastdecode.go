@@ -7,6 +7,7 @@ package events
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -74,9 +75,11 @@ func decodeFast(b []byte) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	var t time.Time
-	if err := t.UnmarshalJSON(lit); err != nil {
-		return Event{}, false
+	t, ok := fastTime(lit)
+	if !ok {
+		if err := t.UnmarshalJSON(lit); err != nil {
+			return Event{}, false
+		}
 	}
 	e.Time = t.UTC()
 	if !p.lit(`,"data":`) {
@@ -92,6 +95,76 @@ func decodeFast(b []byte) (Event, bool) {
 		return Event{}, false
 	}
 	return e, true
+}
+
+// fastTime reads a time literal (quotes included) in the form Encode
+// writes, UTC with 0 to 9 digits of fraction ("2006-01-02T15:04:05Z",
+// "2006-01-02T15:04:05.999999999Z"), to the time t.UnmarshalJSON would
+// give; it reports false for anything else (another form, an offset, a
+// day or hour out of range...), which the caller leaves to UnmarshalJSON.
+// FuzzFastTime compares the two.
+func fastTime(lit []byte) (time.Time, bool) {
+	const n = len(`"2006-01-02T15:04:05Z"`)
+	if len(lit) < n || lit[0] != '"' || lit[len(lit)-2] != 'Z' || lit[len(lit)-1] != '"' {
+		return time.Time{}, false
+	}
+	b := lit[1 : len(lit)-2]
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := digitsAt(b, 0, 4)
+	month, ok2 := digitsAt(b, 5, 2)
+	day, ok3 := digitsAt(b, 8, 2)
+	hour, ok4 := digitsAt(b, 11, 2)
+	minute, ok5 := digitsAt(b, 14, 2)
+	sec, ok6 := digitsAt(b, 17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	ns := 0
+	if frac := b[19:]; len(frac) > 0 {
+		digits := len(frac) - 1
+		if frac[0] != '.' || digits < 1 || digits > 9 {
+			return time.Time{}, false
+		}
+		v, ok := digitsAt(frac, 1, digits)
+		if !ok {
+			return time.Time{}, false
+		}
+		ns = v
+		for range 9 - digits {
+			ns *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true
+}
+
+// digitsAt reads n decimal digits of b at i.
+func digitsAt(b []byte, i, n int) (int, bool) {
+	v := 0
+	for _, c := range b[i : i+n] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn returns the number of days of month in year (proleptic
+// Gregorian, as package time).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // payload decodes the object of the payload of type t.
@@ -260,6 +333,12 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 	b := p.b
 	i := p.i
 	for i < len(b) {
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
 			i++
@@ -283,6 +362,24 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// Byte-wise tests on 8 bytes at once (a uint64 read little-endian).
+const (
+	ones  = 0x0101010101010101 // 0x01 in every byte
+	highs = 0x8080808080808080 // 0x80 in every byte
+)
+
+// plain8 reports whether all 8 bytes of w are plain string bytes for
+// plainSpan: printable ASCII (0x20-0x7f) but for '"' and '\\'. A byte
+// below 0x20 shows in (w - 0x20 in every byte) &^ w as a high bit, and so
+// does a zero byte of w ^ '"' or w ^ '\\' (bytes of 0x80 and above,
+// tested apart, are the only ones that could set it wrongly; the test
+// can answer false for plain bytes, never true for others).
+func plain8(w uint64) bool {
+	quote := w ^ ones*'"'
+	bslash := w ^ ones*'\\'
+	return (w|(w-ones*0x20)&^w|(quote-ones)&^quote|(bslash-ones)&^bslash)&highs == 0
 }
 
 // enum reads a string literal and returns it as one of known when it is
