@@ -406,15 +406,22 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 		s.duplicates++
 		return nil
 	}
-	// Item states are allocated in slabs of up to itemSlabMax, an eighth
-	// of the items so far: fewer, larger allocations on the path every
-	// fact takes, with at most an eighth of the items (or itemSlabMax)
-	// allocated ahead.
-	if len(s.slab) == 0 {
-		s.slab = make([]itemState, min(max(len(s.items)/8, 1), itemSlabMax))
+	// Past itemSlabFrom items, item states are allocated itemSlab at a
+	// time: fewer allocations on the path every fact takes, at most an
+	// eighth of the items allocated ahead (a small session allocates
+	// them one by one, as before).
+	var it *itemState
+	switch {
+	case len(s.slab) > 0:
+		it = &s.slab[0]
+		s.slab = s.slab[1:]
+	case len(s.items) >= itemSlabFrom:
+		s.slab = make([]itemState, itemSlab)
+		it = &s.slab[0]
+		s.slab = s.slab[1:]
+	default:
+		it = new(itemState)
 	}
-	it := &s.slab[0]
-	s.slab = s.slab[1:]
 	*it = itemState{
 		Item:      Item{Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role},
 		restoreAt: -1,
@@ -431,9 +438,13 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	return it
 }
 
-// itemSlabMax bounds the item states allocated at once: 21 of them (8,064
-// bytes and the allocator's 8-byte header) fill an 8 KiB size class.
-const itemSlabMax = 21
+// Item states are allocated itemSlab at a time once a session has
+// itemSlabFrom items: 21 of them (8,064 bytes and the allocator's 8-byte
+// header) fill an 8 KiB size class.
+const (
+	itemSlab     = 21
+	itemSlabFrom = 8 * itemSlab
+)
 
 // resolved notes that part "input" marks naming item id may file under
 // another key from now on.
