@@ -30,11 +30,26 @@ import (
 // decodes to the same Event: it reads a subset of the JSON grammar,
 // matches keys exactly (the strict decoder also matches them
 // case-insensitively), converts numbers with the same strconv calls,
-// hands the time literal to time.Time.UnmarshalJSON unchanged and
-// validates the result with Event.Validate. FuzzFastDecode and
-// TestFastDecodeMutations check this against the strict decoder.
+// reads the time literal as time.Time.UnmarshalJSON does (fastTime, or
+// UnmarshalJSON itself) and validates the result with Event.Validate.
+// FuzzFastDecode and TestFastDecodeMutations check this against the
+// strict decoder.
 func decodeFast(b []byte) (Event, bool) {
-	p := fastParser{b: b}
+	var p fastParser // escapes (the field decoders are func values): one allocation
+	return p.event(b)
+}
+
+// event is decodeFast with the parser p, which keeps no reference to b
+// once it returns.
+func (p *fastParser) event(b []byte) (Event, bool) {
+	*p = fastParser{b: b}
+	e, ok := p.envelope()
+	p.b = nil
+	return e, ok
+}
+
+// envelope decodes p.b from the start (see decodeFast).
+func (p *fastParser) envelope() (Event, bool) {
 	var e Event
 	var ok bool
 	if !p.lit(`{"v":`) {
@@ -137,7 +152,27 @@ func fastTime(lit []byte) (time.Time, bool) {
 			ns *= 10
 		}
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true
+	// time.Date in UTC (the same time.Time, without its normalization).
+	unix := (daysFromCivil(year, month, day)*24+int64(hour))*3600 + int64(minute)*60 + int64(sec)
+	return time.Unix(unix, int64(ns)).UTC(), true
+}
+
+// daysFromCivil returns the number of days from 1970-01-01 to the given
+// date of the proleptic Gregorian calendar (valid month and day).
+// Howard Hinnant's days_from_civil, for years 0-9999 (eras of 400 years
+// from March, so February's leap day falls at an era's year end).
+func daysFromCivil(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := (y + 400) / 400 // y >= -1: shifted so the division floors
+	era--
+	yoe := y - era*400                     // [0, 399]
+	mp := int64((month + 9) % 12)          // March = 0
+	doy := (153*mp+2)/5 + int64(day) - 1   // [0, 365]
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
+	return era*146097 + doe - 719468
 }
 
 // digitsAt reads n decimal digits of b at i.

@@ -54,3 +54,17 @@ func FuzzFastTime(f *testing.F) {
 	f.Add([]byte(`"2026-11-30T09:00:02+01:00"`))
 	f.Fuzz(func(t *testing.T, b []byte) { checkFastTime(t, b) })
 }
+
+// TestDaysFromCivil compares daysFromCivil with package time on every
+// day of the years fastTime reads (0000-9999).
+func TestDaysFromCivil(t *testing.T) {
+	for d := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() <= 9999; d = d.AddDate(0, 0, 1) {
+		want := d.Unix() / 86400
+		if d.Unix()%86400 != 0 {
+			t.Fatalf("%v: not at midnight", d)
+		}
+		if got := daysFromCivil(d.Year(), int(d.Month()), d.Day()); got != want {
+			t.Fatalf("daysFromCivil(%v) = %d, want %d", d.Format(time.DateOnly), got, want)
+		}
+	}
+}
