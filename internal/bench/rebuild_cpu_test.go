@@ -116,7 +116,8 @@ func TestRebuildCPU(t *testing.T) {
 }
 
 // measureOffline logs the CPU per message of the rebuild's own work apart
-// from NATS: decoding every message as the projection worker does, and
+// from NATS: decoding every message as the projection worker does (one
+// events.Decoder), and
 // observing the decoded events into fresh sessions (best of 5 rounds,
 // the first a warm-up).
 func measureOffline(t *testing.T, stream [][]byte, dir string) {
@@ -134,8 +135,9 @@ func measureOffline(t *testing.T, stream [][]byte, dir string) {
 		}
 		u0 := readUsage()
 		evs := make([]events.Event, len(stream))
+		var d events.Decoder
 		for i, b := range stream {
-			ev, err := events.Decode(b)
+			ev, err := d.Decode(b)
 			if err != nil {
 				t.Fatalf("message %d: %v", i+1, err)
 			}
@@ -249,8 +251,9 @@ func BenchmarkRebuildOffline(b *testing.B) {
 	stream := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
 	decodeAll := func() []events.Event {
 		evs := make([]events.Event, len(stream))
+		var d events.Decoder
 		for i, m := range stream {
-			ev, err := events.Decode(m)
+			ev, err := d.Decode(m)
 			if err != nil {
 				b.Fatalf("message %d: %v", i+1, err)
 			}
