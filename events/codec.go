@@ -43,6 +43,21 @@ func Decode(b []byte) (Event, error) {
 	return decodeSlow(b)
 }
 
+// Decoder decodes events as Decode does, to the same results, reusing
+// its parser from one event to the next (Decode allocates one per event).
+// The zero value is ready; a Decoder is not safe for concurrent use.
+type Decoder struct {
+	p fastParser
+}
+
+// Decode decodes one event strictly, as the function Decode does.
+func (d *Decoder) Decode(b []byte) (Event, error) {
+	if e, ok := d.p.event(b); ok {
+		return e, nil
+	}
+	return decodeSlow(b)
+}
+
 // decodeSlow is Decode without the fast path.
 //
 // The input is scanned once by the strict envelope decoder (unknown fields

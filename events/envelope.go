@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -97,15 +98,20 @@ func validID(s string) bool {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case isAlnum(c):
-		case c == '.', c == '_', c == ':', c == '/', c == '@', c == '+', c == '=', c == '-':
-		default:
+		if !idByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// idByte holds the bytes validID accepts after the first.
+var idByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c)) || strings.IndexByte("._:/@+=-", byte(c)) >= 0
+	}
+	return t
+}()
 
 // ValidToken reports whether s can be used as a tenant or session name:
 // characters that are valid in a NATS subject token, ^[A-Za-z0-9_-]{1,128}$.

@@ -7,6 +7,7 @@ package events
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -29,11 +30,26 @@ import (
 // decodes to the same Event: it reads a subset of the JSON grammar,
 // matches keys exactly (the strict decoder also matches them
 // case-insensitively), converts numbers with the same strconv calls,
-// hands the time literal to time.Time.UnmarshalJSON unchanged and
-// validates the result with Event.Validate. FuzzFastDecode and
-// TestFastDecodeMutations check this against the strict decoder.
+// reads the time literal as time.Time.UnmarshalJSON does (fastTime, or
+// UnmarshalJSON itself) and validates the result with Event.Validate.
+// FuzzFastDecode and TestFastDecodeMutations check this against the
+// strict decoder.
 func decodeFast(b []byte) (Event, bool) {
-	p := fastParser{b: b}
+	var p fastParser // escapes (the field decoders are func values): one allocation
+	return p.event(b)
+}
+
+// event is decodeFast with the parser p, which keeps no reference to b
+// once it returns.
+func (p *fastParser) event(b []byte) (Event, bool) {
+	*p = fastParser{b: b}
+	e, ok := p.envelope()
+	p.b = nil
+	return e, ok
+}
+
+// envelope decodes p.b from the start (see decodeFast).
+func (p *fastParser) envelope() (Event, bool) {
 	var e Event
 	var ok bool
 	if !p.lit(`{"v":`) {
@@ -74,9 +90,11 @@ func decodeFast(b []byte) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	var t time.Time
-	if err := t.UnmarshalJSON(lit); err != nil {
-		return Event{}, false
+	t, ok := fastTime(lit)
+	if !ok {
+		if err := t.UnmarshalJSON(lit); err != nil {
+			return Event{}, false
+		}
 	}
 	e.Time = t.UTC()
 	if !p.lit(`,"data":`) {
@@ -92,6 +110,96 @@ func decodeFast(b []byte) (Event, bool) {
 		return Event{}, false
 	}
 	return e, true
+}
+
+// fastTime reads a time literal (quotes included) in the form Encode
+// writes, UTC with 0 to 9 digits of fraction ("2006-01-02T15:04:05Z",
+// "2006-01-02T15:04:05.999999999Z"), to the time t.UnmarshalJSON would
+// give; it reports false for anything else (another form, an offset, a
+// day or hour out of range...), which the caller leaves to UnmarshalJSON.
+// FuzzFastTime compares the two.
+func fastTime(lit []byte) (time.Time, bool) {
+	const n = len(`"2006-01-02T15:04:05Z"`)
+	if len(lit) < n || lit[0] != '"' || lit[len(lit)-2] != 'Z' || lit[len(lit)-1] != '"' {
+		return time.Time{}, false
+	}
+	b := lit[1 : len(lit)-2]
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := digitsAt(b, 0, 4)
+	month, ok2 := digitsAt(b, 5, 2)
+	day, ok3 := digitsAt(b, 8, 2)
+	hour, ok4 := digitsAt(b, 11, 2)
+	minute, ok5 := digitsAt(b, 14, 2)
+	sec, ok6 := digitsAt(b, 17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	ns := 0
+	if frac := b[19:]; len(frac) > 0 {
+		digits := len(frac) - 1
+		if frac[0] != '.' || digits < 1 || digits > 9 {
+			return time.Time{}, false
+		}
+		v, ok := digitsAt(frac, 1, digits)
+		if !ok {
+			return time.Time{}, false
+		}
+		ns = v
+		for range 9 - digits {
+			ns *= 10
+		}
+	}
+	// time.Date in UTC (the same time.Time, without its normalization).
+	unix := (daysFromCivil(year, month, day)*24+int64(hour))*3600 + int64(minute)*60 + int64(sec)
+	return time.Unix(unix, int64(ns)).UTC(), true
+}
+
+// daysFromCivil returns the number of days from 1970-01-01 to the given
+// date of the proleptic Gregorian calendar (valid month and day).
+// Howard Hinnant's days_from_civil, for years 0-9999 (eras of 400 years
+// from March, so February's leap day falls at an era's year end).
+func daysFromCivil(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := (y + 400) / 400 // y >= -1: shifted so the division floors
+	era--
+	yoe := y - era*400                     // [0, 399]
+	mp := int64((month + 9) % 12)          // March = 0
+	doy := (153*mp+2)/5 + int64(day) - 1   // [0, 365]
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
+	return era*146097 + doe - 719468
+}
+
+// digitsAt reads n decimal digits of b at i.
+func digitsAt(b []byte, i, n int) (int, bool) {
+	v := 0
+	for _, c := range b[i : i+n] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn returns the number of days of month in year (proleptic
+// Gregorian, as package time).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // payload decodes the object of the payload of type t.
@@ -260,6 +368,12 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 	b := p.b
 	i := p.i
 	for i < len(b) {
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
 			i++
@@ -283,6 +397,24 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// Byte-wise tests on 8 bytes at once (a uint64 read little-endian).
+const (
+	ones  = 0x0101010101010101 // 0x01 in every byte
+	highs = 0x8080808080808080 // 0x80 in every byte
+)
+
+// plain8 reports whether all 8 bytes of w are plain string bytes for
+// plainSpan: printable ASCII (0x20-0x7f) but for '"' and '\\'. A byte
+// below 0x20 shows in (w - 0x20 in every byte) &^ w as a high bit, and so
+// does a zero byte of w ^ '"' or w ^ '\\' (bytes of 0x80 and above,
+// tested apart, are the only ones that could set it wrongly; the test
+// can answer false for plain bytes, never true for others).
+func plain8(w uint64) bool {
+	quote := w ^ ones*'"'
+	bslash := w ^ ones*'\\'
+	return (w|(w-ones*0x20)&^w|(quote-ones)&^quote|(bslash-ones)&^bslash)&highs == 0
 }
 
 // enum reads a string literal and returns it as one of known when it is
@@ -739,14 +871,17 @@ func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fast
 		if !p.lit(`[`) {
 			return false
 		}
-		out := []U{}
+		// The elements are gathered on the stack (up to 4), then copied
+		// to a slice of their number: one allocation.
+		var small [4]U
+		buf := small[:0]
 		if !p.lit(`]`) {
 			for {
 				var u U
 				if !fastObject(p, &u, *fields) {
 					return false
 				}
-				out = append(out, u)
+				buf = append(buf, u)
 				if p.lit(`]`) {
 					break
 				}
@@ -755,6 +890,8 @@ func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fast
 				}
 			}
 		}
+		out := make([]U, len(buf)) // not nil for [], as encoding/json
+		copy(out, buf)
 		*get(v) = out
 		return true
 	}}

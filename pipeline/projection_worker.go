@@ -251,8 +251,9 @@ func decodeBatch(raw []projRaw, pool *sync.Pool) []projMsg {
 }
 
 func decodeMsgs(raw []projRaw, out []projMsg) {
+	var d events.Decoder
 	for i, r := range raw {
-		ev, err := events.Decode(r.data)
+		ev, err := d.Decode(r.data)
 		out[i] = projMsg{seq: r.seq, subject: r.subject, ev: ev, err: err, size: len(r.data)}
 	}
 }

@@ -262,7 +262,7 @@ func (s *Session) bundleItem(it *itemState, latest map[string]*markState, gen ui
 // the per-item cache is guarded by s.derived.mu.
 func (s *Session) placeholderFor(it *itemState) string {
 	key := placeholderKey{applied: it.applied, tool: it.Tool, input: -1, survIdx: -1, cwd: s.cwd}
-	if c := s.byCall[it.CallID]; c != nil && it.Kind == ItemToolResult {
+	if c := s.byCall.at(it.CallID); c != nil && it.Kind == ItemToolResult {
 		key.input = c.input
 	}
 	if sv := s.survivorOf(it); sv != nil {
@@ -457,7 +457,7 @@ func (s *Session) survivorOf(it *itemState) *itemState {
 	if id == "" {
 		return nil
 	}
-	i, ok := s.byItem[id]
+	i, ok := s.itemIndex(id)
 	if !ok {
 		return nil
 	}

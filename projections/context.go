@@ -65,7 +65,7 @@ func (s *Session) sourceOf(it *itemState) string {
 	case ItemToolUse:
 		src = placeholder.Source(it.input, s.cwd)
 	case ItemToolResult:
-		if c := s.byCall[it.CallID]; c != nil && c.input >= 0 {
+		if c := s.byCall.at(it.CallID); c != nil && c.input >= 0 {
 			src = placeholder.Source(s.items[c.input].input, s.cwd)
 		}
 	}
@@ -129,6 +129,6 @@ func (s *Session) OriginalOf(index int) (Original, bool) {
 func (s *Session) IndexOf(id string) (int, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i, ok := s.byItem[id]
+	i, ok := s.itemIndex(id)
 	return i, ok
 }

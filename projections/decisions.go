@@ -86,7 +86,7 @@ func (s *Session) Decisions() []Decision {
 		}
 	}
 	for _, k := range order {
-		if _, known := s.byItem[k]; !known {
+		if _, known := s.itemIndex(k); !known {
 			out = append(out, s.decision(k, latest[k]))
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Session) decision(key string, ms *markState) Decision {
 			PolicyVersion: a.a.PolicyVersion,
 		}
 	}
-	if i, ok := s.byItem[key]; ok {
+	if i, ok := s.itemIndex(key); ok {
 		it := s.items[i]
 		d.InEffect = it.pruned() && it.applied.mark == ms
 		d.Tool, d.Source = it.Tool, s.sourceOf(it)

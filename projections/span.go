@@ -33,7 +33,7 @@ func (s *Session) spansOf(it *itemState) []placeholder.Span {
 		if e.Kind != placeholder.SpanEvidenceKind {
 			continue
 		}
-		i, ok := s.byItem[e.Item]
+		i, ok := s.itemIndex(e.Item)
 		if !ok || i < s.compactedBefore || i >= it.Index {
 			return nil
 		}

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/projections"
 )
 
 // TestRebuildCPU measures what `bench --only log` compares, the raw
@@ -57,6 +60,16 @@ func TestRebuildCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := os.Getenv("PRUNESCHED_REBUILD_PROF")
+	stream, err := readStream(ctx, r, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dump := os.Getenv("PRUNESCHED_REBUILD_DUMP"); dump != "" {
+		if err := writeStream(dump, stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measureOffline(t, stream, dir)
 	phases := []string{"replay", "rebuild"}
 	const rounds = 12 // the first is a warm-up, not counted
 	var use [2]usage
@@ -102,6 +115,93 @@ func TestRebuildCPU(t *testing.T) {
 	t.Logf("ratio as the bench reports it (replay time / rebuild time): wall %.2f, CPU %.2f", float64(use[0].wall)/float64(use[1].wall), float64(use[0].cpu)/float64(use[1].cpu))
 }
 
+// measureOffline logs the CPU per message of the rebuild's own work apart
+// from NATS: decoding every message as the projection worker does (one
+// events.Decoder), and
+// observing the decoded events into fresh sessions (best of 5 rounds,
+// the first a warm-up).
+func measureOffline(t *testing.T, stream [][]byte, dir string) {
+	var best [2]usage
+	for round := range 6 {
+		var prof *os.File
+		if dir != "" && round > 0 {
+			var err error
+			if prof, err = os.Create(filepath.Join(dir, fmt.Sprintf("offline-%02d.prof", round))); err != nil {
+				t.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u0 := readUsage()
+		evs := make([]events.Event, len(stream))
+		var d events.Decoder
+		for i, b := range stream {
+			ev, err := d.Decode(b)
+			if err != nil {
+				t.Fatalf("message %d: %v", i+1, err)
+			}
+			ev.Seq = uint64(i + 1)
+			evs[i] = ev
+		}
+		u1 := readUsage()
+		observeAll(evs)
+		u2 := readUsage()
+		if prof != nil {
+			pprof.StopCPUProfile()
+			_ = prof.Close()
+		}
+		for i, u := range [2]usage{u1.sub(u0), u2.sub(u1)} {
+			if round == 1 || round > 1 && u.cpu < best[i].cpu {
+				best[i] = u
+			}
+		}
+	}
+	n := float64(len(stream))
+	for i, what := range []string{"decode", "observe"} {
+		t.Logf("offline %-7s per message (best of 5): CPU %.3f µs, %.0f bytes allocated", what, best[i].cpu.Seconds()*1e6/n, float64(best[i].alloc)/n)
+	}
+}
+
+// observeAll observes evs into one fresh session each, as the projection
+// worker applies them.
+func observeAll(evs []events.Event) map[[2]string]*projections.Session {
+	sessions := map[[2]string]*projections.Session{}
+	for _, ev := range evs {
+		k := [2]string{ev.TenantOrDefault(), ev.Session}
+		s := sessions[k]
+		if s == nil {
+			s = projections.NewSession(k[0], k[1])
+			sessions[k] = s
+		}
+		s.Observe(ev)
+	}
+	return sessions
+}
+
+// readStream returns the data of the event stream's messages 1..last.
+func readStream(ctx context.Context, r *logRig, last uint64) ([][]byte, error) {
+	st, err := r.st.JS().Stream(ctx, events.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	out := make([][]byte, 0, last)
+	for seq := uint64(1); seq <= last; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			return nil, fmt.Errorf("read message %d: %w", seq, err)
+		}
+		out = append(out, m.Data)
+	}
+	return out, nil
+}
+
+// writeStream writes the messages one per line (the encoded events hold
+// no newline).
+func writeStream(file string, stream [][]byte) error {
+	return os.WriteFile(file, bytes.Join(append(stream, nil), []byte("\n")), 0o644)
+}
+
 // usage is what a phase took.
 type usage struct {
 	wall, cpu  time.Duration
@@ -132,4 +232,50 @@ func readUsage() usage {
 		alloc: s[0].Value.Uint64(),
 		gcs:   s[1].Value.Uint64(),
 	}
+}
+
+// BenchmarkRebuildOffline decodes and observes a stream written by
+// TestRebuildCPU with PRUNESCHED_REBUILD_DUMP=FILE (skipped without it);
+// ns/op and allocations are per message.
+//
+//	PRUNESCHED_REBUILD_DUMP=FILE go test -tags benchprof -run '^$' -bench RebuildOffline -benchmem ./internal/bench/
+func BenchmarkRebuildOffline(b *testing.B) {
+	file := os.Getenv("PRUNESCHED_REBUILD_DUMP")
+	if file == "" {
+		b.Skip("PRUNESCHED_REBUILD_DUMP not set")
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
+	decodeAll := func() []events.Event {
+		evs := make([]events.Event, len(stream))
+		var d events.Decoder
+		for i, m := range stream {
+			ev, err := d.Decode(m)
+			if err != nil {
+				b.Fatalf("message %d: %v", i+1, err)
+			}
+			ev.Seq = uint64(i + 1)
+			evs[i] = ev
+		}
+		return evs
+	}
+	// perMsg reports the wall and CPU time (all threads: GC included)
+	// per message of b.N runs of f.
+	perMsg := func(b *testing.B, f func()) {
+		b.ReportAllocs()
+		u0 := readUsage()
+		for b.Loop() {
+			f()
+		}
+		u := readUsage().sub(u0)
+		n := float64(b.N * len(stream))
+		b.ReportMetric(float64(u.wall.Nanoseconds())/n, "ns/msg")
+		b.ReportMetric(float64(u.cpu.Nanoseconds())/n, "cpu-ns/msg")
+	}
+	b.Run("decode", func(b *testing.B) { perMsg(b, func() { decodeAll() }) })
+	evs := decodeAll()
+	b.Run("observe", func(b *testing.B) { perMsg(b, func() { observeAll(evs) }) })
 }
