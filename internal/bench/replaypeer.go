@@ -412,11 +412,13 @@ func (c *peerConn) run(job *peerJob, settle func() error) ([][3]legs, error) {
 }
 
 // runLoad has the peer run a load job and returns every request's legs
-// and the job's wall time.
-func (c *peerConn) runLoad(job *peerJob) ([][3]legs, time.Duration, error) {
+// and the job's wall time; sent is called once the job is sent, before
+// the peer starts it.
+func (c *peerConn) runLoad(job *peerJob, sent func()) ([][3]legs, time.Duration, error) {
 	if err := c.enc.Encode(peerMsg{Job: job}); err != nil {
 		return nil, 0, fmt.Errorf("replay peer: send load: %w", err)
 	}
+	sent()
 	var m peerMsg
 	if err := c.dec.Decode(&m); err != nil {
 		return nil, 0, fmt.Errorf("replay peer: %w", err)
