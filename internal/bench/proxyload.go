@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -104,6 +105,16 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 	if b.cfg.Smoke {
 		levels = []int{1, 2}
 	}
+	if v := os.Getenv(loadLevelsEnv); v != "" {
+		levels = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("load: %s=%q: want numbers of sessions, comma-separated", loadLevelsEnv, v)
+			}
+			levels = append(levels, n)
+		}
+	}
 	b.progress("proxy-load: %d Claude Code sequences (%s), up to %d requests each, think %s", len(seqs), strings.Join(names, ", "), limit, b.cfg.Think)
 	profDir := os.Getenv(loadProfEnv)
 	for _, n := range levels {
@@ -176,6 +187,11 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 // process for each level of N sessions, from its first request until its
 // log writes and pipeline are done (go tool pprof, go tool trace).
 const loadProfEnv = "PRUNESCHED_LOAD_PROF"
+
+// loadLevelsEnv, when set, replaces proxy-load's levels with its own
+// comma-separated numbers of sessions (for profiling one range of them,
+// or more requests at a few levels without --quick).
+const loadLevelsEnv = "PRUNESCHED_LOAD_LEVELS"
 
 // startLoadProfile starts the CPU profile and execution trace of level n
 // in dir ("" : none) and returns what stops them. A CPU profile already
