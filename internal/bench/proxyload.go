@@ -157,9 +157,11 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load: %w", err)
 		}
-		var added []time.Duration
+		var added, addedTo, addedBack []time.Duration
 		for _, d := range sent {
 			added = append(added, d[2].total()-d[0].total())
+			addedTo = append(addedTo, d[2].to-d[0].to)
+			addedBack = append(addedBack, d[2].back-d[0].back)
 		}
 		row := LoadRow{Sessions: n, Requests: len(sent), FailedOpen: fail1 - fail0, Facts: int(facts1 - facts0), CPUSeconds: cpu.Seconds()}
 		if cpu > 0 {
@@ -175,6 +177,9 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 		b.res.ProxyLoad = append(b.res.ProxyLoad, row)
 		b.progress("proxy-load: %d sessions: %d requests, %.0f/s through the proxy, added p50 %.2f ms p99 %.2f ms, %d failed open (%.1f%%), %d facts, %.2f s CPU (%.0f facts/s per core)",
 			n, row.Requests, row.RatePerS, row.AddedP50, row.AddedP99, row.FailedOpen, row.FailedOpenPct, row.Facts, row.CPUSeconds, row.FactsPerCPUSecond)
+		to50, to99 := pctMs(addedTo)
+		back50, back99 := pctMs(addedBack)
+		b.progress("proxy-load: %d sessions: added on the way to the upstream p50 %.2f ms p99 %.2f ms, on the way back p50 %.2f ms p99 %.2f ms", n, to50, to99, back50, back99)
 		st1 := rig.stages()
 		b.progress("proxy-load: %d sessions: the proxy's stages (ms), p50: added %.2f, %s; p99: added %.2f, %s", n,
 			st1.quantileSince(st0, 0.5)["added"], stageSummary(st1.quantileSince(st0, 0.5)), st1.quantileSince(st0, 0.99)["added"], stageSummary(st1.quantileSince(st0, 0.99)))
