@@ -336,16 +336,28 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			cap = newCapture(api, isSSE(resp.Header))
 		}
 		recorded := false
+		// after is the record when it runs here, once the response is
+		// written (record): it holds the session lock until it has run.
+		var after func()
+		runAfter := func() {
+			if after != nil {
+				f := after
+				after = nil
+				f()
+			}
+		}
+		defer runAfter()
 		rec := func() {
 			if !recorded {
 				recorded = true
-				p.record(pl, cap)
+				after = p.record(pl, cap)
 			}
 		}
 		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout, idle)
 		if cap != nil {
 			rec()
 		}
+		runAfter()
 		session := ""
 		if pl != nil {
 			session = pl.session

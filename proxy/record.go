@@ -14,15 +14,25 @@ var errRecordTimeout = errors.New("record timeout")
 
 // record appends the model request (when prunesched rendered it) and the
 // assistant's content under the session lock. It returns once the record
-// holds the lock, before the end of the response can reach the client,
-// and the record goes on in the background: the client's next request of
-// the session, which may follow the moment it sees that end, takes the
-// same lock (lane, process), so it waits for the record and is recorded
-// after it. The record has RecordTimeout from the end of the response:
-// past it the record is cancelled and fails, counted in
-// prunesched_proxy_record_timeouts_total, and a response still waiting for
-// the lock goes on. After Close the record finishes before record returns.
-func (p *Proxy) record(pl *plan, c *capture) {
+// holds the lock, before the end of the response can reach the client:
+// the client's next request of the session, which may follow the moment
+// it sees that end, takes the same lock (lane, process), so it waits for
+// the record and is recorded after it. The record has RecordTimeout from
+// the end of the response: past it the record is cancelled and fails,
+// counted in prunesched_proxy_record_timeouts_total, and a response still
+// waiting for the lock goes on. After Close the record finishes before
+// record returns.
+//
+// When the lock was free and the session is decided in memory (the
+// record then only parses the answer and feeds the in-memory cores, no
+// I/O), record returns the record itself as after, for the caller to run
+// once the end of the response is written: on the handler's goroutine,
+// already running, rather than on a new one that would hold the lock
+// while it waits for a processor (under load, behind the log writes and
+// the pipeline, for tens of milliseconds, which the session's next
+// request then waited in its load stage). Otherwise the record runs in
+// the background and after is nil. The caller must run a non-nil after.
+func (p *Proxy) record(pl *plan, c *capture) (after func()) {
 	c.done = time.Now()
 	st := pl.st
 	ctx, cancel := context.WithCancelCause(p.bg.ctx)
@@ -35,7 +45,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		close(locked)
 	}
 	tracked := p.bg.add()
-	go func() {
+	work := func() {
 		if tracked {
 			defer p.bg.wg.Done()
 		}
@@ -57,7 +67,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			}
 			p.log.Warn("proxy: record response", "api", pl.api, "session", pl.session, "err", err)
 		}
-	}()
+	}
 	go func() {
 		select {
 		case <-done:
@@ -72,6 +82,10 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		}
 	}()
 	_, fleet := p.fleet()
+	if have && tracked && !fleet && st.mem != nil {
+		return work
+	}
+	go work()
 	wait := locked
 	if !tracked || fleet {
 		wait = done
@@ -83,6 +97,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 	if fleet {
 		p.holdEnd(pl)
 	}
+	return nil
 }
 
 func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {

@@ -335,16 +335,9 @@ func (s *Store) AckFloor(ctx context.Context, durable string) (uint64, error) {
 	if err := validDurable(durable); err != nil {
 		return 0, fmt.Errorf("ack floor: %w", err)
 	}
-	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	info, err := s.consumerInfo(ctx, durable)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return 0, fmt.Errorf("ack floor: consumer %s: %w", durable, ErrNotFound)
-		}
-		return 0, fmt.Errorf("ack floor: consumer %s: %w", durable, err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("ack floor: consumer %s info: %w", durable, err)
+		return 0, fmt.Errorf("ack floor: %w", err)
 	}
 	return info.AckFloor.Stream, nil
 }
@@ -365,16 +358,9 @@ func (s *Store) ProcessedThrough(ctx context.Context, durable string, seq uint64
 	if err != nil {
 		return false, fmt.Errorf("processed through: %w", err)
 	}
-	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	info, err := s.consumerInfo(ctx, durable)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return false, fmt.Errorf("processed through: consumer %s: %w", durable, ErrNotFound)
-		}
-		return false, fmt.Errorf("processed through: consumer %s: %w", durable, err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return false, fmt.Errorf("processed through: consumer %s info: %w", durable, err)
+		return false, fmt.Errorf("processed through: %w", err)
 	}
 	if info.AckFloor.Stream >= seq {
 		return true, nil
@@ -390,18 +376,31 @@ func (s *Store) ConsumerLag(ctx context.Context, durable string) (uint64, error)
 	if err := validDurable(durable); err != nil {
 		return 0, fmt.Errorf("consumer lag: %w", err)
 	}
+	info, err := s.consumerInfo(ctx, durable)
+	if err != nil {
+		return 0, fmt.Errorf("consumer lag: %w", err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// consumerInfo is a durable consumer's state as the server has it now:
+// the look-up of the consumer fetches its info, so it is one request to
+// the server (a second Info would double the server's work and the wait,
+// and the pipeline's waits poll it). A missing consumer is an error
+// wrapping ErrNotFound.
+func (s *Store) consumerInfo(ctx context.Context, durable string) (*jetstream.ConsumerInfo, error) {
 	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return 0, fmt.Errorf("consumer lag: consumer %s: %w", durable, ErrNotFound)
+			return nil, fmt.Errorf("consumer %s: %w", durable, ErrNotFound)
 		}
-		return 0, fmt.Errorf("consumer lag: consumer %s: %w", durable, err)
+		return nil, fmt.Errorf("consumer %s: %w", durable, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("consumer lag: consumer %s info: %w", durable, err)
+	info := cons.CachedInfo()
+	if info == nil {
+		return nil, fmt.Errorf("consumer %s: no info", durable)
 	}
-	return info.NumPending + uint64(info.NumAckPending), nil
+	return info, nil
 }
 
 func validDurable(name string) error {

@@ -62,6 +62,14 @@ func TestSmokeShape(t *testing.T) {
 		if row.Requests == 0 || row.Requests%row.Sessions != 0 || row.RatePerS <= 0 || row.FailedOpen != 0 {
 			t.Errorf("proxy_load row %+v", row)
 		}
+		// Every request appends facts (its messages at least), and the
+		// process spent CPU on them.
+		if row.Facts < row.Requests || row.CPUSeconds <= 0 || row.FactsPerCPUSecond != float64(row.Facts)/row.CPUSeconds {
+			t.Errorf("proxy_load row %+v: facts %d, cpu %g s, facts per cpu s %g", row, row.Facts, row.CPUSeconds, row.FactsPerCPUSecond)
+		}
+		if _, ok := m["proxy_load"].([]any)[0].(map[string]any)["facts_per_cpu_s"]; !ok {
+			t.Errorf("proxy_load rows have no facts_per_cpu_s")
+		}
 	}
 	realReqs := 0
 	for _, row := range res.ProxyReplay {

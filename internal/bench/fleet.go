@@ -498,16 +498,25 @@ func (r *fleetBench) stages() stageHist {
 	return h
 }
 
-// facts is the number of facts on the log: the messages on the fact
-// subjects.
+// facts is the number of facts on the log (countFacts).
 func (r *fleetBench) facts(ctx context.Context) (uint64, error) {
-	st, err := r.svc.Store.JS().Stream(ctx, events.StreamName)
+	n, err := countFacts(ctx, r.svc.Store)
 	if err != nil {
-		return 0, fmt.Errorf("fleet: count facts: %w", err)
+		return 0, fmt.Errorf("fleet: %w", err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.SubjectPrefix+".*.*."+string(events.KindFact)+".*"))
+	return n, nil
+}
+
+// countFacts is the number of facts on st's log: the messages on the fact
+// subjects.
+func countFacts(ctx context.Context, st *store.Store) (uint64, error) {
+	s, err := st.JS().Stream(ctx, events.StreamName)
 	if err != nil {
-		return 0, fmt.Errorf("fleet: count facts: %w", err)
+		return 0, fmt.Errorf("count facts: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.SubjectPrefix+".*.*."+string(events.KindFact)+".*"))
+	if err != nil {
+		return 0, fmt.Errorf("count facts: %w", err)
 	}
 	var n uint64
 	for _, c := range info.State.Subjects {

@@ -167,7 +167,7 @@ func rate(v float64) string {
 	return b.String()
 }
 
-// writeReplay prints the proxy-replay rows as their own table.
+// writeLoad prints the proxy-load rows as their own table.
 func writeLoad(w io.Writer, rows []LoadRow) {
 	if len(rows) == 0 {
 		return
@@ -175,15 +175,15 @@ func writeLoad(w io.Writer, rows []LoadRow) {
 	fmt.Fprintln(w, "\none proxy under many agents at once (real Claude Code sequences; added latency vs the same request sent straight)")
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
-	row("sessions at once", "requests", "through the proxy / s", "added p50 / p99 (ms)", "failed open")
-	row("---", "---", "---", "---", "---")
+	row("sessions at once", "requests", "through the proxy / s", "added p50 / p99 (ms)", "failed open", "facts / s per core")
+	row("---", "---", "---", "---", "---", "---")
 	for _, x := range rows {
 		fo := fmt.Sprintf("%d (%.1f%%)", x.FailedOpen, x.FailedOpenPct)
 		if x.Sessions == GoalLoadSessions {
 			fo += mark(x.FailedOpenPct < GoalLoadFailOpenPct)
 		}
 		row(strconv.Itoa(x.Sessions), strconv.Itoa(x.Requests), fmt.Sprintf("%.0f", x.RatePerS),
-			fmt.Sprintf("%.2f / %.2f", x.AddedP50, x.AddedP99), fo)
+			fmt.Sprintf("%.2f / %.2f", x.AddedP50, x.AddedP99), fo, fmt.Sprintf("%.0f (%d facts, %.2f s CPU)", x.FactsPerCPUSecond, x.Facts, x.CPUSeconds))
 	}
 	tw.Flush()
 	if rate, n := loadBest(rows); rate > 0 {
@@ -193,6 +193,7 @@ func writeLoad(w io.Writer, rows []LoadRow) {
 	}
 }
 
+// writeReplay prints the proxy-replay rows as their own table.
 func writeReplay(w io.Writer, rows []ReplayRow, pooled *ReplayPooled) {
 	if len(rows) == 0 {
 		return
