@@ -887,8 +887,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // TestFleetRecordLate: proxy A's record of request k is held past the
-// fleet hold, so the client's next request reaches B before the log holds
-// A's record; B records the assistant's items itself. When A's record
+// fleet hold (request k's facts and application published), so the
+// client's next request reaches B before the log holds A's record; B
+// records the assistant's items itself. When A's record
 // goes on, the items B stored stand (no fact id twice), A's model request
 // is still stored (no fact lost), and nothing fails open.
 func TestFleetRecordLate(t *testing.T) {
@@ -904,15 +905,25 @@ func TestFleetRecordLate(t *testing.T) {
 		g := newGate()
 		a.be.recordGate.Store(g)
 		// A's response ends once the hold expires (the record waits).
+		// Its request's facts and application are published after
+		// forwarding: B's request waits for them (were B first, A's
+		// request would be recorded as failed open, TestFleetRace).
+		published := a.be.onAppended()
 		a.holdNow()
 		if err := fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]); err != nil {
 			t.Fatal(err)
 		}
+		<-published
 		<-g.reached
 		if err := fleet.send(ctx, b, replay.Anthropic, session, k+1, k+1, turns[k+1]); err != nil {
 			t.Fatal(err)
 		}
 		close(g.release)
+		// The late record lands before the next request (one landing
+		// while a request is in flight is TestFleetRace's case).
+		if err := a.px.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 		fleet.sendAll(ctx, session, turns[k+2:], k+2, func(int) *fleetProxy { return b })
 		evs := fleet.settle(session)
 		ids, requests := map[string]int{}, 0
