@@ -22,7 +22,7 @@ import (
 type bodyOutputs struct {
 	conv *conversation
 	// early is closed once the outputs storeEarly started are stored (or
-	// failed: publishFirst stores what is missing); nil: none started.
+	// failed: publishChain stores what is missing); nil: none started.
 	early chan struct{}
 	// byHash indexes the request's tool outputs hashed so far: from its
 	// end back to block next-1 (a catch-up needs the newest; most
@@ -62,13 +62,13 @@ func (b *bodyOutputs) output(h string) (string, bool) {
 // its last turn (after its last tool call) whose items the session's
 // state does not hold: in a conversation whose requests follow one
 // another these are the outputs the request appends, whose blobs must be
-// stored before its facts are published (publishFirst), so that their
+// stored before its facts are published (publishChain), so that their
 // round trips to the blob store overlap the catch-up and the decision
 // instead of following them. An output stored here that the request
 // turns out not to append (another proxy appended it first) costs a look
 // up and nothing else: blobs are content-addressed. Caller holds st.mu,
-// the state loaded; ctx bounds the puts.
-func (p *Proxy) storeEarly(ctx context.Context, st *sessState, b *bodyOutputs) {
+// the state loaded; the puts have Config.RecordTimeout.
+func (p *Proxy) storeEarly(st *sessState, b *bodyOutputs) {
 	lb, ok := p.inMemory()
 	if !ok || b == nil {
 		return
@@ -90,23 +90,18 @@ func (p *Proxy) storeEarly(ctx context.Context, st *sessState, b *bodyOutputs) {
 		return
 	}
 	b.early = make(chan struct{})
+	// The puts outlive the request's processing: its facts are published
+	// after forwarding (publishBehind), which waits for them. A put
+	// cancelled half way would leave the object store a partial object
+	// for the next put of the same output to replace.
+	ctx, cancel := context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
 	var wg sync.WaitGroup
 	for _, s := range outs[:min(len(outs), putConcurrency)] {
 		wg.Go(func() { _ = putBlobString(ctx, lb, events.HashString(s), s) })
 	}
 	go func() {
 		wg.Wait()
+		cancel()
 		close(b.early)
 	}()
-}
-
-// waitEarly waits for the outputs storeEarly started.
-func (b *bodyOutputs) waitEarly(ctx context.Context) {
-	if b == nil || b.early == nil {
-		return
-	}
-	select {
-	case <-b.early:
-	case <-ctx.Done():
-	}
 }

@@ -37,28 +37,55 @@ import (
 //     read whole (rebuild); either is then caught up the same way. Outputs
 //     fed by reference that span references read are taken from the
 //     request, which resends them (bodyOutputs), not from the blob store.
-//  2. Publish before forwarding, guarded. The request's new facts and then
-//     its application go to the log before the request goes upstream,
+//  2. Publish behind forwarding, guarded. The request is decided in
+//     memory on the caught-up view and forwarded at once; once its bytes
+//     are written upstream, its new facts and then its application go to
+//     the log while the upstream works on the answer (publishBehind), as
 //     one chain guarded by the expected last sequence of the session's
 //     fact subject (an atomic batch where the stream takes them, else one
-//     guarded publish each), so a proxy that decided on a view another
-//     proxy has since extended finds out (errRace): it rebuilds the
-//     session from the log and decides the request again; after
-//     fleetAttempts it fails open, its facts written after forwarding as
-//     usual. Nothing is published twice (the first guarded publish of a
-//     lost race stores nothing) and nothing is lost (a failed-open
-//     request's facts are still written). The proxy publishes its own
-//     application (no wait for the workers, which decide the same one at
-//     the request's model request fact; the server drops that copy by
-//     message id within its duplicate window).
-//  3. Hold the end of each response until the log holds the response's
-//     record (model request, assistant content), at most FleetHold: the
-//     client's next request, whichever proxy it reaches, then finds it.
+//     guarded publish each). The application's position (AfterIndex) is
+//     the view's fact count, so the guard is what makes it true in the
+//     log: the facts before it are the ones the decision saw. The proxy
+//     publishes its own application (no wait for the workers, which
+//     decide the same one at the request's model request fact; the
+//     server drops that copy by message id within its duplicate window).
+//     Exception (publishFirst): when the caught-up log shows another
+//     request of the session in flight (its last fact opens a request
+//     whose record has not followed: opensRequest), the chain is
+//     published before forwarding, and a view another proxy extended
+//     meanwhile is found before anything goes upstream (errRace): the
+//     proxy rebuilds the session from the log and decides the request
+//     again, publishing first again; after fleetAttempts it fails open,
+//     its facts written after forwarding as usual.
+//     Two requests of one session that reach two proxies at once, neither
+//     in the log when the other caught up, both go upstream, each decided
+//     on the same view. The first chain stored wins; the other's guard
+//     fails after its request went upstream on a view the log will not
+//     hold (its application's position would count facts it never saw).
+//     No record of that decision replays true, so it is recorded as a
+//     request that failed open is: its facts the log lacks are appended
+//     after the winner's (Append: none twice), its application and its
+//     model request are not (logWrite.unrecorded; counted in
+//     prunesched_proxy_fleet_unrecorded_total), and the proxy rebuilds the
+//     session from the log at its next request. So nothing is lost or
+//     stored twice, every application in the log was decided on the log's
+//     prefix before its position and sent as recorded, and replaying the
+//     log (scheduler.Replay, analyze, the workers) decides each later
+//     request as the proxies do. What the log does not hold is the losing
+//     request's own pruning (as for any request that failed open after
+//     its body went out); for a client's retry of a request still in
+//     flight, the usual case, both sent the same body. The same holds
+//     when the publish after forwarding fails for another reason.
+//  3. Hold the end of each response until the log holds the request's
+//     facts, its application and the response's record (model request,
+//     assistant content), at most FleetHold: the client's next request,
+//     whichever proxy it reaches, then finds them, and finds no request
+//     of the session in flight.
 //
 // So for a conversation whose requests follow one another (an agent
 // waits for an answer before its next request), N proxies give the
-// decisions, forwarded bodies and log of one proxy. Two requests of one
-// session in flight at once on two proxies are ordered by the guard.
+// decisions, forwarded bodies and log of one proxy, and no round trip of
+// the publish is spent before forwarding.
 // The session ids' key is shared the documented way (one key file copied
 // to every proxy); JoinFleet refuses a proxy whose key differs.
 
@@ -171,6 +198,23 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	return nil
 }
 
+// opensRequest says whether the fact, the last of a session's log, shows
+// a request of the session in flight: any fact but those a response's
+// record ends with (its model request, the assistant's text, thinking or
+// tool calls). A request's facts end with the client's side (a user
+// message, a tool result) and its record follows once the upstream
+// answered; a fact of another kind (a pin, a session start) counts as
+// open too, which only costs a publish before forwarding.
+func opensRequest(e events.Event) bool {
+	switch d := e.Data.(type) {
+	case *events.ModelRequest, *events.ToolCall:
+		return false
+	case *events.Message:
+		return d.Role != events.RoleAssistant
+	}
+	return true
+}
+
 // factItem is the item a fact adds to the session (a message, a tool
 // call, a tool result), or "".
 func factItem(e events.Event) string {
@@ -240,68 +284,136 @@ func (q *writeQueue) last() uint64 {
 }
 
 // publishFirst appends the request's new facts and then its application
-// (decided in memory) before the request is forwarded, as one chain
-// guarded by the session's last fact as the state knows it (see the rules
-// above): on a stream that takes atomic batches one round trip, which
-// stores all of it or nothing. The request's new outputs are stored
-// first, at once (putQueued), most of them already while the state was
-// caught up (storeEarly), so that no fact refers to an output the blob
-// store lacks. On success the queued write has no facts left to append. A lost
-// race (the chain's first publish refused, or, published one by one, the
-// facts stored and the application refused) returns errRace: nothing
-// published twice, the request decided again on the log. The proxy
-// publishes its own application, so no proxy waits for the workers to
-// decide it (they decide the same application at the request's model
-// request fact; the server drops that copy by its message id). Caller
-// holds st.mu; the session's write queue is drained.
+// (decided in memory) before the request is forwarded (rule 2's
+// exception: another request of the session is in flight), as one chain
+// guarded by the session's last fact as the state knows it
+// (publishChain). On success the queued write has no facts left to
+// append. A lost race (the chain's first publish refused, or, published
+// one by one, the facts stored and the application refused) returns
+// errRace: nothing published twice, the request decided again on the
+// log. Caller holds st.mu; the session's write queue is drained.
 func (p *Proxy) publishFirst(ctx context.Context, fb fleetBackend, pl *plan) error {
 	defer p.met.fleetStage(StagePublish, time.Now())
-	w, q := pl.write, &pl.st.q
+	p.met.publishedFirst()
+	w := pl.write
+	facts, err := p.publishChain(ctx, fb, &pl.st.q, w, pl.app)
+	if err == nil {
+		return nil
+	}
+	all := len(w.evs) == 0
+	if errors.Is(err, events.ErrConflict) && (facts == 0 || all) {
+		return errRace
+	}
+	// The rest are appended after forwarding (the request fails open): a
+	// fact that made it is not stored twice (its id).
+	if all {
+		return fmt.Errorf("publish the application of %s: %w", pl.session, err)
+	}
+	return fmt.Errorf("append %d facts to %s: %w", len(w.evs), pl.session, err)
+}
+
+// publishBehind is a request's queued write in a fleet (rule 2), run
+// once the request is written upstream: its facts and then, when sent,
+// its application (decided in memory; nil when the request did not go
+// as decided) as one chain guarded by the session's last fact as the
+// state knew it when deciding (publishChain), while the upstream works
+// on the answer. When the guard finds the session extended by another
+// proxy (two requests of the session in flight at once, neither seen by
+// the other's catch-up), the request went upstream decided on a view the
+// log will not hold: it is recorded as a request that failed open is
+// (logWrite.unrecorded): its facts that the log lacks are appended after
+// the other proxy's (none twice), its application and its model request
+// are not, and the state is rebuilt from the log at the next request. So
+// the log holds only applications decided on its own prefix, and
+// replaying it decides each later request as the proxies do. The same
+// holds when the publish fails for any other reason.
+func (p *Proxy) publishBehind(ctx context.Context, fb fleetBackend, q *writeQueue, w *logWrite, sent bool) error {
+	defer p.met.fleetStage(StagePublish, time.Now())
+	var app *events.Event
+	if sent {
+		app = w.app
+	}
+	_, err := p.publishChain(ctx, fb, q, w, app)
+	if err == nil {
+		return nil
+	}
+	w.unrecorded.Store(true)
+	q.markStale()
+	if !errors.Is(err, events.ErrConflict) {
+		return fmt.Errorf("publish %d facts and the application to %s: %w", len(w.evs), w.session, err)
+	}
+	p.met.unrecordedRace()
+	p.log.Warn("proxy: another proxy appended to the session while this request was in flight; its decision is not recorded (as for a request that failed open)", "api", w.api, "session", w.session, "request", w.req)
+	if len(w.evs) == 0 {
+		return nil
+	}
+	stored, err := p.appendAfterOthers(ctx, q, w.evs)
+	if err != nil {
+		return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
+	}
+	q.mu.Lock()
+	for _, e := range stored {
+		q.lastSeq = max(q.lastSeq, e.Seq)
+	}
+	q.mu.Unlock()
+	w.evs = nil
+	return nil
+}
+
+// publishChain stores the write's new outputs and appends its facts and
+// then app (nil: none) as one chain guarded by the session's last fact
+// as the queue knows it: on a stream that takes atomic batches one round
+// trip, which stores all of it or nothing. Every new output is stored
+// first, at once (putQueued), most of them already while the state was
+// caught up (storeEarly), so that no fact refers to an output the blob
+// store lacks. The facts the log took leave w.evs; facts is how many. A
+// failed expectation wraps events.ErrConflict. The proxy publishes its
+// own application, so no proxy waits for the workers to decide it (they
+// decide the same application at the request's model request fact; the
+// server drops that copy by its message id).
+func (p *Proxy) publishChain(ctx context.Context, fb fleetBackend, q *writeQueue, w *logWrite, app *events.Event) (facts int, err error) {
 	// Every new output, not only those appended by reference: the chain's
 	// publish then finds them stored (the store's cache of what it put)
 	// instead of storing them one after the other.
-	pl.st.body.waitEarly(ctx)
+	if w.early != nil {
+		select {
+		case <-w.early:
+		case <-ctx.Done():
+		}
+	}
 	if err := p.putQueued(ctx, q, w.session, w.hashes); err != nil {
-		return err
+		return 0, err
 	}
 	chain := w.evs
-	if pl.app != nil {
-		chain = append(chain[:len(chain):len(chain)], *pl.app)
+	if app != nil {
+		chain = append(chain[:len(chain):len(chain)], *app)
 	}
 	if len(chain) == 0 {
 		w.published = true
-		return nil
+		return 0, nil
 	}
 	stored, err := fb.AppendAfter(ctx, chain, q.last())
-	facts := min(len(stored), len(w.evs))
+	facts = min(len(stored), len(w.evs))
+	all := facts == len(w.evs)
 	q.mu.Lock()
 	for _, e := range stored[:facts] {
 		q.lastSeq = max(q.lastSeq, e.Seq)
 	}
-	if facts == len(w.evs) {
+	if all {
 		for _, h := range w.hashes {
 			delete(q.blobs, h)
 		}
 	}
 	q.mu.Unlock()
-	all := facts == len(w.evs)
 	w.evs = w.evs[facts:]
 	if all {
 		w.estimated, w.hashes = nil, nil
 	}
 	if err != nil {
-		if errors.Is(err, events.ErrConflict) && (len(stored) == 0 || all) {
-			return errRace
-		}
-		// The rest are appended after forwarding (the request fails
-		// open): a fact that made it is not stored twice (its id).
-		if all {
-			return fmt.Errorf("publish the application of %s: %w", pl.session, err)
-		}
-		return fmt.Errorf("append %d facts to %s: %w", len(w.evs), pl.session, err)
+		return facts, err
 	}
 	w.published = true
-	return nil
+	return facts, nil
 }
 
 // holdEnd holds the end of a response until the session's queued writes
@@ -329,8 +441,8 @@ func (p *Proxy) holdEnd(pl *plan) {
 // published after the session's last fact the state knows, each
 // expecting the one before (no copy of the session's fact ids to bring up
 // to date from the log first, which on a cluster costs a consumer); when
-// another writer appended meanwhile, the rest go through Append, which
-// stores no fact twice.
+// another writer appended meanwhile, the rest go through
+// appendAfterOthers.
 func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Event) ([]events.Event, error) {
 	fb, ok := p.fleet()
 	if !ok {
@@ -343,8 +455,22 @@ func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Ev
 	if !errors.Is(err, events.ErrConflict) {
 		return nil, err
 	}
-	rest := evs[len(stored):]
-	for {
+	more, err := p.appendAfterOthers(ctx, q, evs[len(stored):])
+	if err != nil {
+		return nil, err
+	}
+	return append(stored, more...), nil
+}
+
+// appendAfterOthers appends facts of a session another writer appended
+// to since the state's last fact, through Append, which stores no fact
+// twice. The state lacks the other writer's facts, and the queue's last
+// fact will be past them, where a catch-up would not look: the state is
+// rebuilt from the log at the next request.
+func (p *Proxy) appendAfterOthers(ctx context.Context, q *writeQueue, rest []events.Event) ([]events.Event, error) {
+	q.markStale()
+	var stored []events.Event
+	for len(rest) > 0 {
 		more, err := p.cfg.Backend.Append(ctx, rest)
 		var ee *events.EventError
 		if err == nil {
@@ -354,15 +480,11 @@ func (p *Proxy) appendQueued(ctx context.Context, q *writeQueue, evs []events.Ev
 			return nil, err
 		}
 		// Another proxy recorded this item first (its copy, with its own
-		// time, stands): the rest, the model request among them, still go,
-		// and the state, which holds this proxy's copy, is rebuilt.
-		q.markStale()
+		// time, stands): the rest, the model request among them, still go.
 		p.log.Info("proxy: an item of the record is in the log already, recorded by another proxy; its copy stands", "session", rest[ee.Index].Session, "event", rest[ee.Index].ID)
 		rest = append(rest[:ee.Index:ee.Index], rest[ee.Index+1:]...)
-		if len(rest) == 0 {
-			return stored, nil
-		}
 	}
+	return stored, nil
 }
 
 // putEstimated stores the outputs a write appends by reference (their
@@ -481,9 +603,11 @@ const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
 // fact), catch_up (part of load: asking the log for the session's last
 // fact and reading what other proxies appended), rebuild (part of load:
 // reading the whole session, the first time the proxy meets it without a
-// warm copy or after a lost race), publish (part of append: the guarded publishes before
-// forwarding) and hold (after the response: its end held until the log
-// holds its record).
+// warm copy or after a lost race), publish (the guarded publish of a
+// request's facts and application: after forwarding, part of the log
+// write, or, another request of the session in flight, before it, part
+// of append) and hold (after the response: its end held until the log
+// holds the request's writes and its record).
 const (
 	StageCatchUp = "catch_up"
 	StageRebuild = "rebuild"
@@ -499,12 +623,14 @@ var FleetStages = []string{StageWarmStart, StageCatchUp, StageRebuild, StagePubl
 
 // fleetMetrics count what a proxy of a fleet did to stay in step.
 type fleetMetrics struct {
-	warm     prometheus.Counter
-	tailed   prometheus.Counter
-	catchUps prometheus.Counter
-	races    prometheus.Counter
-	held     prometheus.Counter
-	stages   *prometheus.HistogramVec
+	first      prometheus.Counter
+	unrecorded prometheus.Counter
+	warm       prometheus.Counter
+	tailed     prometheus.Counter
+	catchUps   prometheus.Counter
+	races      prometheus.Counter
+	held       prometheus.Counter
+	stages     *prometheus.HistogramVec
 }
 
 func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
@@ -524,7 +650,7 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 	})
 	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    FleetStageSecondsMetric,
-		Help:    "Time a proxy of a fleet spent staying in step with the log, by stage (catch_up and rebuild within load, publish within append, hold after the response; Config.Fleet).",
+		Help:    "Time a proxy of a fleet spent staying in step with the log, by stage (catch_up and rebuild within load; publish after forwarding, or before it within append when another request of the session is in flight; hold after the response; Config.Fleet).",
 		Buckets: prometheus.ExponentialBucketsRange(0.00002, 2, 24),
 	}, []string{"stage"})
 	m.tailed = prometheus.NewCounter(prometheus.CounterOpts{
@@ -535,7 +661,15 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 		Name: "prunesched_proxy_fleet_warm_starts_total",
 		Help: "Sessions met for the first time whose state the proxy built from its tail's warm copy, without reading them from the log (Config.Fleet).",
 	})
-	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm)
+	m.first = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_publish_first_total",
+		Help: "Requests whose facts and application the proxy published before forwarding, because the log showed another request of the session in flight or an earlier attempt lost a race (Config.Fleet); the others publish after forwarding.",
+	})
+	m.unrecorded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_unrecorded_total",
+		Help: "Requests forwarded on a view another proxy extended before their guarded publish after forwarding: recorded as requests that failed open (their facts, no application, no model request; Config.Fleet).",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm, m.first, m.unrecorded)
 	return m
 }
 
@@ -567,6 +701,18 @@ func (m *Metrics) tailed() {
 func (m *Metrics) heldTooLong() {
 	if m != nil {
 		m.fleet.held.Inc()
+	}
+}
+
+func (m *Metrics) publishedFirst() {
+	if m != nil {
+		m.fleet.first.Inc()
+	}
+}
+
+func (m *Metrics) unrecordedRace() {
+	if m != nil {
+		m.fleet.unrecorded.Inc()
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
@@ -52,6 +54,10 @@ type factCounter interface {
 type memState struct {
 	cores *decide.Session
 	proj  *projections.Session
+	// open says the last fact fed opens a request whose record (its model
+	// request, the assistant's answer) has not followed yet: in a fleet,
+	// another request of the session is in flight (fleet.go, rule 2).
+	open bool
 }
 
 // inMemory returns the backend's log access when the proxy decides in
@@ -143,6 +149,7 @@ func (p *Proxy) fillMem(tenant, session string, st *sessState, evs []events.Even
 // (a model request the log holds no application for, as a rebuilding
 // worker decides it).
 func (m *memState) feed(fact events.Event) {
+	m.open = opensRequest(fact)
 	marks, app := m.cores.Feed(fact)
 	if app != nil {
 		m.proj.Observe(*app)
@@ -385,9 +392,23 @@ type logWrite struct {
 	// race and is decided again (fleet.go).
 	dropped bool
 	// published says the application (or that there is none) was
-	// published before forwarding (a fleet, fleet.go): nothing is
-	// decided from the log after.
+	// published by the proxy (a fleet, fleet.go): nothing is decided from
+	// the log after.
 	published bool
+	// behind says the write publishes the request's facts and its
+	// application guarded, after forwarding (a fleet: publishBehind).
+	behind bool
+	// early is closed once the outputs storeEarly started for the
+	// request are stored (nil: none started).
+	early chan struct{}
+	// unrecorded says the request's guarded publish after forwarding
+	// failed (another proxy extended the session first): the log records
+	// it as a request that failed open, without its application or model
+	// request (publishBehind).
+	unrecorded atomic.Bool
+	// of is, for a response's record, its request's write: the record
+	// leaves out the model request when that write is unrecorded.
+	of *logWrite
 }
 
 // forwarded says the plan's request has been written upstream, whatever
@@ -450,7 +471,7 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 		ctx, cancel := context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
 		defer cancel()
 		start := time.Now()
-		err := p.writeFacts(ctx, q, w)
+		err := p.writeFacts(ctx, q, w, sent)
 		took := time.Since(start)
 		if err != nil {
 			p.met.observeStage(w.api, StageLog, took)
@@ -492,8 +513,20 @@ func (e *errDiverged) Error() string {
 }
 
 // writeFacts runs a queued write's first half: take the exact counts of
-// the facts decided on estimates, then append the facts.
-func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite) error {
+// the facts decided on estimates, then append the facts. In a fleet a
+// request's write publishes its facts and, when sent, its application
+// instead (publishBehind), and the record of a request whose write went
+// unrecorded leaves out its model request.
+func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
+	if fb, ok := p.fleet(); ok && w.behind {
+		return p.publishBehind(ctx, fb, q, w, sent)
+	}
+	if w.of != nil && w.of.unrecorded.Load() {
+		w.evs = slices.DeleteFunc(w.evs, func(e events.Event) bool {
+			r, ok := e.Data.(*events.ModelRequest)
+			return ok && r.Request == w.of.req
+		})
+	}
 	p.countExact(ctx, q, w)
 	if err := p.putEstimated(ctx, q, w); err != nil {
 		return err
@@ -520,7 +553,7 @@ func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite) erro
 // pipeline decide it from the log, which publishes the application, and
 // check it is the one sent.
 func (p *Proxy) checkDecision(ctx context.Context, q *writeQueue, w *logWrite, sent bool) error {
-	if !w.decided {
+	if !w.decided || w.unrecorded.Load() {
 		return nil
 	}
 	if !sent {

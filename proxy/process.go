@@ -83,7 +83,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	st.body = &bodyOutputs{conv: conv}
 	defer func() { st.body = nil }()
 	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
-		p.storeEarly(ctx, st, st.body)
+		p.storeEarly(st, st.body)
 	}
 	err = p.load(ctx, tenant, session, st)
 	t = p.met.stage(api, StageLoad, t)
@@ -95,7 +95,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		// meanwhile is decided again on the log (fleet.go).
 		for attempt := 1; ; attempt++ {
 			try := *pl
-			out, err := p.processMem(ctx, &try, h, t, abandoned, attempt < fleetAttempts)
+			out, err := p.processMem(ctx, &try, h, t, abandoned, attempt)
 			if !errors.Is(err, errRace) {
 				return out, err
 			}
@@ -138,14 +138,20 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 // request fail open; its facts are still written, and the in-memory state
 // is rebuilt from the log at the next request. Caller holds pl.st.mu.
 //
-// In a fleet (Config.Fleet) the request's facts are published, guarded,
-// before it is forwarded (publishFirst); when that finds the session
-// extended by another proxy and retry is set, nothing is written, the
-// state is marked stale and errRace returned, for the caller to decide
-// again.
-func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, retry bool) (*plan, error) {
+// In a fleet (Config.Fleet) the queued write publishes the request's
+// facts and application guarded, after forwarding (publishBehind),
+// unless the log shows another request of the session in flight, or an
+// earlier attempt lost a race: then they are published before forwarding
+// (publishFirst), and when that finds the session extended by another
+// proxy and attempts are left (attempt < fleetAttempts), nothing is
+// written, the state is marked stale and errRace returned, for the
+// caller to decide again (fleet.go, rule 2).
+func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, attempt int) (*plan, error) {
 	st, api := pl.st, pl.api
 	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1), wrote: make(chan struct{})}
+	// The log's state before the request's own facts: another request of
+	// the session in flight (its facts in the log, its record not yet).
+	inFlight := st.mem.open
 	ok := false
 	defer func() {
 		if !ok {
@@ -183,9 +189,17 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 		return nil, staged(StageRender, err)
 	}
 	if fb, fleet := p.fleet(); fleet {
+		if st.body != nil {
+			pl.write.early = st.body.early
+		}
+		if !inFlight && attempt == 1 {
+			pl.write.behind = true
+			pl.rendered, ok = true, true
+			return pl, nil
+		}
 		err = p.publishFirst(ctx, fb, pl)
 		p.met.stage(api, StageAppend, t)
-		if errors.Is(err, errRace) && retry {
+		if errors.Is(err, errRace) && attempt < fleetAttempts {
 			pl.write.dropped = true
 			st.q.markStale()
 			return nil, errRace

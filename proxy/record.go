@@ -173,7 +173,7 @@ func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
 	}
 	if st.mem != nil {
 		// In memory now, in the log after the request's own write.
-		w := &logWrite{tenant: pl.tenant, session: pl.session, api: pl.api}
+		w := &logWrite{tenant: pl.tenant, session: pl.session, api: pl.api, of: pl.write}
 		err := p.feedMem(st, w, evs)
 		if err != nil {
 			st.q.markStale()

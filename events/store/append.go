@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -211,6 +212,56 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
 	}
 	return m.Sequence, nil
+}
+
+// LastSeqLeader is LastSeq answered by the stream's leader (the JetStream
+// API's message get instead of a direct get, which any replica answers):
+// the leader stored every event whose publish was acknowledged, so the
+// last event it reports is never older than one a client saw
+// acknowledged. A fleet proxy catching up before it decides reads it:
+// a request forwarded on a view that missed the previous request's
+// acknowledged record would be decided on a view the log does not hold.
+// It costs one round trip to the leader, as a direct get costs one to a
+// replica. On a single server it is LastSeq.
+func (s *Store) LastSeqLeader(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
+	subj, err := s.sessionSubject(tenant, session, kind)
+	if err != nil {
+		return 0, fmt.Errorf("last seq: %w", err)
+	}
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subj})
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+	}
+	api := "$JS.API.STREAM.MSG.GET." + events.StreamName
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.PublishTimeout)
+		defer cancel()
+	}
+	msg, err := s.js.Conn().RequestWithContext(ctx, api, req)
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("last seq of %s: %w", subj, resp.Error)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("last seq of %s: %w", subj, jetstream.ErrInvalidJetStreamResponse)
+	}
+	return resp.Message.Seq, nil
 }
 
 // FirstSeq returns the stream sequence of the first event of a session on

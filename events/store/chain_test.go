@@ -66,3 +66,45 @@ func TestAppendChain(t *testing.T) {
 		})
 	}
 }
+
+// TestLastSeqLeader: the leader's answer for a session's last fact is
+// LastSeq's on a settled log (0 for a session without facts, the last
+// fact's sequence, an application after it not counted), through the
+// JetStream API's message get.
+func TestLastSeqLeader(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t, connectEmbedded(t), suiteConfig())
+	sess := uniqueSession("leader")
+	last, err := s.LastSeqLeader(ctx, "", sess, events.KindFact)
+	testutil.NoError(t, err)
+	testutil.Equal(t, last, uint64(0))
+	stored, err := s.AppendChain(ctx, []events.Event{startedEvent("", sess, "f1"), msgEvent("", sess, "f2", "two"),
+		applyEvent("", sess, "a1", "k1", "m-f2")}, 0)
+	testutil.NoError(t, err)
+	last, err = s.LastSeqLeader(ctx, "", sess, events.KindFact)
+	testutil.NoError(t, err)
+	testutil.Equal(t, last, stored[1].Seq)
+	direct, err := s.LastSeq(ctx, "", sess, events.KindFact)
+	testutil.NoError(t, err)
+	testutil.Equal(t, last, direct)
+}
+
+// TestBlobInfoLeader: the object stream's leader describes a stored blob
+// (its name, size and chunks, as the object store does) and reports one
+// never stored as not found.
+func TestBlobInfoLeader(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t, connectEmbedded(t), suiteConfig())
+	data := []byte(uniqueSession("blob") + " output")
+	h := events.HashBytes(data)
+	_, err := s.blobInfoLeader(ctx, h)
+	testutil.Error(t, err, jetstream.ErrObjectNotFound)
+	testutil.NoError(t, s.PutBlob(ctx, h, data))
+	info, err := s.blobInfoLeader(ctx, h)
+	testutil.NoError(t, err)
+	testutil.Equal(t, info.Name, h)
+	testutil.Equal(t, info.Size, uint64(len(data)))
+	whole, err := s.blobWhole(ctx, info)
+	testutil.NoError(t, err)
+	testutil.True(t, whole, "the leader's description names chunks the stream lacks")
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	gohash "hash"
@@ -311,6 +313,14 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	}
 	defer s.lockHash(hash)()
 	info, err := s.blobs.GetInfo(ctx, hash)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		// A direct get, which a replica behind the leader may answer (an
+		// output another proxy just stored): ask the leader before storing
+		// it again, since a put over a stored object purges the old
+		// chunks, which a service connection may not do (its request then
+		// waits until ctx ends).
+		info, err = s.blobInfoLeader(ctx, hash)
+	}
 	switch {
 	case err == nil:
 		whole, err := s.blobWhole(ctx, info)
@@ -334,6 +344,49 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	// Rendering usually follows soon: keep the new output at hand.
 	cache()
 	return nil
+}
+
+// blobInfoLeader reads an object's description from the object stream's
+// leader (the JetStream API's message get on its meta subject), which
+// holds every acknowledged put. A missing or deleted object is
+// jetstream.ErrObjectNotFound.
+func (s *Store) blobInfoLeader(ctx context.Context, hash string) (*jetstream.ObjectInfo, error) {
+	subj := "$O." + s.cfg.BlobBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(hash))
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subj})
+	if err != nil {
+		return nil, err
+	}
+	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+objectStream(s.cfg.BlobBucket), req)
+	if err != nil {
+		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrObjectNotFound
+	case resp.Error != nil:
+		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, resp.Error)
+	case resp.Message == nil:
+		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, jetstream.ErrInvalidJetStreamResponse)
+	}
+	var info jetstream.ObjectInfo
+	if err := json.Unmarshal(resp.Message.Data, &info); err != nil {
+		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+	}
+	if info.Deleted {
+		return nil, jetstream.ErrObjectNotFound
+	}
+	return &info, nil
 }
 
 // objectStream is the name of the stream under object store bucket.

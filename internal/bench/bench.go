@@ -55,8 +55,8 @@ type Config struct {
 	// an agent's next request comes after the model's answer and the
 	// tools ran (seconds).
 	BackToBack bool
-	// Think is how long proxy-replay's fake upstream waits, after reading
-	// a request, before it answers (a model's time to its first token,
+	// Think is how long the fake upstream of proxy-replay, proxy-load and
+	// fleet waits, after reading a request, before it answers (a model's time to its first token,
 	// which is seconds for a real model). Whatever the proxy does in the
 	// background after forwarding (its log write, the pipeline behind
 	// it) runs during that wait, as it does in front of a real model. The

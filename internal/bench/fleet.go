@@ -74,6 +74,12 @@ type FleetRow struct {
 	// Races how many requests lost a race and were decided again.
 	Rebuilds int `json:"rebuilds"`
 	Races    int `json:"races"`
+	// PublishFirst is how many requests published their facts before
+	// forwarding (another request of the session in flight); Unrecorded
+	// how many lost a race after forwarding and were recorded as failed
+	// open (proxy/fleet.go, rule 2).
+	PublishFirst int `json:"publish_first"`
+	Unrecorded   int `json:"unrecorded"`
 	// CatchUps is how many requests found the session extended by other
 	// proxies; Tailed how many of those took it from the proxy's tail of
 	// the log instead of reading the log.
@@ -167,6 +173,10 @@ func (b *runner) fleet(ctx context.Context) error {
 	}
 	defer rig.close()
 	rig.gaps = gaps
+	// The upstream thinks as proxy-replay's does (Config.Think): a fleet
+	// proxy publishes a request's facts while it waits (proxy/fleet.go).
+	rig.up.prepare(b.cfg.Think, map[string]replay.Turn{})
+	b.progress("fleet: the fake upstream waits %s before answering", b.cfg.Think)
 	if speedup > 0 {
 		b.progress("fleet: each agent paced at its trace's recorded gaps (capped at %s) / %g; mean paced gap %s", fleetMaxGap, speedup, (recorded / time.Duration(max(1, countTurns(seqs)-len(seqs)))).Round(time.Millisecond))
 	}
@@ -184,8 +194,8 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
-			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races,
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races, %d published first, %d unrecorded; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
+			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races, row.PublishFirst, row.Unrecorded,
 			stageSummary(row.StageMeanMs), fleetStageSummary(row))
 		if !row.OK && k >= 3 {
 			break
@@ -467,7 +477,8 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	row := FleetRow{Agents: k, Requests: int(after.requests - before.requests), RSSMB: float64(rss()) / (1 << 20),
 		EventsPerS: float64(endSeq-startSeq) / wall, FactsPerS: float64(endFacts-startFacts) / wall,
 		RequestsPerS: float64(after.requests-before.requests) / wall,
-		Races:        int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed)}
+		Races:        int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed),
+		PublishFirst: int(after.first - before.first), Unrecorded: int(after.unrecorded - before.unrecorded)}
 	for _, n := range r.nodes {
 		peak, err := rssmeter.ReadPeakRSS(n.cmd.Process.Pid)
 		if err != nil {
@@ -551,6 +562,7 @@ func postTurn(ctx context.Context, client *http.Client, base string, api replay.
 // the added-latency histogram's cumulative buckets.
 type fleetCounts struct {
 	requests, failOpen, races, catchUps, tailed float64
+	first, unrecorded                           float64
 	bounds                                      []float64
 	cum                                         []float64
 	count                                       float64
@@ -573,6 +585,8 @@ func (r *fleetBench) snapshot() fleetCounts {
 			"prunesched_proxy_fleet_races_total":           &c.races,
 			"prunesched_proxy_fleet_catchups_total":        &c.catchUps,
 			"prunesched_proxy_fleet_tailed_catchups_total": &c.tailed,
+			"prunesched_proxy_fleet_publish_first_total":   &c.first,
+			"prunesched_proxy_fleet_unrecorded_total":      &c.unrecorded,
 		}
 		for _, mf := range mfs {
 			if sum, ok := counters[mf.GetName()]; ok {

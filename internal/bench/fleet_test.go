@@ -21,11 +21,14 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
 	"github.com/prunesched/prunesched/internal/bench/replay"
+	"github.com/prunesched/prunesched/internal/decide"
 	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/proxy"
+	"github.com/prunesched/prunesched/scheduler"
 )
 
 // fleetRig is prunesched on one embedded JetStream server (the workers,
@@ -59,8 +62,11 @@ type fleetRig struct {
 // gate blocks one stage of one request.
 type gate struct {
 	reached, release chan struct{}
-	once             sync.Once
+	once, opened     sync.Once
 }
+
+// open releases the gate (again: no effect).
+func (g *gate) open() { g.opened.Do(func() { close(g.release) }) }
 
 func newGate() *gate { return &gate{reached: make(chan struct{}), release: make(chan struct{})} }
 
@@ -96,6 +102,8 @@ type fleetBackend struct {
 		FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error)
 	}
 	appendGate atomic.Pointer[gate]
+	// appended, when set, is closed once the next guarded append returned.
+	appended atomic.Pointer[chan struct{}]
 	// recordGate blocks the next append of a response's record (facts
 	// with a model request).
 	recordGate atomic.Pointer[gate]
@@ -141,7 +149,18 @@ func (b *fleetBackend) AppendAfter(ctx context.Context, evs []events.Event, expe
 	if b.dead.Load() {
 		return nil, errKilled
 	}
+	if c := b.appended.Swap(nil); c != nil {
+		defer close(*c)
+	}
 	return b.inner.AppendAfter(ctx, evs, expect)
+}
+
+// onAppended returns a channel closed once the proxy's next guarded
+// append returned.
+func (b *fleetBackend) onAppended() <-chan struct{} {
+	c := make(chan struct{})
+	b.appended.Store(&c)
+	return c
 }
 func (b *fleetBackend) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
 	if b.dead.Load() {
@@ -527,11 +546,111 @@ func TestFleetAlternates(t *testing.T) {
 	}
 }
 
-// TestFleetRace: request k reaches proxy A, which decides it and is held
-// just before its guarded publish; the client's retry of k reaches proxy
-// B and completes; then A goes on. A's publish must find the session
-// extended, and A decide k again on the log (no fail open, nothing stored
-// twice): the run equals one proxy receiving k twice in a row.
+// TestFleetPublishesAfterForwarding: a fleet proxy publishes a request's
+// facts and application after the request is written upstream, while the
+// upstream works on the answer (fleet.go, rule 2), and the response's end
+// waits for the log (rule 3). The proxy's guarded publish is held until
+// the upstream has the request: a proxy that published before forwarding
+// would never let it through (the test's deadline ends the wait). The
+// upstream's answer is then held until the log holds the request's facts
+// and its application. The run equals one proxy's.
+func TestFleetPublishesAfterForwarding(t *testing.T) {
+	t.Parallel()
+	seqs := fleetSequences(t, 2, 24)
+	pol := fleetPolicy(t)
+	replaced := 0.0
+	for session, turns := range seqs {
+		t.Run(session, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.HangDeadline)
+			defer cancel()
+			base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, 2, false)
+			base.sendAll(ctx, session, turns, 0, base.roundRobin)
+			k := len(turns) / 2
+			// What the log holds once request k's facts and application
+			// are in: the baseline's events before its k-th model request.
+			var facts []string
+			apps, requests := 0, 0
+			for _, e := range base.settle(session) {
+				if _, ok := e.Data.(*events.ModelRequest); ok {
+					// (its id derives from the random request id)
+					if requests == k {
+						break
+					}
+					requests++
+					continue
+				}
+				if _, ok := e.Data.(*events.Application); ok {
+					apps++
+				} else if e.IsFact() {
+					facts = append(facts, e.ID)
+				}
+			}
+			fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+			a := fleet.roundRobin(k)
+			pub, up := newGate(), newGate()
+			a.be.appendGate.Store(pub)
+			fleet.mu.Lock()
+			fleet.hold[session+"/"+strconv.Itoa(k)] = up
+			fleet.mu.Unlock()
+			// A failed test lets the request go, so the rig can stop.
+			defer up.open()
+			defer pub.open()
+			errc := make(chan error, 1)
+			go func() { errc <- fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]) }()
+			select {
+			case <-up.reached:
+			case <-ctx.Done():
+				t.Fatal("the upstream never got the request while the proxy's guarded publish was held: it publishes before forwarding")
+			}
+			<-pub.reached
+			pub.open()
+			testutil.Eventually(t, func() error {
+				evs, err := fleet.svc.Store.ReadSession(ctx, events.DefaultTenant, session)
+				if err != nil {
+					return err
+				}
+				have, got := map[string]bool{}, 0
+				for _, e := range evs {
+					have[e.ID] = true
+					if _, ok := e.Data.(*events.Application); ok {
+						got++
+					}
+				}
+				for _, id := range facts {
+					if !have[id] {
+						return fmt.Errorf("fact %s of request %d is not in the log while the upstream holds its answer", id, k)
+					}
+				}
+				if got < apps {
+					return fmt.Errorf("%d applications in the log while the upstream holds request %d's answer, want %d", got, k, apps)
+				}
+				return nil
+			}, testutil.Until(ctx))
+			up.open()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			fleet.sendAll(ctx, session, turns[k+1:], k+1, fleet.roundRobin)
+			compareRuns(t, session, len(turns), base, fleet)
+			if n := fleet.sum("prunesched_proxy_fleet_publish_first_total"); n != 0 {
+				t.Fatalf("%v requests published before forwarding in a conversation whose requests follow one another", n)
+			}
+			replaced += checkFleet(t, base, fleet)
+		})
+	}
+	mustHavePruned(t, replaced)
+}
+
+// TestFleetRace: two requests of one session in flight at once on two
+// proxies, neither seen by the other's catch-up. Request k reaches proxy
+// A, which decides it, forwards it and is held just before its guarded
+// publish; the client's retry of k reaches proxy B, which decides on the
+// same view, forwards, publishes and completes; then A goes on. A's
+// publish finds the session extended: A's request is recorded as one
+// that failed open (fleet.go, rule 2): nothing stored twice, no
+// application or model request of A's. Both forwarded the same body, and
+// the run (bodies, log) equals one proxy receiving k once; the log
+// replays to every application it holds and no other.
 func TestFleetRace(t *testing.T) {
 	t.Parallel()
 	seqs := fleetSequences(t, 2, 24)
@@ -542,17 +661,14 @@ func TestFleetRace(t *testing.T) {
 		t.Run(session, func(t *testing.T) {
 			base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, 2, false)
 			k := len(turns) / 2
-			// The baseline: 0..k, k again, k+1...
-			var order []replay.Turn
-			order = append(order, turns[:k+1]...)
-			order = append(order, turns[k:]...)
-			base.sendAll(ctx, session, order, 0, base.roundRobin)
+			base.sendAll(ctx, session, turns, 0, base.roundRobin)
 			a, b := fleet.proxies[0], fleet.proxies[1]
 			fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
 			g := newGate()
 			a.be.appendGate.Store(g)
+			retry := len(turns) + 1 // A's send, under a key of its own
 			errc := make(chan error, 1)
-			go func() { errc <- fleet.send(ctx, a, replay.Anthropic, session, k+1, k+1, turns[k]) }()
+			go func() { errc <- fleet.send(ctx, a, replay.Anthropic, session, retry, k, turns[k]) }()
 			<-g.reached
 			if err := fleet.send(ctx, b, replay.Anthropic, session, k, k, turns[k]); err != nil {
 				t.Fatal(err)
@@ -561,15 +677,149 @@ func TestFleetRace(t *testing.T) {
 			if err := <-errc; err != nil {
 				t.Fatal(err)
 			}
-			fleet.sendAll(ctx, session, turns[k+1:], k+2, fleet.roundRobin)
-			compareRuns(t, session, len(order), base, fleet)
-			if r := fleet.sum("prunesched_proxy_fleet_races_total"); r != 1 {
-				t.Fatalf("%v races counted, want 1", r)
+			fleet.mu.Lock()
+			ab, bb := fleet.bodies[session+"/"+strconv.Itoa(retry)], fleet.bodies[session+"/"+strconv.Itoa(k)]
+			fleet.mu.Unlock()
+			if !bytes.Equal(ab, bb) {
+				t.Fatalf("A and B forwarded different bodies for the same request at byte %d", firstDiff(ab, bb))
+			}
+			fleet.sendAll(ctx, session, turns[k+1:], k+1, fleet.roundRobin)
+			compareRuns(t, session, len(turns), base, fleet)
+			checkReplay(t, session, pol, fleet.svc, fleet.settle(session))
+			if n := fleet.sum("prunesched_proxy_fleet_unrecorded_total"); n != 1 {
+				t.Fatalf("%v requests recorded as failed open after a lost race, want 1", n)
+			}
+			if n := fleet.sum("prunesched_proxy_fleet_races_total"); n != 0 {
+				t.Fatalf("%v requests decided again before forwarding, want 0", n)
 			}
 			replaced += checkFleet(t, base, fleet)
 		})
 	}
 	mustHavePruned(t, replaced)
+}
+
+// TestFleetInFlightPublishesFirst: request k reaches proxy A, which
+// forwards it and publishes its facts and application; the upstream
+// holds A's answer. The client's retry of k reaches proxy B, whose
+// catch-up shows a request of the session in flight (its facts in the
+// log, its record not yet): B publishes before forwarding (fleet.go,
+// rule 2's exception), decided on a view that holds A's facts and
+// application, and forwards A's body. Both requests are recorded, no fact
+// twice, nothing fails open, and the log replays to every application it
+// holds and no other; the conversation goes on through both proxies.
+func TestFleetInFlightPublishesFirst(t *testing.T) {
+	t.Parallel()
+	seqs := fleetSequences(t, 2, 16)
+	pol := fleetPolicy(t)
+	ctx := context.Background()
+	for session, turns := range seqs {
+		t.Run(session, func(t *testing.T) {
+			fleet := startFleet(t, pol, 2, false)
+			k := len(turns) / 2
+			a, b := fleet.proxies[0], fleet.proxies[1]
+			fleet.sendAll(ctx, session, turns[:k], 0, fleet.roundRobin)
+			up := newGate()
+			fleet.mu.Lock()
+			fleet.hold[session+"/"+strconv.Itoa(k)] = up
+			fleet.mu.Unlock()
+			published := a.be.onAppended()
+			errc := make(chan error, 1)
+			go func() { errc <- fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]) }()
+			<-up.reached
+			<-published
+			if err := fleet.send(ctx, b, replay.Anthropic, session, k+1, k+1, turns[k]); err != nil {
+				t.Fatal(err)
+			}
+			close(up.release)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			fleet.mu.Lock()
+			ab, bb := fleet.bodies[session+"/"+strconv.Itoa(k)], fleet.bodies[session+"/"+strconv.Itoa(k+1)]
+			fleet.mu.Unlock()
+			if !bytes.Equal(ab, bb) {
+				t.Fatalf("B forwarded another body than A for the same request, at byte %d", firstDiff(ab, bb))
+			}
+			if n := fleet.sum("prunesched_proxy_fleet_publish_first_total"); n != 1 {
+				t.Fatalf("%v requests published before forwarding, want B's 1", n)
+			}
+			fleet.sendAll(ctx, session, turns[k+1:], k+2, fleet.roundRobin)
+			evs := fleet.settle(session)
+			ids, requests := map[string]int{}, 0
+			for _, e := range evs {
+				if e.IsFact() {
+					ids[e.ID]++
+					if _, ok := e.Data.(*events.ModelRequest); ok {
+						requests++
+					}
+				}
+			}
+			for id, n := range ids {
+				if n > 1 {
+					t.Fatalf("fact %s stored %d times", id, n)
+				}
+			}
+			if sent := len(turns) + 1; requests != sent {
+				t.Fatalf("%d model requests in the log for %d requests sent", requests, sent)
+			}
+			checkReplay(t, session, pol, fleet.svc, evs)
+			for _, name := range []string{"prunesched_proxy_fleet_unrecorded_total", "prunesched_proxy_fleet_races_total"} {
+				if n := fleet.sum(name); n != 0 {
+					t.Fatalf("%s = %v, want 0", name, n)
+				}
+			}
+			checkFleet(t, fleet, fleet)
+		})
+	}
+}
+
+// checkReplay fails unless the log is its own source of truth: replayed
+// as a rebuild replays it (scheduler.Replay: each application at the fact
+// position it was decided at), the cores decide, at each application's
+// position, that application byte for byte, and at each model request
+// without one, none (which the workers would otherwise publish).
+func checkReplay(t *testing.T, session string, pol policy.Policy, svc *service.Service, log []events.Event) {
+	t.Helper()
+	ctx := context.Background()
+	s := decide.NewSession(pol, events.DefaultTenant, session, func(h string) (io.ReadCloser, error) {
+		b, err := svc.Store.GetBlob(ctx, h)
+		return io.NopCloser(bytes.NewReader(b)), err
+	})
+	norm := func(e events.Event) string {
+		e.Seq = 0
+		if e.Tenant == "" {
+			e.Tenant = events.DefaultTenant
+		}
+		b, err := events.EncodeValidated(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var fails []string
+	_, unplaced := scheduler.Replay(log, 0, scheduler.Replayer{
+		Application: func(app events.Event) {
+			a := app.Data.(*events.Application)
+			got := s.Decide(app.Time, a.Request)
+			if got == nil || norm(*got) != norm(app) {
+				fails = append(fails, fmt.Sprintf("application %s at fact %d: the cores decide %v", app.ID, a.AfterIndex, got))
+			}
+		},
+		Fact: func(f events.Event) {
+			if f.Tenant == "" {
+				f.Tenant = events.DefaultTenant
+			}
+			if _, app := s.Feed(f); app != nil {
+				fails = append(fails, fmt.Sprintf("model request %s: the cores decide %s, the log holds no application for it", f.ID, app.ID))
+			}
+		},
+	})
+	if unplaced > 0 {
+		fails = append(fails, fmt.Sprintf("%d applications at positions the replay never reached", unplaced))
+	}
+	if len(fails) > 0 {
+		t.Fatalf("%s: the log does not replay to its applications:\n%s", session, strings.Join(fails, "\n"))
+	}
 }
 
 // TestFleetProxyKilled: proxy A forwards request k (its facts are in the
@@ -637,8 +887,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // TestFleetRecordLate: proxy A's record of request k is held past the
-// fleet hold, so the client's next request reaches B before the log holds
-// A's record; B records the assistant's items itself. When A's record
+// fleet hold (request k's facts and application published), so the
+// client's next request reaches B before the log holds A's record; B
+// records the assistant's items itself. When A's record
 // goes on, the items B stored stand (no fact id twice), A's model request
 // is still stored (no fact lost), and nothing fails open.
 func TestFleetRecordLate(t *testing.T) {
@@ -654,15 +905,25 @@ func TestFleetRecordLate(t *testing.T) {
 		g := newGate()
 		a.be.recordGate.Store(g)
 		// A's response ends once the hold expires (the record waits).
+		// Its request's facts and application are published after
+		// forwarding: B's request waits for them (were B first, A's
+		// request would be recorded as failed open, TestFleetRace).
+		published := a.be.onAppended()
 		a.holdNow()
 		if err := fleet.send(ctx, a, replay.Anthropic, session, k, k, turns[k]); err != nil {
 			t.Fatal(err)
 		}
+		<-published
 		<-g.reached
 		if err := fleet.send(ctx, b, replay.Anthropic, session, k+1, k+1, turns[k+1]); err != nil {
 			t.Fatal(err)
 		}
 		close(g.release)
+		// The late record lands before the next request (one landing
+		// while a request is in flight is TestFleetRace's case).
+		if err := a.px.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 		fleet.sendAll(ctx, session, turns[k+2:], k+2, func(int) *fleetProxy { return b })
 		evs := fleet.settle(session)
 		ids, requests := map[string]int{}, 0

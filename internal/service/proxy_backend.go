@@ -32,9 +32,13 @@ func (b *ProxyBackend) Append(ctx context.Context, evs []events.Event) ([]events
 	return b.st.Append(ctx, evs)
 }
 
-// LastFactSeq is the stream sequence of the session's last fact (0: none).
+// LastFactSeq is the stream sequence of the session's last fact (0: none),
+// as the stream's leader knows it (store.LastSeqLeader): never behind a
+// fact whose publish was acknowledged, which a replica answering a direct
+// get can be, so a fleet proxy that catches up before deciding sees the
+// previous request's record.
 func (b *ProxyBackend) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
-	return b.st.LastSeq(ctx, tenant, session, events.KindFact)
+	return b.st.LastSeqLeader(ctx, tenant, session, events.KindFact)
 }
 
 // FirstFactSeq is the stream sequence of the session's first fact (0:
