@@ -46,8 +46,41 @@ func freePort(t *testing.T) int {
 // startCluster starts a three-node JetStream cluster in this process, on
 // loopback, with file storage under t.TempDir(), the way nats-server's own
 // tests do (createJetStreamClusterExplicit): explicit routes between the
-// three cluster listeners.
+// three cluster listeners. The route ports are picked free (freePort) and
+// then closed for the servers to bind, so another socket can take one in
+// between (an outgoing connection's local port, under the earlier
+// subtests' many connections): that node never becomes ready. Such a
+// cluster is shut down and started again on fresh ports, at most three
+// times.
 func startCluster(t *testing.T) []*server.Server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		srvs, err := tryStartCluster(t)
+		if err == nil {
+			for _, srv := range srvs {
+				t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+			}
+			// Wait for a JetStream meta leader.
+			testutil.Eventually(t, func() error {
+				for _, s := range srvs {
+					if s.JetStreamIsLeader() {
+						return nil
+					}
+				}
+				return errors.New("no JetStream meta leader")
+			})
+			return srvs
+		}
+		if attempt == 3 {
+			t.Fatalf("start a three-node cluster, attempt %d: %v", attempt, err)
+		}
+		t.Logf("start a three-node cluster, attempt %d: %v; again on fresh ports", attempt, err)
+	}
+}
+
+// tryStartCluster starts the three nodes on fresh ports and waits until
+// each accepts connections; on failure it shuts down what it started.
+func tryStartCluster(t *testing.T) ([]*server.Server, error) {
 	t.Helper()
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	var routes []string
@@ -55,6 +88,12 @@ func startCluster(t *testing.T) []*server.Server {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	var srvs []*server.Server
+	stop := func() {
+		for _, srv := range srvs {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}
+	}
 	for i, p := range ports {
 		opts := &server.Options{
 			ServerName: fmt.Sprintf("ps-n%d", i+1),
@@ -70,27 +109,19 @@ func startCluster(t *testing.T) []*server.Server {
 		}
 		srv, err := server.NewServer(opts)
 		if err != nil {
-			t.Fatal(err)
+			stop()
+			return nil, fmt.Errorf("new server ps-n%d: %w", i+1, err)
 		}
 		srv.Start()
 		srvs = append(srvs, srv)
-		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	}
 	for _, s := range srvs {
 		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("%s not ready", s.Name())
+			stop()
+			return nil, fmt.Errorf("%s not ready (route ports %v)", s.Name(), ports)
 		}
 	}
-	// Wait for a JetStream meta leader.
-	testutil.Eventually(t, func() error {
-		for _, s := range srvs {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no JetStream meta leader")
-	})
-	return srvs
+	return srvs, nil
 }
 
 func clusterURLs(srvs []*server.Server) string {
