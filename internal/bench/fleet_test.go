@@ -745,20 +745,7 @@ func TestFleetInFlightPublishesFirst(t *testing.T) {
 			}
 			fleet.sendAll(ctx, session, turns[k+1:], k+2, fleet.roundRobin)
 			evs := fleet.settle(session)
-			ids, requests := map[string]int{}, 0
-			for _, e := range evs {
-				if e.IsFact() {
-					ids[e.ID]++
-					if _, ok := e.Data.(*events.ModelRequest); ok {
-						requests++
-					}
-				}
-			}
-			for id, n := range ids {
-				if n > 1 {
-					t.Fatalf("fact %s stored %d times", id, n)
-				}
-			}
+			requests := modelRequestsOnce(t, evs)
 			if sent := len(turns) + 1; requests != sent {
 				t.Fatalf("%d model requests in the log for %d requests sent", requests, sent)
 			}
@@ -926,23 +913,31 @@ func TestFleetRecordLate(t *testing.T) {
 		}
 		fleet.sendAll(ctx, session, turns[k+2:], k+2, func(int) *fleetProxy { return b })
 		evs := fleet.settle(session)
-		ids, requests := map[string]int{}, 0
-		for _, e := range evs {
-			if e.IsFact() {
-				ids[e.ID]++
-				if _, ok := e.Data.(*events.ModelRequest); ok {
-					requests++
-				}
-			}
-		}
-		for id, n := range ids {
-			if n > 1 {
-				t.Fatalf("fact %s stored %d times", id, n)
-			}
-		}
+		requests := modelRequestsOnce(t, evs)
 		if sent := len(turns); requests != sent {
 			t.Fatalf("%d model requests in the log for %d requests sent: one was lost", requests, sent)
 		}
 		checkFleet(t, fleet, fleet)
 	}
+}
+
+// modelRequestsOnce fails the test when a fact of evs is stored more than
+// once, and returns how many model requests the log holds.
+func modelRequestsOnce(t *testing.T, evs []events.Event) int {
+	t.Helper()
+	ids, requests := map[string]int{}, 0
+	for _, e := range evs {
+		if e.IsFact() {
+			ids[e.ID]++
+			if _, ok := e.Data.(*events.ModelRequest); ok {
+				requests++
+			}
+		}
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Fatalf("fact %s stored %d times", id, n)
+		}
+	}
+	return requests
 }
