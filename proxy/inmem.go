@@ -665,9 +665,9 @@ func (p *Proxy) Flush(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	for _, st := range states {
-		// A record holding the lock queues its write before it lets go.
-		st.mu.Lock()
-		//lint:ignore SA2001 waiting for the holder is the point
+		// A record holding the lock queues its write before it lets go;
+		// one left pending runs here.
+		st.lock()
 		st.mu.Unlock()
 		if _, err := st.q.drain(ctx); err != nil {
 			return fmt.Errorf("proxy: flush: %w", err)
