@@ -149,6 +149,9 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, attempt int) (*plan, error) {
 	st, api := pl.st, pl.api
 	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1), wrote: make(chan struct{})}
+	if _, fleet := p.fleet(); !fleet {
+		pl.write.ended = make(chan struct{})
+	}
 	// The log's state before the request's own facts: another request of
 	// the session in flight (its facts in the log, its record not yet).
 	inFlight := st.mem.open

@@ -326,7 +326,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			resp, err = p.forward(ur, api, raw, false, nil)
 		}
 		// The request is forwarded: its facts (decided in memory) go to
-		// the log now, with its application if it went as decided.
+		// the log now, with its application if it went as decided, which
+		// is checked against the log once the response has ended.
+		defer pl.responded()
 		pl.settle(pl != nil && pl.rendered)
 		if err != nil {
 			p.upstreamFailed(w, r, api, err)
