@@ -388,6 +388,15 @@ type logWrite struct {
 	// while the upstream works on the answer, before its fate is known.
 	wrote     chan struct{}
 	wroteOnce sync.Once
+	// ended is closed once the request's response has ended, whatever
+	// the ending (plan.responded; nil: no wait, as in a fleet, whose
+	// responses wait for their writes instead). A decision that went
+	// upstream is checked against the log after it: the check (the
+	// pipeline deciding from the log, its round trips and its workers)
+	// would otherwise run on the same processors while the answer is
+	// relayed, and stretch it.
+	ended     chan struct{}
+	endedOnce sync.Once
 	// dropped says the write is not to run: its request lost a fleet
 	// race and is decided again (fleet.go).
 	dropped bool
@@ -418,6 +427,15 @@ func (pl *plan) forwarded() {
 		return
 	}
 	pl.write.wroteOnce.Do(func() { close(pl.write.wrote) })
+}
+
+// responded says the plan's response has ended (logWrite.ended). It may
+// be called more than once.
+func (pl *plan) responded() {
+	if pl == nil || pl.write == nil || pl.write.ended == nil {
+		return
+	}
+	pl.write.endedOnce.Do(func() { close(pl.write.ended) })
 }
 
 // settle says whether the plan's decision went upstream. It may be called
@@ -488,6 +506,15 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 			cancel()
 			ctx, cancel = context.WithTimeout(p.bg.ctx, p.cfg.RecordTimeout)
 			defer cancel()
+		}
+		if sent && w.ended != nil {
+			// Only the handler that sent the decision knows when its
+			// response ends; a request that did not go as decided may
+			// have no handler left to say so.
+			select {
+			case <-w.ended:
+			case <-p.bg.ctx.Done():
+			}
 		}
 		start = time.Now()
 		err = p.checkDecision(ctx, q, w, sent)
@@ -665,9 +692,9 @@ func (p *Proxy) Flush(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	for _, st := range states {
-		// A record holding the lock queues its write before it lets go.
-		st.mu.Lock()
-		//lint:ignore SA2001 waiting for the holder is the point
+		// A record holding the lock queues its write before it lets go;
+		// one left pending runs here.
+		st.lock()
 		st.mu.Unlock()
 		if _, err := st.q.drain(ctx); err != nil {
 			return fmt.Errorf("proxy: flush: %w", err)

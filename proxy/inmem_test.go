@@ -257,9 +257,86 @@ func TestFactsWrittenWhileUpstreamWorks(t *testing.T) {
 	})
 	b := setup(t, testPolicy(t), up, nil)
 	const session = "facts-early"
-	body := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hello"},` +
-		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a.go"}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"package a"}]}]}`
+	body := oneReadBody
+	done := postWhileFactsLogged(t, b, session, body, "t1")
+	close(answer)
+	testutil.Equal(t, <-done, http.StatusOK)
+	testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 1,
+		"request not rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+}
+
+// checkSpy is memFailing that notes, at each decision the pipeline makes
+// from the log (the check of a decision the proxy sent), whether the
+// upstream had finished its answer.
+type checkSpy struct {
+	*memFailing
+	finished *atomic.Bool
+	checks   atomic.Int32
+	early    atomic.Int32
+}
+
+func (c *checkSpy) DecideLive(ctx context.Context, tenant, session string, afterSeq uint64, at time.Time, req string) (*events.Event, error) {
+	c.checks.Add(1)
+	if !c.finished.Load() {
+		c.early.Add(1)
+	}
+	return c.memFailing.DecideLive(ctx, tenant, session, afterSeq, at, req)
+}
+
+// TestDecisionCheckedAfterResponse: the check of a decision that went
+// upstream (the pipeline deciding the request again from the log) runs
+// once the response has ended, not while its answer is relayed, where it
+// would take the processors the relay needs. The upstream here sends the
+// answer's first half, then holds the rest until the request's facts are
+// in the log (their write does not wait for the response).
+func TestDecisionCheckedAfterResponse(t *testing.T) {
+	t.Parallel()
+	var finished atomic.Bool
+	rest := make(chan struct{})
+	const answer = `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":1,"output_tokens":1}}`
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer[:len(answer)/2])
+		w.(http.Flusher).Flush()
+		select {
+		case <-rest:
+		case <-r.Context().Done():
+			return
+		}
+		finished.Store(true)
+		_, _ = io.WriteString(w, answer[len(answer)/2:])
+	})
+	var spy *checkSpy
+	b := setup(t, testPolicy(t), up, func(c *Config) {
+		spy = &checkSpy{memFailing: &memFailing{Backend: c.Backend, lb: c.Backend.(logBackend)}, finished: &finished}
+		c.Backend = spy
+	})
+	const session = "check-after-response"
+	body := oneReadBody
+	done := postWhileFactsLogged(t, b, session, body, "t1")
+	close(rest)
+	testutil.Equal(t, <-done, http.StatusOK)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 1,
+		"request not rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+	testutil.True(t, spy.checks.Load() >= 1, "the decision was never checked against the log")
+	testutil.True(t, spy.early.Load() == 0, "the decision was checked while the answer was still being relayed")
+}
+
+// oneReadBody is an agent turn whose one tool result (call t1) is new.
+const oneReadBody = `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hello"},` +
+	`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a.go"}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"package a"}]}]}`
+
+// postWhileFactsLogged posts body to the session in the background and
+// returns once the log holds the result of call, while the upstream (the
+// caller's) may still hold the answer; the channel gets the response's
+// status (0: no response).
+func postWhileFactsLogged(t *testing.T, b *bench, session, body, call string) <-chan int {
+	t.Helper()
 	done := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(body))
@@ -281,14 +358,11 @@ func TestFactsWrittenWhileUpstreamWorks(t *testing.T) {
 			return err
 		}
 		for _, e := range evs {
-			if r, isResult := e.Data.(*events.ToolResult); isResult && r.CallID == "t1" {
+			if r, isResult := e.Data.(*events.ToolResult); isResult && r.CallID == call {
 				return nil
 			}
 		}
 		return fmt.Errorf("the request's tool result is not in the log while the upstream holds its answer (%d events)", len(evs))
 	})
-	close(answer)
-	testutil.Equal(t, <-done, http.StatusOK)
-	testutil.True(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered") == 1,
-		"request not rendered: fail open %v", counter(t, b, "prunesched_proxy_fail_open_total"))
+	return done
 }

@@ -78,7 +78,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 		return nil, staged(StageLoad, err)
 	}
 	pl.session, pl.st = session, st
-	st.mu.Lock()
+	st.lock()
 	defer st.mu.Unlock()
 	st.body = &bodyOutputs{conv: conv}
 	defer func() { st.body = nil }()
@@ -149,6 +149,9 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.Time, abandoned *atomic.Bool, attempt int) (*plan, error) {
 	st, api := pl.st, pl.api
 	pl.write = &logWrite{tenant: pl.tenant, session: pl.session, api: api, decided: true, at: pl.at, req: pl.req, fate: make(chan bool, 1), wrote: make(chan struct{})}
+	if _, fleet := p.fleet(); !fleet {
+		pl.write.ended = make(chan struct{})
+	}
 	// The log's state before the request's own facts: another request of
 	// the session in flight (its facts in the log, its record not yet).
 	inFlight := st.mem.open
@@ -278,9 +281,10 @@ func (p *Proxy) sweep(now time.Time) int {
 		if now.Sub(st.lastUse) < p.cfg.SessionIdle || !st.mu.TryLock() {
 			continue
 		}
-		if !st.q.idle() {
-			// Its log writes still run: the state is the only record
-			// of what they will write until they are done.
+		if st.pending != nil || !st.q.idle() {
+			// A record still pending, or its log writes still running:
+			// the state is the only record of what they will write until
+			// they are done.
 			st.mu.Unlock()
 			continue
 		}
@@ -303,7 +307,7 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) 
 	if first == "" {
 		return st, base, nil
 	}
-	st.mu.Lock()
+	st.lock()
 	var err error
 	if !p.knowsWithoutLoad(st, first) {
 		st.body = &bodyOutputs{conv: c}

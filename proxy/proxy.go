@@ -46,6 +46,10 @@ type Proxy struct {
 
 	// tail follows the log in a fleet (fleettail.go); nil otherwise.
 	tail *fleetTail
+
+	// recordGo starts a pending record's goroutine (record.go); nil: a
+	// plain go statement. Tests set it to hold the goroutine back.
+	recordGo func(func())
 }
 
 // background tracks the goroutines the proxy leaves running after a
@@ -130,6 +134,10 @@ type sessState struct {
 	q writeQueue
 	// body holds the outputs of the request holding mu (bodyoutputs.go).
 	body *bodyOutputs
+	// pending is a response's record that let go of mu before it ran
+	// (record.go); whoever takes mu next runs it first (lock). Only
+	// set while mu is free.
+	pending func()
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
@@ -318,7 +326,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			resp, err = p.forward(ur, api, raw, false, nil)
 		}
 		// The request is forwarded: its facts (decided in memory) go to
-		// the log now, with its application if it went as decided.
+		// the log now, with its application if it went as decided, which
+		// is checked against the log once the response has ended.
+		defer pl.responded()
 		pl.settle(pl != nil && pl.rendered)
 		if err != nil {
 			p.upstreamFailed(w, r, api, err)
@@ -336,28 +346,16 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			cap = newCapture(api, isSSE(resp.Header))
 		}
 		recorded := false
-		// after is the record when it runs here, once the response is
-		// written (record): it holds the session lock until it has run.
-		var after func()
-		runAfter := func() {
-			if after != nil {
-				f := after
-				after = nil
-				f()
-			}
-		}
-		defer runAfter()
 		rec := func() {
 			if !recorded {
 				recorded = true
-				after = p.record(pl, cap)
+				p.record(pl, cap)
 			}
 		}
 		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout, idle)
 		if cap != nil {
 			rec()
 		}
-		runAfter()
 		session := ""
 		if pl != nil {
 			session = pl.session

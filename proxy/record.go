@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prunesched/prunesched/events"
@@ -25,14 +26,17 @@ var errRecordTimeout = errors.New("record timeout")
 //
 // When the lock was free and the session is decided in memory (the
 // record then only parses the answer and feeds the in-memory cores, no
-// I/O), record returns the record itself as after, for the caller to run
-// once the end of the response is written: on the handler's goroutine,
-// already running, rather than on a new one that would hold the lock
-// while it waits for a processor (under load, behind the log writes and
-// the pipeline, for tens of milliseconds, which the session's next
-// request then waited in its load stage). Otherwise the record runs in
-// the background and after is nil. The caller must run a non-nil after.
-func (p *Proxy) record(pl *plan, c *capture) (after func()) {
+// I/O), record leaves the record pending on the session (sessState.lock)
+// and lets go of the lock at once: whoever takes the lock next runs it
+// first, the record's own goroutine or the session's next request,
+// whichever gets there first. The handler returns without running it
+// (on a connection kept alive, Go's HTTP server reads the next request,
+// and ends a chunked response, only when the handler returns), and the
+// next request never waits for the record's goroutine to be scheduled
+// (under load, behind the log writes and the pipeline, for tens of
+// milliseconds) while it holds the lock. Otherwise the record runs in the
+// background.
+func (p *Proxy) record(pl *plan, c *capture) {
 	c.done = time.Now()
 	st := pl.st
 	ctx, cancel := context.WithCancelCause(p.bg.ctx)
@@ -40,23 +44,26 @@ func (p *Proxy) record(pl *plan, c *capture) (after func()) {
 	locked, done := make(chan struct{}), make(chan struct{})
 	// Usually the lock is free: take it here, so the response goes on
 	// without waiting for the record's goroutine to be scheduled.
-	have := st.mu.TryLock()
+	have := st.tryLock()
 	if have {
 		close(locked)
 	}
 	tracked := p.bg.add()
-	work := func() {
-		if tracked {
-			defer p.bg.wg.Done()
-		}
+	// run is the record; its caller holds st.mu. A panic in it fails the
+	// record only, whichever goroutine runs it.
+	run := func() {
 		defer close(done)
 		defer cancel(nil)
-		if !have {
-			st.mu.Lock()
-			close(locked)
-		}
-		defer st.mu.Unlock()
 		start := time.Now()
+		defer func() {
+			if v := recover(); v != nil {
+				// The cores may be half fed: the next request rebuilds
+				// them from the log.
+				st.q.markStale()
+				p.met.recordFailure()
+				p.log.Error("proxy: record response panicked", "api", pl.api, "session", pl.session, "panic", v)
+			}
+		}()
 		c.finish()
 		err := p.recordLocked(ctx, pl, c)
 		p.met.stage(pl.api, StageRecord, start)
@@ -83,9 +90,33 @@ func (p *Proxy) record(pl *plan, c *capture) (after func()) {
 	}()
 	_, fleet := p.fleet()
 	if have && tracked && !fleet && st.mem != nil {
-		return work
+		var ran atomic.Bool
+		st.pending = func() {
+			ran.Store(true)
+			run()
+		}
+		st.mu.Unlock()
+		p.goRecord(func() {
+			defer p.bg.wg.Done()
+			if ran.Load() {
+				return // the session's next request ran it
+			}
+			st.lock()
+			st.mu.Unlock()
+		})
+		return
 	}
-	go work()
+	go func() {
+		if tracked {
+			defer p.bg.wg.Done()
+		}
+		if !have {
+			st.lock()
+			close(locked)
+		}
+		defer st.mu.Unlock()
+		run()
+	}()
 	wait := locked
 	if !tracked || fleet {
 		wait = done
@@ -97,7 +128,41 @@ func (p *Proxy) record(pl *plan, c *capture) (after func()) {
 	if fleet {
 		p.holdEnd(pl)
 	}
-	return nil
+}
+
+// goRecord starts a pending record's goroutine (Proxy.recordGo, a test
+// hook, when set).
+func (p *Proxy) goRecord(f func()) {
+	if p.recordGo != nil {
+		p.recordGo(f)
+		return
+	}
+	go f()
+}
+
+// lock takes the session lock and runs first the record left pending on
+// the session, if any (record): every holder of the lock finds the
+// session's earlier responses recorded, in order.
+func (st *sessState) lock() {
+	st.mu.Lock()
+	st.runPending()
+}
+
+// tryLock is lock when the lock is free; false otherwise.
+func (st *sessState) tryLock() bool {
+	if !st.mu.TryLock() {
+		return false
+	}
+	st.runPending()
+	return true
+}
+
+// runPending runs the pending record once. Caller holds st.mu.
+func (st *sessState) runPending() {
+	if f := st.pending; f != nil {
+		st.pending = nil
+		f()
+	}
 }
 
 func (p *Proxy) recordLocked(ctx context.Context, pl *plan, c *capture) error {
