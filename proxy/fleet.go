@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -25,7 +26,10 @@ import (
 // with no protocol of ours:
 //
 //  1. Catch up before deciding. The proxy asks the log for the session's
-//     last fact sequence (one request); when the log is ahead of the
+//     last fact sequence (one request to the stream's leader, sent as
+//     the request arrives, while its body is read and parsed, or while a
+//     session met for the first time is built: earlyRead, lastFactSoon;
+//     either way after the request arrived); when the log is ahead of the
 //     session's state in memory (another proxy took the previous
 //     requests), it takes the events after its state's last fact from
 //     its tail of the log when the tail delivered that fact (fleettail.go:
@@ -130,14 +134,37 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // catchUp brings the session's state in memory up to the log when the log
 // holds facts past it. Caller holds st.mu; the session's write queue is
 // drained and the state is loaded and not stale.
-func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState) error {
+//
+// early, when not nil, gives the session's last fact from a read at the
+// stream's leader started after this request arrived: while the body
+// was read and parsed (earlyRead), or while the state was built from the
+// tail or the log (lastFactSoon). It serves only when the tail already
+// kept the session's events from before it (arm re-armed nothing):
+// otherwise an event stored between the read and the arming would be in
+// neither the state nor the tail. Else, or when it is older than the
+// state, the leader is asked now.
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
 	defer p.met.fleetStage(StageCatchUp, time.Now())
-	p.tail.arm(tenant, session)
-	last, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
+	read := func() (uint64, error) { return p.cfg.Backend.LastFactSeq(ctx, tenant, session) }
+	if p.tail.arm(tenant, session) {
+		early = nil
+	}
+	var last uint64
+	var err error
+	have := st.q.last()
+	if early != nil {
+		// An early read older than the state (another request took
+		// facts meanwhile) is asked again, not taken for a replica's.
+		if last, err = early(); err == nil && last < have {
+			early = nil
+		}
+	}
+	if early == nil {
+		last, err = read()
+	}
 	if err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
 	}
-	have := st.q.last()
 	if last == have {
 		return nil
 	}
@@ -274,6 +301,78 @@ func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessS
 	p.tail.adopt(tenant, session)
 	p.met.warmStarted()
 	return true
+}
+
+// earlyRead is a read of a session's last fact at the stream's leader
+// started as a request arrived, before its body was read and parsed
+// (startEarlyRead), so that the request's catch-up (rule 1) waits less
+// or not at all for the round trip. It was started after the request
+// arrived, so it sees everything the log held then (the previous
+// response's record, which the fleet hold put there before that
+// response ended); it serves the request's catch-up only when it read
+// the session the request is placed in (its lane) and the session's
+// state took no fact since it started (its last fact still queued).
+type earlyRead struct {
+	tenant, session string
+	queued          uint64
+	last            func() (uint64, error)
+}
+
+// startEarlyRead starts an earlyRead when the proxy is in a fleet, the
+// request's headers name its session, and the proxy holds that
+// session's state current and idle (loaded, not stale, no write
+// queued, no other request in it); nil otherwise (the request's load
+// then reads as before).
+func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
+	if _, fleet := p.fleet(); !fleet {
+		return nil
+	}
+	tenant, session, _, ok := p.headerIdentity(h, false)
+	if !ok {
+		return nil
+	}
+	p.mu.Lock()
+	st := p.sessions[sessionKey{tenant, session}]
+	p.mu.Unlock()
+	if st == nil || !st.mu.TryLock() {
+		return nil
+	}
+	current := st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
+	queued := st.q.last()
+	st.mu.Unlock()
+	if !current {
+		return nil
+	}
+	return &earlyRead{tenant: tenant, session: session, queued: queued, last: p.lastFactSoon(context.WithoutCancel(ctx), tenant, session)}
+}
+
+// forLoad is the early read's answer for the catch-up of the given
+// session, whose queued writes are drained (nil: read again).
+func (e *earlyRead) forLoad(tenant, session string, st *sessState) func() (uint64, error) {
+	if e == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
+		return nil
+	}
+	return e.last
+}
+
+// lastFactSoon starts reading the session's last fact at the stream's
+// leader (Backend.LastFactSeq) and returns what waits for the answer
+// (catchUp), so that the read runs while the proxy builds the session's
+// state from its tail or the log.
+func (p *Proxy) lastFactSoon(ctx context.Context, tenant, session string) func() (uint64, error) {
+	type answer struct {
+		seq uint64
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		seq, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
+		ch <- answer{seq, err}
+	}()
+	return sync.OnceValues(func() (uint64, error) {
+		a := <-ch
+		return a.seq, a.err
+	})
 }
 
 // last is the stream sequence of the last fact the session's state holds.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,25 +83,10 @@ func TestNoWorkerBounded(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL, reg, px
 	}
-	file := strings.Repeat(`func A() int { return 1 } // the same file, read again\n`, 40)
-	body := func(n int) string {
-		msgs := `{"role":"user","content":"hello"}`
-		for i := range n {
-			msgs += fmt.Sprintf(`,{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"Read","input":{"file_path":"/a.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%s"}]}`, i, i, file)
-		}
-		return `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[` + msgs + `]}`
-	}
+	body := rereadBody
 	send := func(url, session string, n int) string {
 		t.Helper()
-		req, _ := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(body(n)))
-		req.Header.Set(SessionHeader, session)
-		resp, err := http.DefaultClient.Do(req)
-		testutil.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
-		reqs := f.requests()
-		return string(reqs[len(reqs)-1].body)
+		return postSession(t, ctx, f, url, session, strings.NewReader(body(n)))
 	}
 	total := func(reg *prometheus.Registry, name string) float64 {
 		mfs, err := reg.Gather()
@@ -135,4 +121,140 @@ func TestNoWorkerBounded(t *testing.T) {
 		}
 	}
 	testutil.True(t, apps == 1, "fleet: %d applications in the log without the workers, want the proxy's 1", apps)
+}
+
+// leaderCounter is a fleet proxy's Backend that counts the reads of a
+// session's last fact at the stream's leader.
+type leaderCounter struct {
+	*service.ProxyBackend
+	reads atomic.Int64
+	// asked receives a value at each read, when there is room.
+	asked chan struct{}
+}
+
+func (b *leaderCounter) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	b.reads.Add(1)
+	select {
+	case b.asked <- struct{}{}:
+	default:
+	}
+	return b.ProxyBackend.LastFactSeq(ctx, tenant, session)
+}
+
+// TestFleetAsksTheLeaderOnce: requests of one conversation alternate
+// between two fleet proxies, and each request asks the stream's leader
+// for the session's last fact once: a session's first request at a
+// proxy reads it while the state is built (not once more for the lane
+// and again for the request), and a later one reads it while its body is
+// read (earlyRead), its catch-up taking that answer: its body is sent
+// only once the proxy has asked. The pruned bodies are those of one
+// proxy.
+func TestFleetAsksTheLeaderOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pol := testPolicy(t)
+	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: pol})
+	testutil.NoError(t, err)
+	t.Cleanup(svc.Close)
+	f := &fakeUpstream{}
+	up := httptest.NewServer(okUpstream(f))
+	t.Cleanup(up.Close)
+	key, err := NewIdentityKey()
+	testutil.NoError(t, err)
+	start := func(fleet bool) (string, *leaderCounter) {
+		lc := &leaderCounter{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), asked: make(chan struct{}, 1)}
+		px, err := New(Config{Upstream: up.URL, Backend: lc, Fleet: fleet, IdentityKey: key, Registry: prometheus.NewRegistry(), Policy: &pol})
+		testutil.NoError(t, err)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = px.Close(ctx)
+		})
+		if fleet {
+			// The tail follows the log before the first request (as it
+			// does long before a session's requests in a running fleet).
+			for !px.tail.running() {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the proxy's tail did not start")
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		srv := httptest.NewServer(px.Handler())
+		t.Cleanup(srv.Close)
+		return srv.URL, lc
+	}
+	body := rereadBody
+	// send posts request n; with asked, its body only once the proxy
+	// has asked the leader.
+	send := func(url, session string, n int, asked chan struct{}) string {
+		t.Helper()
+		var rd io.Reader = strings.NewReader(body(n))
+		if asked != nil {
+			pr, pw := io.Pipe()
+			go func() {
+				select {
+				case <-asked:
+					_, _ = io.WriteString(pw, body(n))
+					pw.Close()
+				case <-ctx.Done():
+					pw.CloseWithError(ctx.Err())
+				}
+			}()
+			rd = pr
+		}
+		return postSession(t, ctx, f, url, session, rd)
+	}
+	one, _ := start(false)
+	a, ca := start(true)
+	b, cb := start(true)
+	for n := range 6 {
+		want := send(one, "one", n, nil)
+		url, lc := a, ca
+		if n%2 == 1 {
+			url, lc = b, cb
+		}
+		before := lc.reads.Load()
+		var asked chan struct{}
+		if n >= 2 {
+			// Each proxy holds the session's state since its first.
+			asked = lc.asked
+		}
+		select {
+		case <-lc.asked:
+		default:
+		}
+		got := send(url, "fleet", n, asked)
+		testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+		testutil.True(t, lc.reads.Load()-before == 1, "request %d asked the leader %d times", n, lc.reads.Load()-before)
+	}
+}
+
+// rereadBody is an Anthropic request whose conversation reads one file n
+// times: each read after the first a provable duplicate.
+func rereadBody(n int) string {
+	file := strings.Repeat(`func A() int { return 1 } // the same file, read again\n`, 40)
+	msgs := `{"role":"user","content":"hello"}`
+	for i := range n {
+		msgs += fmt.Sprintf(`,{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"Read","input":{"file_path":"/a.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%s"}]}`, i, i, file)
+	}
+	return `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[` + msgs + `]}`
+}
+
+// postSession posts body to the proxy at url as a Messages request of
+// session, reads the answer, and returns the body f's upstream got last.
+func postSession(t *testing.T, ctx context.Context, f *fakeUpstream, url, session string, body io.Reader) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/messages", body)
+	testutil.NoError(t, err)
+	req.Header.Set(SessionHeader, session)
+	resp, err := http.DefaultClient.Do(req)
+	testutil.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
+	reqs := f.requests()
+	return string(reqs[len(reqs)-1].body)
 }

@@ -111,6 +111,17 @@ func (p *Proxy) startTail() *fleetTail {
 	return t
 }
 
+// running says the tail follows the log (every event stored since is
+// delivered).
+func (t *fleetTail) running() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready
+}
+
 // stop ends the tail and waits for it.
 func (t *fleetTail) stop() {
 	if t == nil {
@@ -309,10 +320,13 @@ func (t *fleetTail) watch(tenant, session string) {
 // arm has the tail keep the session's events from now on when it does
 // not yet (a session whose tail broke, or armed before the tail ran): the
 // catch-up that follows reads the log, and complete then says the state
-// and the tail together hold everything. Caller holds the session's lock.
-func (t *fleetTail) arm(tenant, session string) {
+// and the tail together hold everything. It reports whether it armed the
+// session anew: the tail then holds nothing stored before this call, so
+// the catch-up's read of the log's last fact must come after it (without
+// a tail every catch-up reads the log). Caller holds the session's lock.
+func (t *fleetTail) arm(tenant, session string) bool {
 	if t == nil {
-		return
+		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -322,7 +336,9 @@ func (t *fleetTail) arm(tenant, session string) {
 			t.warmBytes -= ts.bytes
 		}
 		t.sessions[k] = &tailSession{fresh: true}
+		return true
 	}
+	return false
 }
 
 // complete says the proxy's state holds the session's events through a

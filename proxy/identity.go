@@ -104,24 +104,34 @@ func (p *Proxy) credentialTag(h http.Header) string {
 // base + "-" + 8 hex digits of its first user message's item id instead;
 // see Proxy.lane.
 func (p *Proxy) identity(h http.Header, c *conversation) (tenant, base, source string) {
+	tenant, base, source, ok := p.headerIdentity(h, true)
+	if ok {
+		return tenant, base, source
+	}
+	return tenant, "derived-" + hash12(string(c.api)+"\x00"+c.system+"\x00"+c.firstUser) + p.credentialTag(h), ""
+}
+
+// headerIdentity is identity's tenant, and its base session when the
+// request's headers name one (ok): known before the body is read. warn
+// logs an invalid tenant header (once per request: identity does).
+func (p *Proxy) headerIdentity(h http.Header, warn bool) (tenant, base, source string, ok bool) {
 	tenant = p.cfg.Tenant
 	if t := h.Get(TenantHeader); t != "" {
 		if events.ValidToken(t) {
 			tenant = t
-		} else {
+		} else if warn {
 			p.log.Warn("proxy: ignoring invalid tenant header", "tenant_len", len(t))
 		}
 	}
-	tag := p.credentialTag(h)
 	if s := h.Get(SessionHeader); s != "" {
-		return tenant, sanitizeSession(s) + tag, s
+		return tenant, sanitizeSession(s) + p.credentialTag(h), s, true
 	}
 	for _, name := range sessionHeaders {
 		if s := h.Get(name); s != "" {
-			return tenant, sanitizeSession(s) + tag, s
+			return tenant, sanitizeSession(s) + p.credentialTag(h), s, true
 		}
 	}
-	return tenant, "derived-" + hash12(string(c.api)+"\x00"+c.system+"\x00"+c.firstUser) + tag, ""
+	return tenant, "", "", false
 }
 
 // NewIdentityKey returns a random identity key (IdentityKeySize bytes).

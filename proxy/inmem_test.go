@@ -112,7 +112,7 @@ func TestInMemoryFailOpen(t *testing.T) {
 		defer cancel()
 		_ = px.Close(ctx)
 	})
-	pl, err := px.budgeted(context.Background(), APIAnthropic, http.Header{SessionHeader: {"slow"}}, []byte(body(0)), time.Now(), newHold(func() {}))
+	pl, err := px.budgeted(context.Background(), APIAnthropic, http.Header{SessionHeader: {"slow"}}, []byte(body(0)), time.Now(), newHold(func() {}), nil)
 	testutil.True(t, pl == nil && err != nil && strings.Contains(err.Error(), StageTimeout), "a load past the budget: plan %v, err %v", pl, err)
 	mf.readBlock.Store(false)
 	close(mf.release)

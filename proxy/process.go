@@ -55,7 +55,7 @@ func parseScan(a *arrScan) (*conversation, error) {
 // not agent turns (no tools offered: title generators, quota checks), which
 // pass through untouched and unlogged. ctx bounds appends; decideCtx ends
 // with the budget.
-func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool) (*plan, error) {
+func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, body []byte, at time.Time, abandoned *atomic.Bool, early *earlyRead) (*plan, error) {
 	// Each stage's time goes to prunesched_proxy_stage_seconds, failed or
 	// not.
 	t := time.Now()
@@ -72,7 +72,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	}
 	tenant, base, source := p.identity(h, conv)
 	pl := &plan{api: api, tenant: tenant, source: source, at: at, conv: conv, req: "preq-" + events.NewID()}
-	st, session, err := p.lane(ctx, tenant, base, conv)
+	st, session, caughtUp, err := p.lane(ctx, tenant, base, conv)
 	if err != nil {
 		p.met.stage(api, StageLoad, t)
 		return nil, staged(StageLoad, err)
@@ -85,7 +85,10 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
 		p.storeEarly(st, st.body)
 	}
-	err = p.load(ctx, tenant, session, st)
+	if caughtUp {
+		early = nil
+	}
+	err = p.load(ctx, tenant, session, st, caughtUp, early)
 	t = p.met.stage(api, StageLoad, t)
 	if err != nil {
 		return nil, staged(StageLoad, err)
@@ -101,7 +104,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 			}
 			p.met.raced()
 			t = time.Now()
-			err = p.load(ctx, tenant, session, st)
+			err = p.load(ctx, tenant, session, st, false, nil)
 			t = p.met.stage(api, StageLoad, t)
 			if err != nil {
 				return nil, staged(StageLoad, err)
@@ -300,34 +303,37 @@ func (p *Proxy) sweep(now time.Time) int {
 // already holds the request's first user message, otherwise base + "-" +
 // 8 hex digits of that message's item id (another conversation under the
 // same client session: a subagent, a restarted or host-compacted
-// conversation).
-func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) (*sessState, string, error) {
-	st := p.state(tenant, base)
+// conversation). caughtUp says the lane loaded the session it returns
+// for this request (in a fleet: caught up with the log after the request
+// arrived), so the request's own load need not ask the log again.
+func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) (st *sessState, session string, caughtUp bool, err error) {
+	st = p.state(tenant, base)
 	first := c.firstUserItem()
 	if first == "" {
-		return st, base, nil
+		return st, base, false, nil
 	}
 	st.lock()
-	var err error
+	loaded := false
 	if !p.knowsWithoutLoad(st, first) {
 		st.body = &bodyOutputs{conv: c}
-		err = p.load(ctx, tenant, base, st)
+		err = p.load(ctx, tenant, base, st, false, nil)
 		st.body = nil
+		loaded = err == nil
 	}
 	_, has := st.known[first]
 	empty := len(st.known) == 0
 	st.mu.Unlock()
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	if empty || has {
-		return st, base, nil
+		return st, base, loaded, nil
 	}
-	session := base + "-" + hash12(first)[:8]
+	session = base + "-" + hash12(first)[:8]
 	if len(session) > 128 {
 		session = session[len(session)-128:]
 	}
-	return p.state(tenant, session), session, nil
+	return p.state(tenant, session), session, false, nil
 }
 
 // knowsWithoutLoad says whether a fleet proxy's state of the session,
@@ -355,8 +361,12 @@ func (c *conversation) firstUserItem() string {
 
 // load fills st from the log the first time the proxy sees the session
 // (after a restart the log, not the proxy, knows what was appended).
-// Caller holds st.mu.
-func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState) error {
+// In a fleet every load ends caught up with the session's last fact as
+// the stream's leader gives it after the call began (catchUp); caughtUp
+// says a load during this request did so already (the lane's), and only
+// the session's queued writes are waited for; early, when not nil, is
+// the request's earlyRead. Caller holds st.mu.
+func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
 	if lb, ok := p.inMemory(); ok {
 		fb, fleet := p.fleet()
 		if !fleet && st.loaded && st.mem != nil && !st.q.isStale() {
@@ -368,13 +378,21 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState)
 			return fmt.Errorf("load session %s: %w", session, err)
 		}
 		if fleet && st.loaded && st.mem != nil && !st.q.isStale() {
-			return p.catchUp(ctx, fb, lb, tenant, session, st)
+			if caughtUp {
+				return nil
+			}
+			return p.catchUp(ctx, fb, lb, tenant, session, st, early.forLoad(tenant, session, st))
 		}
 		if fleet {
-			if p.warmStart(ctx, tenant, session, st) {
-				return p.catchUp(ctx, fb, lb, tenant, session, st)
+			// The state is built from the tail's warm copy or read whole
+			// while the leader is asked for the session's last fact.
+			last := p.lastFactSoon(ctx, tenant, session)
+			if !p.warmStart(ctx, tenant, session, st) {
+				if err := p.rebuild(ctx, lb, tenant, session, st); err != nil {
+					return err
+				}
 			}
-			return p.rebuild(ctx, lb, tenant, session, st)
+			return p.catchUp(ctx, fb, lb, tenant, session, st, last)
 		}
 		return p.loadMem(ctx, lb, tenant, session, st)
 	}

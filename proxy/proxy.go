@@ -235,6 +235,9 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		// The answer may take minutes (generation): the server's write
 		// timeout is replaced by one per write (copyResponse).
 		httplimit.StreamWrite(w, 0)
+		// In a fleet the log is asked for the session's last fact while
+		// the body is read and parsed (earlyRead).
+		early := p.startEarlyRead(r.Context(), r.Header)
 		readStart := time.Now()
 		rb, over, err := httplimit.ReadBodyOrStream(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
 		p.met.stage(api, StageRead, readStart)
@@ -286,7 +289,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 			p.failOpen(api, StageDecode, err)
 			outcome = "fail_open"
 		} else {
-			pl, err = p.budgeted(r.Context(), api, r.Header, body, at, hold)
+			pl, err = p.budgeted(r.Context(), api, r.Header, body, at, hold, early)
 			switch {
 			case err != nil:
 				var se *stageError
@@ -447,7 +450,7 @@ func (p *Proxy) failOpen(api API, stage string, err error) {
 // budgeted runs process with the time budget. On timeout the work
 // continues in the background (facts keep being appended so the log stays
 // complete) but it no longer decides: the request goes out unchanged.
-func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byte, at time.Time, hold *hold) (*plan, error) {
+func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byte, at time.Time, hold *hold, early *earlyRead) (*plan, error) {
 	type result struct {
 		pl  *plan
 		err error
@@ -474,7 +477,7 @@ func (p *Proxy) budgeted(ctx context.Context, api API, h http.Header, body []byt
 				done <- result{err: staged(StagePanic, fmt.Errorf("%v", v))}
 			}
 		}()
-		pl, err := p.process(bg, decideCtx, api, h.Clone(), body, at, &abandoned)
+		pl, err := p.process(bg, decideCtx, api, h.Clone(), body, at, &abandoned, early)
 		done <- result{pl, err}
 	}()
 	wait := time.Until(at.Add(p.cfg.Budget))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -426,6 +427,15 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	if err != nil {
 		return FleetRow{}, err
 	}
+	// With PRUNESCHED_LOAD_PROF set, the step's CPU profile and execution
+	// trace of this process (proxies, workers, upstream, agents) go to
+	// its fleet/ subdirectory (cpu-K.pprof, trace-K.out).
+	stopProf := func() {}
+	if dir := os.Getenv(loadProfEnv); dir != "" {
+		if stopProf, err = startLoadProfile(filepath.Join(dir, "fleet"), k); err != nil {
+			return FleetRow{}, err
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, k)
@@ -460,11 +470,12 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 		})
 	}
 	wg.Wait()
+	wall := time.Since(start).Seconds()
+	stopProf()
 	close(errs)
 	if err := <-errs; err != nil {
 		return FleetRow{}, fmt.Errorf("fleet: %w", err)
 	}
-	wall := time.Since(start).Seconds()
 	endSeq, err := r.svc.Store.StreamLastSeq(ctx)
 	if err != nil {
 		return FleetRow{}, err

@@ -190,7 +190,9 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 // loadProfEnv names a directory: when set, proxy-load writes a CPU
 // profile (cpu-N.pprof) and an execution trace (trace-N.out) of the bench
 // process for each level of N sessions, from its first request until its
-// log writes and pipeline are done (go tool pprof, go tool trace).
+// log writes and pipeline are done (go tool pprof, go tool trace), and
+// the fleet section the same for each step of K agents in its fleet/
+// subdirectory, while the agents send.
 const loadProfEnv = "PRUNESCHED_LOAD_PROF"
 
 // loadLevelsEnv, when set, replaces proxy-load's levels with its own
