@@ -334,7 +334,7 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	p.mu.Lock()
 	st := p.sessions[sessionKey{tenant, session}]
 	p.mu.Unlock()
-	if st == nil || !st.mu.TryLock() {
+	if st == nil || !st.tryLock() {
 		return nil
 	}
 	current := st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
