@@ -419,8 +419,8 @@ func FuzzValidID(f *testing.F) {
 // Under -race it mutates every third byte of each encoding (a different
 // third for each event, so that every kind of position is still mutated
 // somewhere): the detector adds nothing to this single goroutine and
-// makes every byte cost about nine seconds; .ci/run's stage "full input
-// sets, without -race" mutates every byte.
+// makes every byte cost seconds (9 s in a loaded race stage); .ci/run's
+// stage "full input sets, without -race" mutates every byte.
 func TestFastDecodeMutations(t *testing.T) {
 	stride := 1
 	if testutil.Race {
