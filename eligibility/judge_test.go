@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 )
 
@@ -90,7 +91,15 @@ func mixedSession(n int, seed uint64) []events.Event {
 // at every judgement (building a mark must change no decision), under
 // several policies: both must emit the same marks, byte for byte, and end
 // with the same decisions.
+//
+// Under -race the sessions are a third as long (every pattern of session
+// and mixedSession still occurs several times); .ci/run's stage "full
+// input sets, without -race" runs them at full length.
 func TestFastJudgeEqualsReference(t *testing.T) {
+	n := 6000
+	if testutil.Race {
+		n = 2000
+	}
 	pols := map[string]string{
 		"default":    "",
 		"l4":         "eligibility:\n  l4: true\n",
@@ -99,9 +108,9 @@ func TestFastJudgeEqualsReference(t *testing.T) {
 		"no-errored": "eligibility:\n  errored_inputs: false\n  min_prune_tokens: 500\n",
 	}
 	sessions := map[string][]events.Event{
-		"synthetic": session(6000),
-		"mixed-1":   mixedSession(6000, 1),
-		"mixed-2":   mixedSession(6000, 2),
+		"synthetic": session(n),
+		"mixed-1":   mixedSession(n, 1),
+		"mixed-2":   mixedSession(n, 2),
 	}
 	for pn, y := range pols {
 		p, err := policy.Parse([]byte(y))

@@ -1,5 +1,6 @@
-//go:build race
-
 package bench
 
-const raceEnabled = true
+import "github.com/prunesched/prunesched/internal/testutil"
+
+// raceEnabled is true when the tests run under the race detector.
+const raceEnabled = testutil.Race

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,11 +13,16 @@ import (
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
 	"github.com/prunesched/prunesched/internal/service"
+	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
 // sharedTraces returns the Claude Code and OpenCode traces, or skips.
+//
+// Under -race it returns raceTraces only, the full set costing about a
+// minute of the race stage; .ci/run's stage "full input sets, without
+// -race" runs the same tests on every trace.
 func sharedTraces(t *testing.T) []string {
 	t.Helper()
 	root := filepath.Join("..", "..", "..", "..", "shared", "traces")
@@ -28,7 +34,29 @@ func sharedTraces(t *testing.T) []string {
 	if len(files) == 0 {
 		t.Skipf("no shared traces under %s", root)
 	}
-	return files
+	if !testutil.Race {
+		return files
+	}
+	var some []string
+	for _, name := range raceTraces {
+		f := filepath.Join(root, name)
+		if !slices.Contains(files, f) {
+			t.Fatalf("race subset: %s is not among the shared traces; choose another in raceTraces", f)
+		}
+		some = append(some, f)
+	}
+	return some
+}
+
+// raceTraces are the traces the tests read under -race (a fifth of the
+// bytes of all): both formats, sessions side by side, applications,
+// 22 placeholders, and the one smaller OpenCode trace whose host pruned
+// outputs itself (for the host agreement).
+var raceTraces = []string{
+	"claude-code/entirecli-13-db96e5c261-0.jsonl",
+	"opencode/darkfactory-curious-harbor.json",
+	"opencode/darkfactory-hidden-river.json",
+	"opencode/darkfactory-silent-panda.json",
 }
 
 // allTraces is one analysis of every shared Claude Code and OpenCode trace,

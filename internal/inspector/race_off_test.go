@@ -1,6 +1,0 @@
-//go:build !race
-
-package inspector_test
-
-// raceEnabled is true when the tests run under the race detector.
-const raceEnabled = false

@@ -1,0 +1,6 @@
+package inspector_test
+
+import "github.com/prunesched/prunesched/internal/testutil"
+
+// raceEnabled is true when the tests run under the race detector.
+const raceEnabled = testutil.Race
