@@ -97,15 +97,19 @@ func (p *Pipeline) Partitions() []int { return slices.Clone(p.cfg.Partitions) }
 type partitioning struct {
 	owned     []int
 	pinnedTTL time.Duration
-	// prog, when set, learns every acknowledgement of the consumers, so
-	// waiters in this process are woken instead of polling.
+	// prog, when set, learns every batch the workers finish, so waiters
+	// in this process are woken instead of polling.
 	prog *progress
 }
 
 // consumeOptions are the store options of the partition consumer durable
 // (a store.ConsumeBatch consumer with up to partitionMaxAckPending facts in
-// flight): the acknowledgement hook notifying prog, and the pinned
-// priority group when several processes share partitions. Delivery order
+// flight), and the pinned priority group when several processes share
+// partitions. No ack hook: nobody needs every batch's acknowledgement
+// confirmed (a round trip per batch; ConsumeBatch then confirms only when
+// the consumer goes idle): waiters in this process learn a batch's end
+// from the worker's own state (see waitFloor), and those asking the
+// server poll its ack floor. Delivery order
 // after a failure or failover is not guaranteed; the workers rebuild a
 // session from the log instead of trusting it (see EligibilityWorker).
 //
@@ -118,9 +122,6 @@ func (pt partitioning) consumeOptions(met *Metrics, component, durable string, s
 		store.WithMaxBatch(partitionMaxBatch),
 		store.WithDecodeErrorHook(func(error) { met.decodeError(component) }),
 		store.WithGapHook(stale),
-	}
-	if pt.prog != nil {
-		opts = append(opts, store.WithAckHook(pt.prog.hook()))
 	}
 	if pt.pinnedTTL > 0 {
 		opts = append(opts, store.WithPinnedGroup(PriorityGroup, pt.pinnedTTL))

@@ -8,8 +8,8 @@ import (
 )
 
 // progress wakes whoever waits in this process for a worker to move: the
-// workers call notify when they finish a batch and when the server
-// confirmed its acknowledgement. It carries no position: waiters check
+// workers call notify when they finish a batch (its outputs stored, the
+// sessions' state advanced). It carries no position: waiters check
 // the workers' own state (see waitFloor), which is exact per session,
 // where an acknowledged sequence is not (with batched consumers a crashed
 // worker's unacknowledged facts can lie below it).
@@ -31,11 +31,6 @@ func (p *progress) notify() {
 	defer p.mu.Unlock()
 	close(p.moved)
 	p.moved = make(chan struct{})
-}
-
-// hook returns a store.WithAckHook callback that notifies.
-func (p *progress) hook() func(uint64) {
-	return func(uint64) { p.notify() }
 }
 
 // wait returns a channel closed at the next notify. A nil progress never

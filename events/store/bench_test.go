@@ -1,8 +1,13 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prunesched/prunesched/events"
 
@@ -126,4 +131,72 @@ func BenchmarkAppendCounted(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkConsumeBatchTrickle is the pipeline at low load: facts arrive
+// a few at a time (one request's 5), and two batch consumers (as the
+// eligibility and scheduler workers) each handle them as they come. It
+// compares acknowledgements sent plain (ConsumeBatch without an ack
+// hook, the pipeline's way) with the batch's last one confirmed (with a
+// hook), in one process: cpu-µs/fact is the process's CPU time (client,
+// embedded server and consumers) per fact.
+func BenchmarkConsumeBatchTrickle(b *testing.B) {
+	for _, confirm := range []bool{false, true} {
+		b.Run(fmt.Sprintf("confirmed=%v", confirm), func(b *testing.B) {
+			srv := startEmbedded(b, "", false)
+			s := openStore(b, connectAdmin(b, srv), Config{Tokens: tokens.New(), SoleWriter: true})
+			ctx, cancel := context.WithCancel(testCtx(b))
+			const consumers, perAppend = 2, 5
+			seen := make(chan uint64, 1024)
+			var batches atomic.Int64
+			var opts []ConsumeOption
+			if confirm {
+				opts = append(opts, WithAckHook(func(uint64) {}))
+			}
+			var wg sync.WaitGroup
+			for c := range consumers {
+				wg.Go(func() {
+					_ = s.ConsumeBatch(ctx, fmt.Sprint("trickle", c), events.KindFilter(events.KindFact),
+						func(_ context.Context, evs []events.Event) error {
+							batches.Add(1)
+							seen <- evs[len(evs)-1].Seq
+							return nil
+						}, opts...)
+				})
+			}
+			b.Cleanup(func() { cancel(); wg.Wait() })
+			wait := func(last uint64) {
+				for done := 0; done < consumers; {
+					if <-seen == last {
+						done++
+					}
+				}
+			}
+			i := 0
+			step := func() {
+				i++
+				stored, err := s.Append(ctx, benchBatch("trickle", fmt.Sprint(i), perAppend))
+				if err != nil {
+					b.Fatal(err)
+				}
+				wait(stored[len(stored)-1].Seq)
+			}
+			step() // the consumers are up
+			cpu0, batches0 := processCPU(), batches.Load()
+			for b.Loop() {
+				step()
+			}
+			b.ReportMetric(float64(batches.Load()-batches0)/float64(b.N*perAppend*consumers), "batches/fact")
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N*perAppend), "cpu-µs/fact")
+		})
+	}
+}
+
+// processCPU is the process's CPU time so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -67,6 +67,12 @@ func WithDecodeErrorHook(fn func(error)) ConsumeOption {
 // can learn that its own consumer moved without asking the server. With
 // MaxAckPending 1 the consumer's ack floor has then reached seq. fn runs on
 // the consumer's goroutine and must not block.
+//
+// The confirmation costs a round trip to the server per acknowledged batch
+// (per event with Consume), which the consumer waits for before its next
+// batch; without fn, ConsumeBatch waits for it only when it goes idle
+// (see ConsumeBatch). Give a hook only to a consumer whose ack floor
+// someone waits on.
 func WithAckHook(fn func(seq uint64)) ConsumeOption {
 	return func(o *consumeOpts) { o.onAcked = fn }
 }

@@ -43,11 +43,23 @@ type delivered struct {
 // handler, on the consumer's delivery goroutine.
 //
 // Acknowledgement: after the handler returns nil every event of the batch
-// is acknowledged in order and the last acknowledgement is confirmed by the
-// server (so the ack floor has moved when WithAckHook's fn runs with the
-// batch's last sequence). After an error every event of the batch is
-// negatively acknowledged in order, for redelivery after Config.NakDelay;
-// events delivered after the batch are still handled meanwhile.
+// is acknowledged in order. While more events are queued, nobody waits
+// for the server: the next batch is handled while the acknowledgements
+// travel. When the batch leaves nothing queued (the consumer goes idle),
+// the last acknowledgement is confirmed by the server: a round trip the
+// idle consumer does not miss, during which the events still on their
+// way arrive and are then handled as one batch (a request's facts are
+// stored one after the other; acknowledging each at once made nearly
+// every fact a batch of its own, and a batch's handling, flush and
+// server wake-ups cost more than the round trip). With WithAckHook the
+// last acknowledgement of every batch is confirmed, so the ack floor has
+// moved when fn runs with the batch's last sequence. An acknowledgement
+// lost on the way (a connection that breaks) gets its events redelivered
+// after Config.AckWait, as a crash before the acknowledgement does: the
+// handler must be idempotent in any case. After an error every event of
+// the batch is negatively acknowledged in order, for redelivery after
+// Config.NakDelay; events delivered after the batch are still handled
+// meanwhile.
 //
 // Unlike Consume with MaxAckPending 1, delivery order is not a guarantee
 // after a failure or a failover: a redelivered event can arrive after later
@@ -270,11 +282,20 @@ func (b *batcher) settle(ctx context.Context, batch []delivered, err error) {
 		return
 	}
 	// Acknowledgements of one connection reach the consumer in order, so
-	// confirming the last one confirms them all.
-	for _, d := range batch[:len(batch)-1] {
+	// confirming the last one confirms them all. Without an ack hook the
+	// confirmation is only waited for when nothing else is queued (see
+	// ConsumeBatch).
+	confirm := b.o.onAcked != nil || len(b.in) == 0
+	for i, d := range batch {
+		if confirm && i == len(batch)-1 {
+			break
+		}
 		if err := d.msg.Ack(); err != nil {
 			b.log.Warn("consume: ack failed, event may be redelivered", slog.Uint64("seq", d.ev.Seq), slog.Any("err", err))
 		}
+	}
+	if !confirm {
+		return
 	}
 	if err := batch[len(batch)-1].msg.DoubleAck(ctx); err != nil {
 		b.log.Warn("consume: ack not confirmed, events may be redelivered", slog.Uint64("seq", last.Seq), slog.Any("err", err))

@@ -126,3 +126,56 @@ func TestBatchGapInHandlingOrder(t *testing.T) {
 		t.Fatalf("handled %v, want %v", got, want)
 	}
 }
+
+// countingMsg counts its plain and confirmed acknowledgements.
+type countingMsg struct {
+	jetstream.Msg
+	acks, confirmed *int
+}
+
+func (m countingMsg) Ack() error { *m.acks++; return nil }
+func (m countingMsg) DoubleAck(context.Context) error {
+	*m.confirmed++
+	return nil
+}
+
+// TestBatchAckConfirmedWhenIdle: a handled batch's acknowledgements are
+// sent without waiting for the server while more events are queued; when
+// nothing is queued, or an ack hook waits for it, the batch's last
+// acknowledgement is confirmed, and the hook runs with its sequence.
+func TestBatchAckConfirmedWhenIdle(t *testing.T) {
+	for _, c := range []struct {
+		hook, queued bool
+		want         [2]int // plain, confirmed
+	}{
+		{false, false, [2]int{2, 1}},
+		{false, true, [2]int{3, 0}},
+		{true, false, [2]int{2, 1}},
+		{true, true, [2]int{2, 1}},
+	} {
+		var acks, confirmed int
+		var acked []uint64
+		b := &batcher{log: testLogger(t), held: map[jetstream.Msg]struct{}{}, in: make(chan delivered, 1)}
+		if c.hook {
+			b.o.onAcked = func(seq uint64) { acked = append(acked, seq) }
+		}
+		if c.queued {
+			b.in <- delivered{msg: ackMsg{}}
+		}
+		var batch []delivered
+		for i := range 3 {
+			m := countingMsg{acks: &acks, confirmed: &confirmed}
+			batch = append(batch, delivered{msg: m, ev: events.Event{Seq: uint64(i + 1)}})
+		}
+		b.settle(context.Background(), batch, nil)
+		if got := [2]int{acks, confirmed}; got != c.want {
+			t.Errorf("hook %v, queued %v: plain and confirmed acks %v, want %v", c.hook, c.queued, got, c.want)
+		}
+		if want := []uint64{3}; c.hook && !slices.Equal(acked, want) {
+			t.Errorf("hook ran with %v, want %v", acked, want)
+		}
+		if !c.hook && len(acked) != 0 {
+			t.Errorf("no hook, yet acked %v", acked)
+		}
+	}
+}

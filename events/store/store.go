@@ -312,15 +312,13 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 		return nil // stored: the cache holds only stored blobs
 	}
 	defer s.lockHash(hash)()
-	info, err := s.blobs.GetInfo(ctx, hash)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		// A direct get, which a replica behind the leader may answer (an
-		// output another proxy just stored): ask the leader before storing
-		// it again, since a put over a stored object purges the old
-		// chunks, which a service connection may not do (its request then
-		// waits until ctx ends).
-		info, err = s.blobInfoLeader(ctx, hash)
-	}
+	// Ask the leader, not a replica behind it (a direct get, which could
+	// miss an output another proxy just stored): a put over a stored object
+	// purges the old chunks, which a service connection may not do (its
+	// request then waits until ctx ends). Asking it first costs one request
+	// for a new blob, where a direct get first cost two (the direct get's
+	// miss, then the leader).
+	info, err := s.blobInfoLeader(ctx, hash)
 	switch {
 	case err == nil:
 		whole, err := s.blobWhole(ctx, info)

@@ -117,7 +117,17 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 	}
 	b.progress("proxy-load: %d Claude Code sequences (%s), up to %d requests each, think %s", len(seqs), strings.Join(names, ", "), limit, b.cfg.Think)
 	profDir := os.Getenv(loadProfEnv)
+	var nc *natsCounter
+	if os.Getenv(loadNATSEnv) != "" {
+		if nc, err = countNATS(rig.svc.Store.JS().Conn()); err != nil {
+			return err
+		}
+		defer nc.stop()
+	}
 	for _, n := range levels {
+		if nc != nil {
+			nc.take()
+		}
 		_, fail0 := rig.outcomes()
 		st0 := rig.stages()
 		facts0, err := countFacts(ctx, rig.svc.Store)
@@ -145,6 +155,10 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 			return err
 		}
 		_, fail1 := rig.outcomes()
+		var natsSent map[string]int
+		if nc != nil {
+			natsSent = nc.take()
+		}
 		// The level's log writes and the pipeline behind them are its
 		// work too: CPU and facts are read once they are done.
 		if err := rig.settle(ctx); err != nil {
@@ -180,6 +194,10 @@ func (b *runner) proxyLoad(ctx context.Context) error {
 		to50, to99 := pctMs(addedTo)
 		back50, back99 := pctMs(addedBack)
 		b.progress("proxy-load: %d sessions: added on the way to the upstream p50 %.2f ms p99 %.2f ms, on the way back p50 %.2f ms p99 %.2f ms", n, to50, to99, back50, back99)
+		if nc != nil {
+			b.progress("proxy-load: %d sessions: NATS messages per request while the agents ran: %s", n, perRequest(natsSent, row.Requests))
+			b.progress("proxy-load: %d sessions: NATS messages per request while the log writes and pipeline settled: %s", n, perRequest(nc.take(), row.Requests))
+		}
 		st1 := rig.stages()
 		b.progress("proxy-load: %d sessions: the proxy's stages (ms), p50: added %.2f, %s; p99: added %.2f, %s", n,
 			st1.quantileSince(st0, 0.5)["added"], stageSummary(st1.quantileSince(st0, 0.5)), st1.quantileSince(st0, 0.99)["added"], stageSummary(st1.quantileSince(st0, 0.99)))
