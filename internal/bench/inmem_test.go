@@ -246,7 +246,8 @@ func applications(t *testing.T, evs []events.Event) []string {
 // Under -race, or with -short, it replays the first 12 requests of each
 // Claude Code sequence, not streamed; otherwise every trace in every wire
 // shape, the first 60 requests of each (about two minutes on 2 busy
-// cores); PRUNESCHED_REPLAY_ALL=1 replays every request.
+// cores, 25 s idle; .ci/run's non-race stage runs it so);
+// PRUNESCHED_REPLAY_ALL=1 replays every request.
 func TestInMemoryDecidesAsTheLog(t *testing.T) {
 	t.Parallel()
 	sessions := sharedSessions(t)
