@@ -450,11 +450,7 @@ func (p *Proxy) publishBehind(ctx context.Context, fb fleetBackend, q *writeQueu
 	if err != nil {
 		return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
 	}
-	q.mu.Lock()
-	for _, e := range stored {
-		q.lastSeq = max(q.lastSeq, e.Seq)
-	}
-	q.mu.Unlock()
+	q.took(stored, nil)
 	w.evs = nil
 	return nil
 }
@@ -494,16 +490,11 @@ func (p *Proxy) publishChain(ctx context.Context, fb fleetBackend, q *writeQueue
 	stored, err := fb.AppendAfter(ctx, chain, q.last())
 	facts = min(len(stored), len(w.evs))
 	all := facts == len(w.evs)
-	q.mu.Lock()
-	for _, e := range stored[:facts] {
-		q.lastSeq = max(q.lastSeq, e.Seq)
-	}
+	var hashes []string
 	if all {
-		for _, h := range w.hashes {
-			delete(q.blobs, h)
-		}
+		hashes = w.hashes
 	}
-	q.mu.Unlock()
+	q.took(stored[:facts], hashes)
 	w.evs = w.evs[facts:]
 	if all {
 		w.estimated, w.hashes = nil, nil

@@ -307,6 +307,20 @@ func (q *writeQueue) keepBlob(h string, b string) {
 	q.blobs[h] = b
 }
 
+// took records facts the log stored for the session: the state's last
+// fact moves to the latest of them, and the queued outputs of hashes
+// (nil: none) are forgotten, the log now referring to their blobs.
+func (q *writeQueue) took(stored []events.Event, hashes []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range stored {
+		q.lastSeq = max(q.lastSeq, e.Seq)
+	}
+	for _, h := range hashes {
+		delete(q.blobs, h)
+	}
+}
+
 // reset starts the queue over for a state rebuilt from the log (the
 // queue is drained): outputs a failed write left behind are dropped.
 func (q *writeQueue) reset(last uint64) {
@@ -563,14 +577,7 @@ func (p *Proxy) writeFacts(ctx context.Context, q *writeQueue, w *logWrite, sent
 		if err != nil {
 			return fmt.Errorf("append %d facts to %s: %w", len(w.evs), w.session, err)
 		}
-		q.mu.Lock()
-		for _, e := range stored {
-			q.lastSeq = max(q.lastSeq, e.Seq)
-		}
-		for _, h := range w.hashes {
-			delete(q.blobs, h)
-		}
-		q.mu.Unlock()
+		q.took(stored, w.hashes)
 	}
 	return nil
 }
