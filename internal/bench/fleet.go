@@ -86,6 +86,12 @@ type FleetRow struct {
 	// the log instead of reading the log.
 	CatchUps int `json:"catch_ups"`
 	Tailed   int `json:"tailed"`
+	// NodeCPUMsPerRequest is the CPU time (user and system) the three
+	// nodes spent over the step, per request, when they run as
+	// processes of their own; ProcessCPUMsPerRequest the bench
+	// process's (proxies, workers, upstream, agents).
+	NodeCPUMsPerRequest    float64 `json:"node_cpu_ms_per_request,omitempty"`
+	ProcessCPUMsPerRequest float64 `json:"process_cpu_ms_per_request"`
 	// OK says the step met the goals: added p99 <= 10 ms, < 1% failing
 	// open.
 	OK bool `json:"ok"`
@@ -195,8 +201,8 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; %d session reads, %d catch-ups (%d from the tail), %d races, %d published first, %d unrecorded; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
-			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.Rebuilds, row.CatchUps, row.Tailed, row.Races, row.PublishFirst, row.Unrecorded,
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; CPU per request: nodes %.2f ms, this process %.2f ms; %d session reads, %d catch-ups (%d from the tail), %d races, %d published first, %d unrecorded; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
+			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.NodeCPUMsPerRequest, row.ProcessCPUMsPerRequest, row.Rebuilds, row.CatchUps, row.Tailed, row.Races, row.PublishFirst, row.Unrecorded,
 			stageSummary(row.StageMeanMs), fleetStageSummary(row))
 		if !row.OK && k >= 3 {
 			break
@@ -430,12 +436,19 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	// With PRUNESCHED_LOAD_PROF set, the step's CPU profile and execution
 	// trace of this process (proxies, workers, upstream, agents) go to
 	// its fleet/ subdirectory (cpu-K.pprof, trace-K.out).
+	// The nodes' profiles go there too (node-nI-K.pprof).
 	stopProf := func() {}
 	if dir := os.Getenv(loadProfEnv); dir != "" {
 		if stopProf, err = startLoadProfile(filepath.Join(dir, "fleet"), k); err != nil {
 			return FleetRow{}, err
 		}
+		for i, n := range r.nodes {
+			if err := n.command(fmt.Sprintf("%s%s", nodeProfileCmd, filepath.Join(dir, "fleet", fmt.Sprintf("node-n%d-%d.pprof", i+1, k)))); err != nil {
+				return FleetRow{}, err
+			}
+		}
 	}
+	cpuBefore, nodeCPUBefore := processCPU(), r.nodesCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, k)
@@ -471,7 +484,15 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	}
 	wg.Wait()
 	wall := time.Since(start).Seconds()
+	cpu, nodeCPU := processCPU()-cpuBefore, r.nodesCPU()-nodeCPUBefore
 	stopProf()
+	if os.Getenv(loadProfEnv) != "" {
+		for _, n := range r.nodes {
+			if err := n.command(nodeProfileEnd); err != nil {
+				return FleetRow{}, err
+			}
+		}
+	}
 	close(errs)
 	if err := <-errs; err != nil {
 		return FleetRow{}, fmt.Errorf("fleet: %w", err)
@@ -501,6 +522,10 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	row.AddedP99Ms = after.quantile(before, 0.99) * 1000
 	if row.Requests > 0 {
 		row.FailOpenPct = 100 * (after.failOpen - before.failOpen) / float64(row.Requests)
+		row.ProcessCPUMsPerRequest = float64(cpu) / float64(time.Millisecond) / float64(row.Requests)
+		if len(r.nodes) > 0 {
+			row.NodeCPUMsPerRequest = float64(nodeCPU) / float64(time.Millisecond) / float64(row.Requests)
+		}
 	}
 	row.OK = row.AddedP99Ms <= 10 && row.FailOpenPct < 1
 	stAfter := r.stages()
@@ -509,6 +534,16 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 	row.StageCount = stAfter.countSince(stBefore)
 	row.Rebuilds = int(stAfter[proxy.StageRebuild].count - stBefore[proxy.StageRebuild].count)
 	return row, nil
+}
+
+// nodesCPU is the CPU time the node processes spent so far (0 when the
+// nodes run in this process).
+func (r *fleetBench) nodesCPU() time.Duration {
+	var d time.Duration
+	for _, n := range r.nodes {
+		d += n.cpu()
+	}
+	return d
 }
 
 // stages is the three proxies' stage histograms summed.

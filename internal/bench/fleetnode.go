@@ -2,13 +2,17 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,14 +57,59 @@ func RunNode(ctx context.Context, specJSON string, stdout io.Writer, stdin io.Re
 	fmt.Fprintf(stdout, "%s %s\n", nodeReady, spec.Name)
 	closed := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(io.Discard, stdin)
-		close(closed)
+		defer close(closed)
+		nodeCommands(stdin)
 	}()
 	select {
 	case <-closed:
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// nodeProfileCmd, followed by a file's path, is the line a node reads on
+// its stdin to start its CPU profile into that file; nodeProfileEnd
+// stops it. The bench profiles the nodes over each fleet step with them
+// (PRUNESCHED_LOAD_PROF): the nodes' share of the fleet's CPU is not in
+// the bench process's profile.
+const (
+	nodeProfileCmd = "cpuprofile "
+	nodeProfileEnd = "cpuprofile-end"
+)
+
+// nodeCommands reads the node's stdin until it closes, starting and
+// stopping its CPU profile as the lines say (nodeProfileCmd). A profile
+// that cannot start is skipped (its file missing says so): it is a
+// measurement aid.
+func nodeCommands(stdin io.Reader) {
+	var f *os.File
+	stop := func() {
+		if f != nil {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+			f = nil
+		}
+	}
+	defer stop()
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, nodeProfileCmd):
+			stop()
+			var err error
+			if f, err = os.Create(strings.TrimPrefix(line, nodeProfileCmd)); err != nil {
+				f = nil
+				continue
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+				f = nil
+			}
+		case line == nodeProfileEnd:
+			stop()
+		}
+	}
 }
 
 // nodeOptions are a fleet bench node's server options, in this process or
@@ -127,6 +176,46 @@ func startNodeProc(ctx context.Context, argv []string, spec NodeSpec) (*nodeProc
 		return nil, fmt.Errorf("fleet: node %s not ready within a minute", spec.Name)
 	}
 }
+
+// command sends the node a line (nodeProfileCmd).
+func (n *nodeProc) command(line string) error {
+	if _, err := io.WriteString(n.stdin, line+"\n"); err != nil {
+		return fmt.Errorf("fleet: node command: %w", err)
+	}
+	return nil
+}
+
+// cpu is the node's CPU time so far (procCPU).
+func (n *nodeProc) cpu() time.Duration { return procCPU(n.cmd.Process.Pid) }
+
+// procCPU is process pid's CPU time so far, user and system
+// (/proc/PID/stat); 0 where it cannot be read.
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name (in parentheses, which may
+	// hold spaces): utime and stime are the 14th and 15th of the line.
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is the unit of /proc/PID/stat's times (USER_HZ, 100 on
+// Linux).
+const clockTicks = 100
 
 // stop closes the node's stdin, which ends it, and waits (killing it
 // after 30 s).
