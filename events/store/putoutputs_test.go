@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -135,4 +136,48 @@ func TestOpenBlob(t *testing.T) {
 	bad := &checkedBlob{r: io.NopCloser(strings.NewReader("tampered")), h: sha256.New(), want: events.HashString("original")}
 	_, err = io.ReadAll(bad)
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "hashes to"), "a stream that does not hash to its address: %v", err)
+}
+
+// TestGetBlobReadsOneChunkWithoutAConsumer: a blob of one chunk is read
+// back with gets alone (no JetStream API request beyond the test's own
+// account look-ups: the object store's read would create a consumer and
+// delete it, two meta-group proposals on a cluster), and blobs of every
+// size around the chunk size read back byte for byte, through GetBlob
+// and OpenBlob, from a store that did not write them.
+func TestGetBlobReadsOneChunkWithoutAConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	nc := connectEmbedded(t)
+	w := openStore(t, nc, suiteConfig())
+	const chunk = 128 << 10 // the object store's default chunk size
+	apiTotal := func() uint64 {
+		info, err := w.JS().AccountInfo(ctx)
+		testutil.NoError(t, err)
+		return info.API.Total
+	}
+	for _, n := range []int{0, 1, 4000, chunk - 1, chunk, chunk + 1, 3*chunk + 7} {
+		data := []byte(strings.Repeat("0123456789abcdef\n", n/17+1)[:n])
+		h := events.HashBytes(data)
+		testutil.NoError(t, w.PutBlob(ctx, h, data))
+		for _, open := range []bool{false, true} {
+			r := openStore(t, nc, suiteConfig()) // an empty cache
+			before := apiTotal()
+			var got []byte
+			var err error
+			if open {
+				var rc io.ReadCloser
+				rc, err = r.OpenBlob(ctx, h)
+				testutil.NoError(t, err)
+				got, err = io.ReadAll(rc)
+				testutil.NoError(t, rc.Close())
+			} else {
+				got, err = r.GetBlob(ctx, h)
+			}
+			testutil.NoError(t, err)
+			testutil.True(t, bytes.Equal(got, data), "%d bytes (open %v): read back differs", n, open)
+			if n > 0 && n <= chunk {
+				// The second look-up counts itself.
+				testutil.Equal(t, apiTotal()-before, uint64(1))
+			}
+		}
+	}
 }

@@ -415,10 +415,16 @@ func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
 	if !events.ValidHash(hash) {
 		return nil, fmt.Errorf("get blob %q: invalid content address", hash)
 	}
+	return s.getBlob(ctx, hash, nil)
+}
+
+// getBlob is GetBlob for a valid hash, with the object's description
+// when the caller read it already (nil: read here).
+func (s *Store) getBlob(ctx context.Context, hash string, info *jetstream.ObjectInfo) ([]byte, error) {
 	if data, ok := s.cache.get(hash); ok {
 		return data, nil
 	}
-	data, err := s.blobs.GetBytes(ctx, hash)
+	data, err := s.fetchBlob(ctx, hash, info)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return nil, fmt.Errorf("get blob %s: %w", hash, ErrNotFound)
@@ -432,6 +438,36 @@ func (s *Store) GetBlob(ctx context.Context, hash string) ([]byte, error) {
 	return data, nil
 }
 
+// fetchBlob reads the payload stored under hash from the object store.
+// An object of one chunk (a tool output under the object store's chunk
+// size, 128 KiB: nearly all of them) is read with one get of its chunk's
+// subject after its description (info, or read here). The object store's
+// own read creates a consumer for each object and deletes it after, which
+// on a cluster is two proposals of the meta group that every node applies:
+// the eligibility workers read each new output once, and those consumers
+// were most of a fleet's consumer changes. An object of more chunks, and a
+// chunk the get does not find (a replica behind the one that answered
+// the description), are read the object store's way. The caller checks
+// the payload against its hash.
+func (s *Store) fetchBlob(ctx context.Context, hash string, info *jetstream.ObjectInfo) ([]byte, error) {
+	if info == nil {
+		var err error
+		if info, err = s.blobs.GetInfo(ctx, hash); err != nil {
+			return nil, err
+		}
+	}
+	if info.Chunks == 1 && info.NUID != "" && (info.Opts == nil || info.Opts.Link == nil) {
+		m, err := s.blobStream.GetLastMsgForSubject(ctx, "$O."+s.cfg.BlobBucket+".C."+info.NUID)
+		switch {
+		case err == nil && uint64(len(m.Data)) == info.Size:
+			return m.Data, nil
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, fmt.Errorf("read chunk: %w", err)
+		}
+	}
+	return s.blobs.GetBytes(ctx, hash)
+}
+
 // OpenBlob returns the payload stored under hash as a stream: a large
 // blob is read from the object store a chunk at a time, never held whole
 // (span references hash a stored output's lines this way). A blob the
@@ -443,8 +479,10 @@ func (s *Store) OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error
 	if !events.ValidHash(hash) {
 		return nil, fmt.Errorf("open blob %q: invalid content address", hash)
 	}
+	var info *jetstream.ObjectInfo
 	if !s.cache.has(hash) {
-		info, err := s.blobs.GetInfo(ctx, hash)
+		var err error
+		info, err = s.blobs.GetInfo(ctx, hash)
 		if err != nil {
 			if errors.Is(err, jetstream.ErrObjectNotFound) {
 				return nil, fmt.Errorf("open blob %s: %w", hash, ErrNotFound)
@@ -462,7 +500,7 @@ func (s *Store) OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error
 			return &checkedBlob{r: r, h: sha256.New(), want: hash}, nil
 		}
 	}
-	data, err := s.GetBlob(ctx, hash)
+	data, err := s.getBlob(ctx, hash, info)
 	if err != nil {
 		return nil, err
 	}
