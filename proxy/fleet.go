@@ -116,6 +116,10 @@ type fleetBackend interface {
 	// the events stored before a failure; a failed expectation wraps
 	// events.ErrConflict.
 	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
+	// ReadSessionLeader returns the session's events in log order
+	// through its last event as the stream's leader knows it, whatever
+	// answers the stream's gets (rebuild).
+	ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error)
 }
 
 // fleet returns the backend's fleet operations when Config.Fleet is set
@@ -143,7 +147,7 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // otherwise an event stored between the read and the arming would be in
 // neither the state nor the tail. Else, or when it is older than the
 // state, the leader is asked now.
-func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
 	defer p.met.fleetStage(StageCatchUp, time.Now())
 	read := func() (uint64, error) { return p.cfg.Backend.LastFactSeq(ctx, tenant, session) }
 	if p.tail.arm(tenant, session) {
@@ -171,7 +175,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	if last < have {
 		// A replica behind the leader answered; a rebuild reads the
 		// session through the consumer, which waits for it.
-		return p.rebuild(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, fb, tenant, session, st)
 	}
 	// What other proxies appended: from the tail when it delivered all of
 	// it through the last fact, else from the log.
@@ -193,7 +197,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 				continue
 			}
 			if a.AfterIndex < m.cores.Facts() {
-				return p.rebuild(ctx, lb, tenant, session, st)
+				return p.rebuild(ctx, fb, tenant, session, st)
 			}
 		}
 		fresh = append(fresh, e)
@@ -209,7 +213,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	})
 	if unplaced > 0 {
 		// Positions past the facts read: the log moved meanwhile.
-		return p.rebuild(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, fb, tenant, session, st)
 	}
 	// The items the fresh facts added (the projection's items are the
 	// state's before them and these).
@@ -259,10 +263,25 @@ func factItem(e events.Event) string {
 // rebuild reads the whole session from the log into the proxy's state, the
 // tail keeping the session's events from then on (a fleet). Caller holds
 // st.mu; the session's write queue is drained.
-func (p *Proxy) rebuild(ctx context.Context, lb logBackend, tenant, session string, st *sessState) error {
+//
+// The read is bounded by the session's last event as the stream's leader
+// knows it, asked after watch (fleetBackend.ReadSessionLeader). A running
+// tail vouches for the session from watch on (it is not fresh): the
+// events it passed before watch are the read's alone, and it never feeds
+// them. A bound from a replica behind the leader (a direct get, were the
+// stream to allow them) could stop the read short of such an event, and
+// the state would lack it for good while the proxy took it for current.
+// The leader holds every event a consumer delivered, so its bound covers
+// them all. That costs nothing: the bound is one request either way, and
+// the leader answers it today (the stream allows no direct gets). Marking
+// the session fresh instead (a catch-up then reads the log after the
+// state) would cost every rebuild a second request to the leader, in
+// series (the early read of the last fact no longer serves), and a read
+// of what the tail had kept meanwhile.
+func (p *Proxy) rebuild(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState) error {
 	defer p.met.fleetStage(StageRebuild, time.Now())
 	p.tail.watch(tenant, session)
-	return p.loadMem(ctx, lb, tenant, session, st)
+	return p.loadMem(ctx, fb.ReadSessionLeader, tenant, session, st)
 }
 
 // firstFacter is a Backend that can say where a session's first fact is

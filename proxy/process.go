@@ -381,20 +381,20 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState,
 			if caughtUp {
 				return nil
 			}
-			return p.catchUp(ctx, fb, lb, tenant, session, st, early.forLoad(tenant, session, st))
+			return p.catchUp(ctx, fb, tenant, session, st, early.forLoad(tenant, session, st))
 		}
 		if fleet {
 			// The state is built from the tail's warm copy or read whole
 			// while the leader is asked for the session's last fact.
 			last := p.lastFactSoon(ctx, tenant, session)
 			if !p.warmStart(ctx, tenant, session, st) {
-				if err := p.rebuild(ctx, lb, tenant, session, st); err != nil {
+				if err := p.rebuild(ctx, fb, tenant, session, st); err != nil {
 					return err
 				}
 			}
-			return p.catchUp(ctx, fb, lb, tenant, session, st, last)
+			return p.catchUp(ctx, fb, tenant, session, st, last)
 		}
-		return p.loadMem(ctx, lb, tenant, session, st)
+		return p.loadMem(ctx, lb.ReadSession, tenant, session, st)
 	}
 	if st.loaded {
 		return nil
