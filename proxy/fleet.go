@@ -331,44 +331,66 @@ func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessS
 // response ended); it serves the request's catch-up only when it read
 // the session the request is placed in (its lane) and the session's
 // state took no fact since it started (its last fact still queued).
+//
+// It also keeps what the request's headers say of its identity (its
+// tenant and, named, its base session and their source: headerIdentity),
+// which process takes (identity) instead of computing the credential tag
+// again.
 type earlyRead struct {
-	tenant, session string
-	queued          uint64
-	last            func() (uint64, error)
+	tenant, session, source string
+	named                   bool
+	queued                  uint64
+	// last waits for the read's answer; nil when none was started.
+	last func() (uint64, error)
 }
 
 // startEarlyRead starts an earlyRead when the proxy is in a fleet, the
 // request's headers name its session, and the proxy holds that
 // session's state current and idle (loaded, not stale, no write
-// queued, no other request in it); nil otherwise (the request's load
-// then reads as before).
+// queued, no other request in it); otherwise it returns one that
+// started no read (the request's load then reads as before), or nil
+// outside a fleet.
 func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	if _, fleet := p.fleet(); !fleet {
 		return nil
 	}
-	tenant, session, _, ok := p.headerIdentity(h, false)
-	if !ok {
-		return nil
+	e := &earlyRead{}
+	e.tenant, e.session, e.source, e.named = p.headerIdentity(h, true)
+	if !e.named {
+		return e
 	}
 	p.mu.Lock()
-	st := p.sessions[sessionKey{tenant, session}]
+	st := p.sessions[sessionKey{e.tenant, e.session}]
 	p.mu.Unlock()
 	if st == nil || !st.tryLock() {
-		return nil
+		return e
 	}
 	current := st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
-	queued := st.q.last()
+	e.queued = st.q.last()
 	st.mu.Unlock()
-	if !current {
-		return nil
+	if current {
+		e.last = p.lastFactSoon(context.WithoutCancel(ctx), e.tenant, e.session)
 	}
-	return &earlyRead{tenant: tenant, session: session, queued: queued, last: p.lastFactSoon(context.WithoutCancel(ctx), tenant, session)}
+	return e
+}
+
+// identity is the request's tenant, base session and its source
+// (Proxy.identity), taking what the headers said when the early read
+// started (nil: computing it).
+func (e *earlyRead) identity(p *Proxy, h http.Header, c *conversation) (tenant, base, source string) {
+	switch {
+	case e == nil:
+		return p.identity(h, c)
+	case e.named:
+		return e.tenant, e.session, e.source
+	}
+	return e.tenant, p.derivedSession(h, c), ""
 }
 
 // forLoad is the early read's answer for the catch-up of the given
 // session, whose queued writes are drained (nil: read again).
 func (e *earlyRead) forLoad(tenant, session string, st *sessState) func() (uint64, error) {
-	if e == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
+	if e == nil || e.last == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
 		return nil
 	}
 	return e.last
