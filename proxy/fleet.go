@@ -116,6 +116,10 @@ type fleetBackend interface {
 	// the events stored before a failure; a failed expectation wraps
 	// events.ErrConflict.
 	AppendAfter(ctx context.Context, evs []events.Event, expect uint64) ([]events.Event, error)
+	// ReadSessionLeader returns the session's events in log order
+	// through its last event as the stream's leader knows it, whatever
+	// answers the stream's gets (rebuild).
+	ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error)
 }
 
 // fleet returns the backend's fleet operations when Config.Fleet is set
@@ -143,7 +147,7 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // otherwise an event stored between the read and the arming would be in
 // neither the state nor the tail. Else, or when it is older than the
 // state, the leader is asked now.
-func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
 	defer p.met.fleetStage(StageCatchUp, time.Now())
 	read := func() (uint64, error) { return p.cfg.Backend.LastFactSeq(ctx, tenant, session) }
 	if p.tail.arm(tenant, session) {
@@ -171,7 +175,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	if last < have {
 		// A replica behind the leader answered; a rebuild reads the
 		// session through the consumer, which waits for it.
-		return p.rebuild(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, fb, tenant, session, st)
 	}
 	// What other proxies appended: from the tail when it delivered all of
 	// it through the last fact, else from the log.
@@ -193,7 +197,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 				continue
 			}
 			if a.AfterIndex < m.cores.Facts() {
-				return p.rebuild(ctx, lb, tenant, session, st)
+				return p.rebuild(ctx, fb, tenant, session, st)
 			}
 		}
 		fresh = append(fresh, e)
@@ -209,7 +213,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, lb logBackend, ten
 	})
 	if unplaced > 0 {
 		// Positions past the facts read: the log moved meanwhile.
-		return p.rebuild(ctx, lb, tenant, session, st)
+		return p.rebuild(ctx, fb, tenant, session, st)
 	}
 	// The items the fresh facts added (the projection's items are the
 	// state's before them and these).
@@ -259,10 +263,25 @@ func factItem(e events.Event) string {
 // rebuild reads the whole session from the log into the proxy's state, the
 // tail keeping the session's events from then on (a fleet). Caller holds
 // st.mu; the session's write queue is drained.
-func (p *Proxy) rebuild(ctx context.Context, lb logBackend, tenant, session string, st *sessState) error {
+//
+// The read is bounded by the session's last event as the stream's leader
+// knows it, asked after watch (fleetBackend.ReadSessionLeader). A running
+// tail vouches for the session from watch on (it is not fresh): the
+// events it passed before watch are the read's alone, and it never feeds
+// them. A bound from a replica behind the leader (a direct get, were the
+// stream to allow them) could stop the read short of such an event, and
+// the state would lack it for good while the proxy took it for current.
+// The leader holds every event a consumer delivered, so its bound covers
+// them all. That costs nothing: the bound is one request either way, and
+// the leader answers it today (the stream allows no direct gets). Marking
+// the session fresh instead (a catch-up then reads the log after the
+// state) would cost every rebuild a second request to the leader, in
+// series (the early read of the last fact no longer serves), and a read
+// of what the tail had kept meanwhile.
+func (p *Proxy) rebuild(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState) error {
 	defer p.met.fleetStage(StageRebuild, time.Now())
 	p.tail.watch(tenant, session)
-	return p.loadMem(ctx, lb, tenant, session, st)
+	return p.loadMem(ctx, fb.ReadSessionLeader, tenant, session, st)
 }
 
 // firstFacter is a Backend that can say where a session's first fact is
@@ -312,44 +331,66 @@ func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessS
 // response ended); it serves the request's catch-up only when it read
 // the session the request is placed in (its lane) and the session's
 // state took no fact since it started (its last fact still queued).
+//
+// It also keeps what the request's headers say of its identity (its
+// tenant and, named, its base session and their source: headerIdentity),
+// which process takes (identity) instead of computing the credential tag
+// again.
 type earlyRead struct {
-	tenant, session string
-	queued          uint64
-	last            func() (uint64, error)
+	tenant, session, source string
+	named                   bool
+	queued                  uint64
+	// last waits for the read's answer; nil when none was started.
+	last func() (uint64, error)
 }
 
 // startEarlyRead starts an earlyRead when the proxy is in a fleet, the
 // request's headers name its session, and the proxy holds that
 // session's state current and idle (loaded, not stale, no write
-// queued, no other request in it); nil otherwise (the request's load
-// then reads as before).
+// queued, no other request in it); otherwise it returns one that
+// started no read (the request's load then reads as before), or nil
+// outside a fleet.
 func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	if _, fleet := p.fleet(); !fleet {
 		return nil
 	}
-	tenant, session, _, ok := p.headerIdentity(h, false)
-	if !ok {
-		return nil
+	e := &earlyRead{}
+	e.tenant, e.session, e.source, e.named = p.headerIdentity(h, true)
+	if !e.named {
+		return e
 	}
 	p.mu.Lock()
-	st := p.sessions[sessionKey{tenant, session}]
+	st := p.sessions[sessionKey{e.tenant, e.session}]
 	p.mu.Unlock()
 	if st == nil || !st.tryLock() {
-		return nil
+		return e
 	}
 	current := st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
-	queued := st.q.last()
+	e.queued = st.q.last()
 	st.mu.Unlock()
-	if !current {
-		return nil
+	if current {
+		e.last = p.lastFactSoon(context.WithoutCancel(ctx), e.tenant, e.session)
 	}
-	return &earlyRead{tenant: tenant, session: session, queued: queued, last: p.lastFactSoon(context.WithoutCancel(ctx), tenant, session)}
+	return e
+}
+
+// identity is the request's tenant, base session and its source
+// (Proxy.identity), taking what the headers said when the early read
+// started (nil: computing it).
+func (e *earlyRead) identity(p *Proxy, h http.Header, c *conversation) (tenant, base, source string) {
+	switch {
+	case e == nil:
+		return p.identity(h, c)
+	case e.named:
+		return e.tenant, e.session, e.source
+	}
+	return e.tenant, p.derivedSession(h, c), ""
 }
 
 // forLoad is the early read's answer for the catch-up of the given
 // session, whose queued writes are drained (nil: read again).
 func (e *earlyRead) forLoad(tenant, session string, st *sessState) func() (uint64, error) {
-	if e == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
+	if e == nil || e.last == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
 		return nil
 	}
 	return e.last

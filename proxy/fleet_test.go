@@ -17,6 +17,7 @@ import (
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/testutil"
+	"github.com/prunesched/prunesched/policy"
 
 	"github.com/prunesched/prunesched/internal/service"
 )
@@ -151,40 +152,12 @@ func (b *leaderCounter) LastFactSeq(ctx context.Context, tenant, session string)
 // proxy.
 func TestFleetAsksTheLeaderOnce(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pol := testPolicy(t)
-	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: pol})
-	testutil.NoError(t, err)
-	t.Cleanup(svc.Close)
-	f := &fakeUpstream{}
-	up := httptest.NewServer(okUpstream(f))
-	t.Cleanup(up.Close)
-	key, err := NewIdentityKey()
-	testutil.NoError(t, err)
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
 	start := func(fleet bool) (string, *leaderCounter) {
 		lc := &leaderCounter{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), asked: make(chan struct{}, 1)}
-		px, err := New(Config{Upstream: up.URL, Backend: lc, Fleet: fleet, IdentityKey: key, Registry: prometheus.NewRegistry(), Policy: &pol})
-		testutil.NoError(t, err)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = px.Close(ctx)
-		})
-		if fleet {
-			// The tail follows the log before the first request (as it
-			// does long before a session's requests in a running fleet).
-			for !px.tail.running() {
-				select {
-				case <-ctx.Done():
-					t.Fatal("the proxy's tail did not start")
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}
-		srv := httptest.NewServer(px.Handler())
-		t.Cleanup(srv.Close)
-		return srv.URL, lc
+		url, _ := r.start(lc, fleet)
+		return url, lc
 	}
 	body := rereadBody
 	// send posts request n; with asked, its body only once the proxy
@@ -257,4 +230,140 @@ func postSession(t *testing.T, ctx context.Context, f *fakeUpstream, url, sessio
 	testutil.True(t, resp.StatusCode == 200, "status %d", resp.StatusCode)
 	reqs := f.requests()
 	return string(reqs[len(reqs)-1].body)
+}
+
+// fleetRig is a service on an embedded JetStream, a fake upstream and an
+// identity key, for proxies of one fleet (start) and one proxy to compare
+// with.
+type fleetRig struct {
+	t   *testing.T
+	ctx context.Context
+	svc *service.Service
+	f   *fakeUpstream
+	up  *httptest.Server
+	key []byte
+	pol policy.Policy
+}
+
+func newFleetRig(t *testing.T) *fleetRig {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	r := &fleetRig{t: t, ctx: ctx, pol: testPolicy(t), f: &fakeUpstream{}}
+	var err error
+	r.svc, err = service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: r.pol})
+	testutil.NoError(t, err)
+	t.Cleanup(r.svc.Close)
+	r.up = httptest.NewServer(okUpstream(r.f))
+	t.Cleanup(r.up.Close)
+	r.key, err = NewIdentityKey()
+	testutil.NoError(t, err)
+	return r
+}
+
+// start starts a proxy on be, in the fleet or alone, and returns its
+// URL; a proxy of the fleet once its tail follows the log (as it does
+// long before a session's requests in a running fleet).
+func (r *fleetRig) start(be Backend, fleet bool) (string, *Proxy) {
+	t := r.t
+	// No budget a busy machine could exhaust: a request past it fails
+	// open (its body unchanged, its record another than one proxy's).
+	px, err := New(Config{Upstream: r.up.URL, Backend: be, Fleet: fleet, IdentityKey: r.key, Registry: prometheus.NewRegistry(), Policy: &r.pol, Budget: time.Hour})
+	testutil.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = px.Close(ctx)
+	})
+	if fleet {
+		r.tailAt(px, 0)
+	}
+	srv := httptest.NewServer(px.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, px
+}
+
+// tailAt waits until the proxy's tail follows the log and has delivered
+// stream sequence seq.
+func (r *fleetRig) tailAt(px *Proxy, seq uint64) {
+	r.t.Helper()
+	for {
+		px.tail.mu.Lock()
+		delivered := px.tail.seq
+		px.tail.mu.Unlock()
+		if px.tail.running() && delivered >= seq {
+			return
+		}
+		select {
+		case <-r.ctx.Done():
+			r.t.Fatalf("the proxy's tail did not deliver seq %d", seq)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// laggingReplica is a fleet proxy's Backend whose reads that any replica
+// may bound answer as a replica behind the stream's leader would: once
+// stale is set, ReadSession (bounded by the session's last event as a
+// direct get gives it, were the stream to allow them) stops at stream
+// sequence stale. What the leader answers (LastFactSeq, ReadSessionLeader,
+// the tail) is current.
+type laggingReplica struct {
+	*service.ProxyBackend
+	stale atomic.Uint64
+}
+
+func (b *laggingReplica) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	evs, err := b.ProxyBackend.ReadSession(ctx, tenant, session)
+	if stale := b.stale.Load(); err == nil && stale > 0 {
+		i := 0
+		for i < len(evs) && evs[i].Seq <= stale {
+			i++
+		}
+		evs = evs[:i]
+	}
+	return evs, err
+}
+
+// TestFleetRebuildReadsThroughTheLeader: a proxy whose tail has passed a
+// session's newest request (taken by another proxy) before it meets the
+// session, without a warm copy, builds the session from a read bounded
+// at the stream's leader: a read bounded by a replica behind the leader
+// would stop short of that request, which the tail, having passed it
+// before the session was watched, never feeds, and the proxy would
+// decide the next request on a view without it. Its forwarded bodies are
+// those of one proxy.
+func TestFleetRebuildReadsThroughTheLeader(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	start, tailAt := r.start, r.tailAt
+	lastFact := func() uint64 {
+		t.Helper()
+		seq, err := svc.Store.LastSeq(ctx, events.DefaultTenant, "fleet", events.KindFact)
+		testutil.NoError(t, err)
+		return seq
+	}
+	body := rereadBody
+	one, _ := start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	b, _ := start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+	for n := range 2 {
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(body(n)))
+		got := postSession(t, ctx, f, b, "fleet", strings.NewReader(body(n)))
+		testutil.True(t, got == want, "request %d at b: the fleet forwarded another body than one proxy", n)
+	}
+	// The replica a's reads may reach stops here: request 2 is not in it.
+	lagging := &laggingReplica{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline)}
+	lagging.stale.Store(lastFact())
+	// a starts after the session did (no warm copy: it reads the session
+	// at its first request), and its tail passes request 2, which b takes.
+	a, apx := start(lagging, true)
+	want := postSession(t, ctx, f, one, "one", strings.NewReader(body(2)))
+	got := postSession(t, ctx, f, b, "fleet", strings.NewReader(body(2)))
+	testutil.True(t, got == want, "request 2 at b: the fleet forwarded another body than one proxy")
+	tailAt(apx, lastFact())
+	for n := 3; n < 5; n++ {
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(body(n)))
+		got := postSession(t, ctx, f, a, "fleet", strings.NewReader(body(n)))
+		testutil.True(t, got == want, "request %d at a: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+	}
 }

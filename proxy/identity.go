@@ -108,7 +108,13 @@ func (p *Proxy) identity(h http.Header, c *conversation) (tenant, base, source s
 	if ok {
 		return tenant, base, source
 	}
-	return tenant, "derived-" + hash12(string(c.api)+"\x00"+c.system+"\x00"+c.firstUser) + p.credentialTag(h), ""
+	return tenant, p.derivedSession(h, c), ""
+}
+
+// derivedSession is the base session of a request whose headers name
+// none (identity): "derived-", a hash of its opening, the credential tag.
+func (p *Proxy) derivedSession(h http.Header, c *conversation) string {
+	return "derived-" + hash12(string(c.api)+"\x00"+c.system+"\x00"+c.firstUser) + p.credentialTag(h)
 }
 
 // headerIdentity is identity's tenant, and its base session when the

@@ -104,13 +104,15 @@ func (p *Proxy) newMem(tenant, session string, st *sessState) *memState {
 	return &memState{cores: decide.NewSession(*p.cfg.Policy, tenant, session, content), proj: projections.NewSession(tenant, session)}
 }
 
-// loadMem builds the session's in-memory state from the log: every fact
-// through both cores, with the applications the log holds fed at the
-// positions they were decided at (as the scheduler worker rebuilds), and
-// the projection fed the facts, the cores' marks and the applications.
-// Caller holds st.mu; the session's write queue is empty.
-func (p *Proxy) loadMem(ctx context.Context, lb logBackend, tenant, session string, st *sessState) error {
-	evs, err := lb.ReadSession(ctx, tenant, session)
+// loadMem builds the session's in-memory state from the log, the
+// session's events as read returns them (logBackend.ReadSession; in a
+// fleet, rebuild's): every fact through both cores, with the applications
+// the log holds fed at the positions they were decided at (as the
+// scheduler worker rebuilds), and the projection fed the facts, the
+// cores' marks and the applications. Caller holds st.mu; the session's
+// write queue is empty.
+func (p *Proxy) loadMem(ctx context.Context, read func(ctx context.Context, tenant, session string) ([]events.Event, error), tenant, session string, st *sessState) error {
+	evs, err := read(ctx, tenant, session)
 	if err != nil {
 		return fmt.Errorf("load session %s: %w", session, err)
 	}

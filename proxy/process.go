@@ -70,7 +70,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if !conv.tools {
 		return nil, nil
 	}
-	tenant, base, source := p.identity(h, conv)
+	tenant, base, source := early.identity(p, h, conv)
 	pl := &plan{api: api, tenant: tenant, source: source, at: at, conv: conv, req: "preq-" + events.NewID()}
 	st, session, caughtUp, err := p.lane(ctx, tenant, base, conv)
 	if err != nil {
@@ -84,9 +84,6 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	defer func() { st.body = nil }()
 	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
 		p.storeEarly(st, st.body)
-	}
-	if caughtUp {
-		early = nil
 	}
 	err = p.load(ctx, tenant, session, st, caughtUp, early)
 	t = p.met.stage(api, StageLoad, t)
@@ -364,8 +361,9 @@ func (c *conversation) firstUserItem() string {
 // In a fleet every load ends caught up with the session's last fact as
 // the stream's leader gives it after the call began (catchUp); caughtUp
 // says a load during this request did so already (the lane's), and only
-// the session's queued writes are waited for; early, when not nil, is
-// the request's earlyRead. Caller holds st.mu.
+// the session's queued writes are waited for (the request's earlyRead,
+// early, then serves nothing: the lane's load took the log's answer);
+// early, when not nil, is the request's earlyRead. Caller holds st.mu.
 func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
 	if lb, ok := p.inMemory(); ok {
 		fb, fleet := p.fleet()
@@ -381,20 +379,20 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState,
 			if caughtUp {
 				return nil
 			}
-			return p.catchUp(ctx, fb, lb, tenant, session, st, early.forLoad(tenant, session, st))
+			return p.catchUp(ctx, fb, tenant, session, st, early.forLoad(tenant, session, st))
 		}
 		if fleet {
 			// The state is built from the tail's warm copy or read whole
 			// while the leader is asked for the session's last fact.
 			last := p.lastFactSoon(ctx, tenant, session)
 			if !p.warmStart(ctx, tenant, session, st) {
-				if err := p.rebuild(ctx, lb, tenant, session, st); err != nil {
+				if err := p.rebuild(ctx, fb, tenant, session, st); err != nil {
 					return err
 				}
 			}
-			return p.catchUp(ctx, fb, lb, tenant, session, st, last)
+			return p.catchUp(ctx, fb, tenant, session, st, last)
 		}
-		return p.loadMem(ctx, lb, tenant, session, st)
+		return p.loadMem(ctx, lb.ReadSession, tenant, session, st)
 	}
 	if st.loaded {
 		return nil

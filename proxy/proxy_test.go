@@ -443,6 +443,15 @@ func TestSessionIdentity(t *testing.T) {
 	_, d2, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"}]}`))
 	_, d3, _ := p.identity(http.Header{}, mk(`{"system":"sys","tools":[{}],"messages":[{"role":"user","content":"other"}]}`))
 	testutil.True(t, strings.HasPrefix(d1, "derived-") && d1 == d2 && d1 != d3, "derived ids %s %s %s", d1, d2, d3)
+	// A fleet's early read keeps what the headers said (startEarlyRead):
+	// the identity taken from it is the request's.
+	for _, hh := range []http.Header{h, {"X-Api-Key": {secretKey}}, {}} {
+		e := &earlyRead{}
+		e.tenant, e.session, e.source, e.named = p.headerIdentity(hh, false)
+		et, es, esrc := e.identity(p, hh, c)
+		it, is, isrc := p.identity(hh, c)
+		testutil.True(t, et == it && es == is && esrc == isrc, "from the early read %s %s %s, computed %s %s %s", et, es, esrc, it, is, isrc)
+	}
 }
 
 // TestSubagentLane: a second conversation under the same client session

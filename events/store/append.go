@@ -196,9 +196,12 @@ func (s *Store) AppendGuarded(ctx context.Context, ev events.Event, expectLastFa
 
 // LastSeq returns the stream sequence of the last event of a session on
 // subjects of one kind, or 0 if there is none. An empty kind means any kind
-// (the last event of the session). It uses a direct get, which a replica may
-// serve slightly behind the leader: a stale answer only makes a following
-// AppendGuarded fail with ErrConflict, never succeed wrongly.
+// (the last event of the session). It is the client's message get: the
+// event stream allows no direct gets (StreamConfig), so its leader
+// answers; on a stream with direct gets any replica would, possibly
+// behind the leader. A caller whose correctness needs the leader's answer
+// whatever the stream's configuration (a fleet proxy's reads that a tail
+// of the log completes) uses LastSeqLeader.
 func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
 	subj, err := s.sessionSubject(tenant, session, kind)
 	if err != nil {
@@ -214,15 +217,16 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 	return m.Sequence, nil
 }
 
-// LastSeqLeader is LastSeq answered by the stream's leader (the JetStream
-// API's message get instead of a direct get, which any replica answers):
-// the leader stored every event whose publish was acknowledged, so the
-// last event it reports is never older than one a client saw
-// acknowledged. A fleet proxy catching up before it decides reads it:
-// a request forwarded on a view that missed the previous request's
-// acknowledged record would be decided on a view the log does not hold.
-// It costs one round trip to the leader, as a direct get costs one to a
-// replica. On a single server it is LastSeq.
+// LastSeqLeader is LastSeq answered by the stream's leader whatever the
+// stream's configuration: the JetStream API's message get, never a direct
+// get, which any replica answers. The leader stored every event whose
+// publish was acknowledged, so the last event it reports is never older
+// than one a client saw acknowledged or a consumer delivered. A fleet
+// proxy catching up before it decides reads it: a request forwarded on a
+// view that missed the previous request's acknowledged record would be
+// decided on a view the log does not hold. It costs one round trip to the
+// leader; while the event stream allows no direct gets (StreamConfig),
+// LastSeq is the same request.
 func (s *Store) LastSeqLeader(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
 	subj, err := s.sessionSubject(tenant, session, kind)
 	if err != nil {
@@ -266,9 +270,10 @@ func (s *Store) LastSeqLeader(ctx context.Context, tenant, session string, kind 
 
 // FirstSeq returns the stream sequence of the first event of a session on
 // subjects of one kind (an empty kind: any), or 0 if there is none. Like
-// LastSeq it uses a direct get, which a replica may serve behind the
-// leader: an event it does not hold yet is not reported, so a 0 means "not
-// known to be there", never that a later first was the first.
+// LastSeq it is the client's message get (the leader answers while the
+// stream allows no direct gets); were a replica behind the leader to
+// answer, an event it does not hold yet would not be reported, so a 0
+// means "not known to be there", never that a later first was the first.
 func (s *Store) FirstSeq(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error) {
 	subj, err := s.sessionSubject(tenant, session, kind)
 	if err != nil {

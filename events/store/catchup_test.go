@@ -11,8 +11,9 @@ import (
 // TestFactsAndApplicationsAfter: a session's facts and applications (no
 // marks, no other session's events) after any sequence, in log order,
 // whether read with single gets (few) or with a consumer (the rest); and
-// ReadSessionAfter the same with the marks. Passing the session's last
-// fact sequence (as a proxy that just read it does) reads the same.
+// ReadSessionAfter the same with the marks, and ReadSessionLeader the
+// whole session. Passing the session's last fact sequence (as a proxy
+// that just read it does) reads the same.
 func TestFactsAndApplicationsAfter(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t, connectEmbedded(t), suiteConfig())
@@ -61,4 +62,10 @@ func TestFactsAndApplicationsAfter(t *testing.T) {
 		testutil.NoError(t, err)
 		testutil.Equal(t, fmt.Sprint(got(rs)), fmt.Sprint(after(all, e.Seq)))
 	}
+	whole, err := s.ReadSessionLeader(ctx, "", sess)
+	testutil.NoError(t, err)
+	testutil.Equal(t, fmt.Sprint(got(whole)), fmt.Sprint(got(all)))
+	none, err := s.ReadSessionLeader(ctx, "", uniqueSession("none"))
+	testutil.NoError(t, err)
+	testutil.True(t, none != nil && len(none) == 0, "a session with no events: %v", none)
 }

@@ -304,7 +304,10 @@ func (s *Store) kindAfter(ctx context.Context, tenant, session string, kind even
 		return nil, fmt.Errorf("read session: %w", err)
 	}
 	if last == 0 {
-		if last, err = s.LastSeq(ctx, tenant, session, kind); err != nil {
+		// At the leader: a proxy's catch-up completes its tail of the
+		// session with this read (proxy.fleetTail.complete), so it must
+		// not stop short of an event the tail passed before.
+		if last, err = s.LastSeqLeader(ctx, tenant, session, kind); err != nil {
 			return nil, fmt.Errorf("read %s: %w", subj, err)
 		}
 	}
@@ -334,11 +337,29 @@ const marksByGet = 4
 // the call; nothing after afterSeq gives an empty slice for the cost of
 // one request. ReadSession is ReadSessionAfter from 0.
 func (s *Store) ReadSessionAfter(ctx context.Context, tenant, session string, afterSeq uint64) ([]events.Event, error) {
+	return s.readSession(ctx, tenant, session, afterSeq, s.LastSeq)
+}
+
+// ReadSessionLeader is ReadSession bounded by the session's last event as
+// the stream's leader knows it (LastSeqLeader), whatever the stream's
+// configuration lets answer its gets: never short of an event a consumer
+// delivered or a publish acknowledged before the call. A fleet proxy
+// rebuilding a session needs that bound (its tail of the log keeps the
+// session's events only from just before the read, so an event the read
+// stopped short of would be in neither). It costs what ReadSession costs:
+// one request to the leader, then the read.
+func (s *Store) ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return s.readSession(ctx, tenant, session, 0, s.LastSeqLeader)
+}
+
+// readSession reads the session's events after stream sequence afterSeq
+// through its last event as last (LastSeq, LastSeqLeader) gives it.
+func (s *Store) readSession(ctx context.Context, tenant, session string, afterSeq uint64, last func(ctx context.Context, tenant, session string, kind events.SubjectKind) (uint64, error)) ([]events.Event, error) {
 	filter, err := s.sessionSubject(tenant, session, "")
 	if err != nil {
 		return nil, fmt.Errorf("read session: %w", err)
 	}
-	until, err := s.LastSeq(ctx, tenant, session, "")
+	until, err := last(ctx, tenant, session, "")
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", filter, err)
 	}

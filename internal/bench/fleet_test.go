@@ -93,6 +93,7 @@ type fleetBackend struct {
 	proxy.Backend
 	inner interface {
 		ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
+		ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error)
 		Tokens() events.TokenCounter
 		PutBlob(ctx context.Context, hash string, data []byte) error
 		SessionFacts(tenant, session string, lastFact uint64) (int, bool)
@@ -114,6 +115,9 @@ var errKilled = fmt.Errorf("killed")
 
 func (b *fleetBackend) ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error) {
 	return b.inner.ReadSession(ctx, tenant, session)
+}
+func (b *fleetBackend) ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return b.inner.ReadSessionLeader(ctx, tenant, session)
 }
 func (b *fleetBackend) Tokens() events.TokenCounter { return b.inner.Tokens() }
 func (b *fleetBackend) PutBlob(ctx context.Context, hash string, data []byte) error {

@@ -107,6 +107,14 @@ func (b *ProxyBackend) ReadSession(ctx context.Context, tenant, session string) 
 	return b.st.ReadSession(ctx, tenant, session)
 }
 
+// ReadSessionLeader returns every event of the session in log order
+// through its last event as the stream's leader knows it
+// (store.ReadSessionLeader): a fleet proxy rebuilding its in-memory state
+// while its tail of the log keeps the session's later events.
+func (b *ProxyBackend) ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	return b.st.ReadSessionLeader(ctx, tenant, session)
+}
+
 // Tokens is the token counter Append uses.
 func (b *ProxyBackend) Tokens() events.TokenCounter { return b.st.Tokens() }
 
