@@ -268,6 +268,21 @@ func (c *Config) Validate() error {
 	if c.Budget < 0 || c.RecordTimeout < 0 || c.MaxBodyBytes < 0 || c.ResponseHeaderTimeout < 0 || c.WriteTimeout < 0 {
 		return errors.New("proxy config: Budget, RecordTimeout, ResponseHeaderTimeout, WriteTimeout and MaxBodyBytes must not be negative")
 	}
+	if c.Fleet {
+		// A fleet's rules (catch-up, guarded publish, hold) run only when
+		// the proxy decides in memory on a backend that offers them; a
+		// proxy that silently ran without them beside other proxies would
+		// decide on a stale view of the log.
+		if c.LogFirst {
+			return errors.New("proxy config: Fleet needs the in-memory decision: unset LogFirst")
+		}
+		if _, ok := c.Backend.(logBackend); !ok {
+			return fmt.Errorf("proxy config: Fleet: Backend %T cannot decide in memory (no ReadSession and Tokens)", c.Backend)
+		}
+		if _, ok := c.Backend.(fleetBackend); !ok {
+			return fmt.Errorf("proxy config: Fleet: Backend %T has no fleet operations (FactsAndApplicationsAfter, AppendAfter, ReadSessionLeader)", c.Backend)
+		}
+	}
 	return nil
 }
 

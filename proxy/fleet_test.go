@@ -367,3 +367,37 @@ func TestFleetRebuildReadsThroughTheLeader(t *testing.T) {
 		testutil.True(t, got == want, "request %d at a: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
 	}
 }
+
+// TestFleetConfigRefused: a proxy told it is in a fleet refuses to start
+// where the fleet's rules could not run (deciding through the pipeline, or
+// a backend without the fleet's operations), instead of running beside
+// other proxies without them.
+func TestFleetConfigRefused(t *testing.T) {
+	t.Parallel()
+	full := service.NewProxyBackend(nil, nil)
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"log first", Config{Backend: full, LogFirst: true}, "unset LogFirst"},
+		{"no in-memory decision", Config{Backend: &failingBackend{}}, "cannot decide in memory"},
+		{"no fleet operations", Config{Backend: struct {
+			Backend
+			logBackend
+		}{full, full}}, "no fleet operations"},
+		{"fleet backend", Config{Backend: full}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Upstream, c.cfg.Fleet = "http://127.0.0.1:1", true
+			c.cfg.setDefaults()
+			err := c.cfg.Validate()
+			if c.want == "" {
+				testutil.NoError(t, err)
+				return
+			}
+			testutil.True(t, err != nil && strings.Contains(err.Error(), c.want), "error %v, want one containing %q", err, c.want)
+		})
+	}
+}
