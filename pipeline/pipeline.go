@@ -336,17 +336,28 @@ func (p *Pipeline) sweepIdle(ctx context.Context) {
 func (p *Pipeline) pollLag(ctx context.Context, want func(string) bool) {
 	t := time.NewTicker(p.cfg.LagInterval)
 	defer t.Stop()
+	// shared holds the partitions found consumed by the shared durable,
+	// whose lag is both kinds' (asked first from then on: one request per
+	// kind and partition, as for the kinds' own).
+	shared := map[int]bool{}
+	lagOf := func(prefix string, part int) (uint64, error) {
+		if !shared[part] {
+			lag, err := p.Store.ConsumerLag(ctx, DurableName(prefix, part))
+			if !errors.Is(err, store.ErrNotFound) {
+				return lag, err
+			}
+		}
+		lag, err := p.Store.ConsumerLag(ctx, DurableName(DurableJudge, part))
+		shared[part] = err == nil
+		return lag, err
+	}
 	for {
 		for _, kind := range []struct{ worker, prefix string }{{"eligibility", DurableEligibility}, {"scheduler", DurableScheduler}} {
 			if !want(kind.worker) {
 				continue
 			}
 			for _, part := range p.cfg.Partitions {
-				lag, err := p.Store.ConsumerLag(ctx, DurableName(kind.prefix, part))
-				if errors.Is(err, store.ErrNotFound) {
-					// The shared durable's lag is both kinds'.
-					lag, err = p.Store.ConsumerLag(ctx, DurableName(DurableJudge, part))
-				}
+				lag, err := lagOf(kind.prefix, part)
 				if err != nil {
 					continue // not created yet, or the server is away: keep the last value
 				}
