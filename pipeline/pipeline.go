@@ -232,7 +232,9 @@ func sharedShape(ctx context.Context, lg *Log, part int) (bool, error) {
 }
 
 // Run runs the selected workers ("eligibility", "scheduler", "projection";
-// none means all) until ctx ends or one fails. With metrics it also polls
+// none means all) until ctx ends or one fails. The eligibility and
+// scheduler workers selected together share one durable per partition
+// where the store allows it (see runTogether). With metrics it also polls
 // the lag of the consumers it runs.
 func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	want := func(name string) bool {
