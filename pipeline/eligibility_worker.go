@@ -79,7 +79,7 @@ func (w *EligibilityWorker) withPartitions(p partitioning) *EligibilityWorker {
 // per partition (DurableName(DurableEligibility, p), filter
 // ps.*.*.fact.<p>), until ctx ends. Every session lives in exactly one
 // partition, so one consumer judges each of its facts.
-func (w *EligibilityWorker) Run(ctx context.Context) error { return w.run(ctx, nil, nil) }
+func (w *EligibilityWorker) Run(ctx context.Context) error { return w.run(ctx, w.feeder(nil, nil)) }
 
 // open returns the empty core of session k. The core outlives ctx (a
 // batch's): its fetches of stored outputs are not cancelled with it.

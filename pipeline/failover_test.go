@@ -109,13 +109,38 @@ func runPipeline(t *testing.T, ctx context.Context, p *Pipeline) {
 }
 
 // TestFailoverWithFactsInFlight: a worker that crashes holding delivered,
-// unacknowledged facts (of both kinds of partition consumer) leaves them
-// to be redelivered only after the ack wait, while its successor already
-// receives the later facts. The successor must publish exactly what a
-// single undisturbed run publishes: every mark and application, once, and
+// unacknowledged facts (of both kinds of partition consumer, or of the
+// shared one of a process running both) leaves them to be redelivered
+// only after the ack wait, while its successor already receives the
+// later facts. The successor must publish exactly what a single
+// undisturbed run publishes: every mark and application, once, and
 // byte-identical projections.
 func TestFailoverWithFactsInFlight(t *testing.T) {
 	t.Parallel()
+	t.Run("own durables", func(t *testing.T) { t.Parallel(); failoverWithFactsInFlight(t, DurableEligibility, DurableScheduler) })
+	t.Run("shared durable", func(t *testing.T) { t.Parallel(); failoverWithFactsInFlight(t, DurableJudge) })
+}
+
+// undisturbedView is what one undisturbed pipeline on a fresh store
+// leaves of the sessions once it has handled input (the reference the
+// tests of failures and upgrades compare with).
+func undisturbedView(t *testing.T, ctx context.Context, cfg store.Config, input []events.Event, sessions []string) logView {
+	t.Helper()
+	st, _, _ := startStore(t, ctx, cfg)
+	p := newPipelineT(t, st, Config{Policy: policy.Default()})
+	runPipeline(t, ctx, p)
+	if _, err := st.Append(ctx, input); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return viewOf(t, ctx, p, cfg.Tokens, sessions...)
+}
+
+// failoverWithFactsInFlight is TestFailoverWithFactsInFlight with a
+// crashed worker holding the partition consumers named by kinds.
+func failoverWithFactsInFlight(t *testing.T, kinds ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	input := failoverInput(t)
@@ -123,17 +148,7 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 	tc := tokens.New()
 	cfg := store.Config{Tokens: tc, AckWait: 3 * time.Second, NakDelay: 100 * time.Millisecond}
 
-	// Reference: one undisturbed pipeline.
-	refSt, _, _ := startStore(t, ctx, cfg)
-	ref := newPipelineT(t, refSt, Config{Policy: policy.Default()})
-	runPipeline(t, ctx, ref)
-	if _, err := refSt.Append(ctx, input); err != nil {
-		t.Fatal(err)
-	}
-	if err := ref.WaitIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
-	want := viewOf(t, ctx, ref, tc, sessions...)
+	want := undisturbedView(t, ctx, cfg, input, sessions)
 
 	// The crashed worker: takes the pins of every partition consumer of
 	// both kinds, receives the first facts, never acknowledges them, and
@@ -146,7 +161,7 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 	got := make(chan string, 64)
 	deadCtx, deadCancel := context.WithCancel(ctx)
 	for p := range st.Partitions() {
-		for _, kind := range []string{DurableEligibility, DurableScheduler} {
+		for _, kind := range kinds {
 			durable := DurableName(kind, p)
 			go func() {
 				_ = deadSt.ConsumeBatch(deadCtx, durable, events.PartitionFilter(events.KindFact, p),
@@ -169,8 +184,9 @@ func TestFailoverWithFactsInFlight(t *testing.T) {
 	need := map[string]bool{}
 	for _, s := range sessions {
 		p := st.PartitionOf("default", s)
-		need[DurableName(DurableEligibility, p)] = true
-		need[DurableName(DurableScheduler, p)] = true
+		for _, kind := range kinds {
+			need[DurableName(kind, p)] = true
+		}
 	}
 	for len(need) > 0 {
 		select {

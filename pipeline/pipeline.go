@@ -139,21 +139,35 @@ const (
 // runPartitions runs fn for every partition concurrently until ctx ends or
 // one fails; it returns the first failure.
 func runPartitions(ctx context.Context, parts []int, fn func(ctx context.Context, p int) error) error {
+	fns := make([]func(context.Context) error, len(parts))
+	for i, p := range parts {
+		fns[i] = func(ctx context.Context) error {
+			if err := fn(ctx, p); err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			return nil
+		}
+	}
+	return runAll(ctx, fns...)
+}
+
+// runAll runs every fn concurrently until ctx ends or one fails (which
+// cancels the others); it returns the first failure.
+func runAll(ctx context.Context, fns ...func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, len(parts))
-	for _, p := range parts {
+	errc := make(chan error, len(fns))
+	for _, fn := range fns {
 		go func() {
-			err := fn(ctx, p)
+			err := fn(ctx)
 			if err != nil {
-				err = fmt.Errorf("partition %d: %w", p, err)
 				cancel()
 			}
 			errc <- err
 		}()
 	}
 	var first error
-	for range parts {
+	for range fns {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 		}
@@ -161,8 +175,66 @@ func runPartitions(ctx context.Context, parts []int, fn func(ctx context.Context
 	return first
 }
 
+// runTogether runs this process's eligibility and scheduler workers
+// together. A partition that no durable of either kind alone consumes
+// gets one shared durable, DurableName(DurableJudge, p): the eligibility
+// worker judges each batch (its marks stored) before the scheduler takes
+// it, and the facts are acknowledged once for both, so each fact is
+// delivered and acknowledged once instead of twice and one consumer
+// state is kept instead of two. A partition that an existing store
+// consumes with either kind's own durable (a store from before the
+// shared durable, or workers of one kind running in other processes)
+// keeps the two durables, with their positions: nothing is judged again
+// and nothing skipped.
+func (p *Pipeline) runTogether(ctx context.Context) error {
+	if len(p.cfg.Partitions) == 0 {
+		return errors.New("no partitions to consume")
+	}
+	eligFeed, schedFeed := p.Eligibility.feeder(nil, nil), p.Scheduler.feeder()
+	lg := &Log{Store: p.Store}
+	return runPartitions(ctx, p.cfg.Partitions, func(ctx context.Context, part int) error {
+		ef, sf := eligFeed(ctx, part), schedFeed(ctx, part)
+		shared, err := sharedShape(ctx, lg, part)
+		if err != nil {
+			return err
+		}
+		if !shared {
+			return runAll(ctx,
+				func(ctx context.Context) error { return p.Eligibility.consume(ctx, part, ef) },
+				func(ctx context.Context) error { return p.Scheduler.consume(ctx, part, sf) })
+		}
+		durable := DurableName(DurableJudge, part)
+		return p.Store.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, part),
+			func(ctx context.Context, evs []events.Event) error {
+				if err := ef.handle(ctx, evs); err != nil {
+					return err
+				}
+				return sf.handle(ctx, evs)
+			},
+			p.Eligibility.parts.consumeOptions(p.Metrics, DurableJudge, durable, func() { ef.dropped(); sf.dropped() })...)
+	})
+}
+
+// sharedShape says whether partition part is (to be) consumed by the
+// shared durable: it is already, or no durable of either kind alone
+// consumes it.
+func sharedShape(ctx context.Context, lg *Log, part int) (bool, error) {
+	for _, d := range []string{DurableJudge, DurableEligibility, DurableScheduler} {
+		ok, err := lg.HasConsumer(ctx, DurableName(d, part))
+		if err != nil {
+			return false, fmt.Errorf("partition %d: %w", part, err)
+		}
+		if ok {
+			return d == DurableJudge, nil
+		}
+	}
+	return true, nil
+}
+
 // Run runs the selected workers ("eligibility", "scheduler", "projection";
-// none means all) until ctx ends or one fails. With metrics it also polls
+// none means all) until ctx ends or one fails. The eligibility and
+// scheduler workers selected together share one durable per partition
+// where the store allows it (see runTogether). With metrics it also polls
 // the lag of the consumers it runs.
 func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	want := func(name string) bool {
@@ -172,8 +244,8 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 	defer cancel()
 	errc := make(chan error, 3)
 	n := 0
-	start := func(name string, run func(context.Context) error) {
-		if !want(name) {
+	start := func(name string, on bool, run func(context.Context) error) {
+		if !on {
 			return
 		}
 		n++
@@ -187,9 +259,15 @@ func (p *Pipeline) Run(ctx context.Context, only ...string) error {
 			errc <- err
 		}()
 	}
-	start("eligibility", p.Eligibility.Run)
-	start("scheduler", p.Scheduler.Run)
-	start("projection", p.Projection.Run)
+	if want("eligibility") && want("scheduler") && p.Scheduler.elig == p.Eligibility {
+		// The scheduler asks this eligibility worker, not an ack floor:
+		// they can share a durable (a floor would move only after both).
+		start("eligibility and scheduler", true, p.runTogether)
+	} else {
+		start("eligibility", want("eligibility"), p.Eligibility.Run)
+		start("scheduler", want("scheduler"), p.Scheduler.Run)
+	}
+	start("projection", want("projection"), p.Projection.Run)
 	var wg sync.WaitGroup
 	if p.Metrics != nil {
 		wg.Add(1)
@@ -254,18 +332,34 @@ func (p *Pipeline) sweepIdle(ctx context.Context) {
 }
 
 // pollLag sets the consumer lag gauges every LagInterval: NumPending +
-// NumAckPending of each partition consumer this process runs, and for the
+// NumAckPending of each partition consumer this process runs (the
+// shared durable's for both kinds where it runs one), and for the
 // projection the stream's last sequence minus the last one it applied.
 func (p *Pipeline) pollLag(ctx context.Context, want func(string) bool) {
 	t := time.NewTicker(p.cfg.LagInterval)
 	defer t.Stop()
+	// shared holds the partitions found consumed by the shared durable,
+	// whose lag is both kinds' (asked first from then on: one request per
+	// kind and partition, as for the kinds' own).
+	shared := map[int]bool{}
+	lagOf := func(prefix string, part int) (uint64, error) {
+		if !shared[part] {
+			lag, err := p.Store.ConsumerLag(ctx, DurableName(prefix, part))
+			if !errors.Is(err, store.ErrNotFound) {
+				return lag, err
+			}
+		}
+		lag, err := p.Store.ConsumerLag(ctx, DurableName(DurableJudge, part))
+		shared[part] = err == nil
+		return lag, err
+	}
 	for {
 		for _, kind := range []struct{ worker, prefix string }{{"eligibility", DurableEligibility}, {"scheduler", DurableScheduler}} {
 			if !want(kind.worker) {
 				continue
 			}
 			for _, part := range p.cfg.Partitions {
-				lag, err := p.Store.ConsumerLag(ctx, DurableName(kind.prefix, part))
+				lag, err := lagOf(kind.prefix, part)
 				if err != nil {
 					continue // not created yet, or the server is away: keep the last value
 				}
@@ -290,14 +384,22 @@ func (p *Pipeline) pollLag(ctx context.Context, want func(string) bool) {
 	}
 }
 
-// allDurables lists every partition consumer of the stream (all partitions,
-// not only this process's).
-func (p *Pipeline) allDurables() []string {
-	var out []string
-	for part := 0; part < p.Store.Partitions(); part++ {
-		out = append(out, DurableName(DurableEligibility, part), DurableName(DurableScheduler, part))
+// partitionDone reports whether every fact of partition part has been
+// judged and scheduled, whichever process consumes it: the shared
+// durable, or both kinds' own, have nothing pending or unacknowledged. A
+// partition no durable consumes yet is not done.
+func (p *Pipeline) partitionDone(ctx context.Context, part int) (bool, error) {
+	ok, found, err := p.consumerDone(ctx, DurableName(DurableJudge, part))
+	if err != nil || found {
+		return ok, err
 	}
-	return out
+	for _, kind := range []string{DurableEligibility, DurableScheduler} {
+		ok, _, err := p.consumerDone(ctx, DurableName(kind, part))
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // WaitIdle blocks until every fact has been judged and scheduled (in every
@@ -312,13 +414,9 @@ func (p *Pipeline) WaitIdle(ctx context.Context) error {
 			return err
 		}
 		idle := true
-		for _, d := range p.allDurables() {
-			ok, err := p.consumerDone(ctx, d)
-			if err != nil {
+		for part := 0; part < p.Store.Partitions() && idle; part++ {
+			if idle, err = p.partitionDone(ctx, part); err != nil {
 				return err
-			}
-			if idle = idle && ok; !idle {
-				break
 			}
 		}
 		if idle {
@@ -344,18 +442,20 @@ func (p *Pipeline) WaitIdle(ctx context.Context) error {
 	}
 }
 
-func (p *Pipeline) consumerDone(ctx context.Context, durable string) (bool, error) {
+// consumerDone reports whether the durable has nothing pending or
+// unacknowledged; found is false when the stream has no such durable.
+func (p *Pipeline) consumerDone(ctx context.Context, durable string) (done, found bool, err error) {
 	c, err := p.Store.JS().Consumer(ctx, events.StreamName, durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("consumer %s: %w", durable, err)
+		return false, false, fmt.Errorf("consumer %s: %w", durable, err)
 	}
 	// The lookup fetched the consumer's info: asking again would double
 	// the server's work (a consumer info request copies its state).
 	info := c.CachedInfo()
-	return info.NumPending == 0 && info.NumAckPending == 0, nil
+	return info.NumPending == 0 && info.NumAckPending == 0, true, nil
 }
 
 // WaitSession blocks until the session's facts have been judged and
@@ -387,6 +487,20 @@ func (p *Pipeline) WaitSession(ctx context.Context, tenant, session string) erro
 // Log adapts the store to what the workers need.
 type Log struct {
 	*store.Store
+}
+
+// HasConsumer reports whether the stream has the durable consumer (a
+// worker asks before consuming a partition whose facts may go to
+// another shape of consumer).
+func (l *Log) HasConsumer(ctx context.Context, durable string) (bool, error) {
+	_, err := l.AckFloor(ctx, durable)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	return true, nil
 }
 
 // registerProjectionMemory exports the projection's memory bound at work:

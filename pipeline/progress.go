@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/prunesched/prunesched/events/store"
 )
 
 // progress wakes whoever waits in this process for a worker to move: the
@@ -56,11 +59,13 @@ type localCheck func() (done, known bool)
 
 // waitFloor blocks until a session's work through seq is done: at once when
 // local says this process's worker did it (woken by progress, no
-// sleeping), otherwise when durable's ack floor on the server reaches seq
-// (every fact of the partition up to seq acknowledged, whichever process
-// did it). The server is asked at first when local knows nothing of the
-// session, then with a backoff of 1, 2, 4 ... 64 ms between notifications.
-func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable string, seq uint64, what string, local localCheck) error {
+// sleeping), otherwise when the ack floor on the server of the durable
+// doing that work for partition part reaches seq (every fact of the
+// partition up to seq acknowledged, whichever process did it): the
+// kind's own durable, or the shared one (see floorOf). The server is asked
+// at first when local knows nothing of the session, then with a backoff
+// of 1, 2, 4 ... 64 ms between notifications.
+func waitFloor(ctx context.Context, st ackFloorer, prog *progress, kind string, part int, seq uint64, local localCheck) error {
 	delay := time.Millisecond
 	askServer := true
 	if local != nil {
@@ -95,7 +100,7 @@ func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable strin
 			}
 		}
 		if askServer {
-			floor, err := st.AckFloor(ctx, durable)
+			floor, err := floorOf(ctx, st, kind, part)
 			if err == nil && floor >= seq {
 				return nil
 			}
@@ -104,7 +109,7 @@ func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable strin
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s to reach seq %d: %w", what, seq, ctx.Err())
+			return fmt.Errorf("wait for %s to reach seq %d: %w", kind, seq, ctx.Err())
 		case <-moved:
 		case <-timer.C:
 			askServer = true
@@ -113,4 +118,18 @@ func waitFloor(ctx context.Context, st ackFloorer, prog *progress, durable strin
 			}
 		}
 	}
+}
+
+// floorOf is the ack floor of the durable that does worker kind's work
+// (DurableEligibility, DurableScheduler) for partition part: the kind's
+// own, or else the shared one of a process running both kinds
+// (DurableJudge), which acknowledges a fact once both have done it. A
+// partition has one or the other (see Pipeline.Run). An error when
+// neither exists yet (no worker has started there).
+func floorOf(ctx context.Context, st ackFloorer, kind string, part int) (uint64, error) {
+	floor, err := st.AckFloor(ctx, DurableName(kind, part))
+	if errors.Is(err, store.ErrNotFound) {
+		floor, err = st.AckFloor(ctx, DurableName(DurableJudge, part))
+	}
+	return floor, err
 }

@@ -120,26 +120,37 @@ func (w *SchedulerWorker) withEligibility(e *EligibilityWorker) *SchedulerWorker
 // already has an application decides nothing), so a request a crashed
 // worker left undecided gets its application before any later one.
 func (w *SchedulerWorker) Run(ctx context.Context) error {
+	return w.run(ctx, w.feeder())
+}
+
+// feeder returns what builds the worker's feed of a partition (see
+// Run): it surveys the partition's pending marks, at its start when
+// this process owns its partitions (no pinned group), else before each
+// batch of a delivery run; Surveyed closes once the start-up surveys are
+// done.
+func (w *SchedulerWorker) feeder() func(ctx context.Context, p int) partitionFeed {
 	// Alone (no pinned group) this process owns its partitions from the
 	// start: survey them now, beside the consumers. With a pinned group it
 	// surveys a partition when its deliveries come here (before each
 	// batch).
-	var surveys sync.WaitGroup
 	var start func(ctx context.Context, p int, st *schedPartition)
 	if w.parts.pinnedTTL == 0 {
+		var surveys sync.WaitGroup
 		surveys.Add(len(w.parts.owned))
 		start = func(ctx context.Context, p int, st *schedPartition) {
 			go func() { defer surveys.Done(); w.survey(ctx, p, st) }()
 		}
+		go func() { surveys.Wait(); w.surveysOnce.Do(func() { close(w.surveys) }) }()
+	} else {
+		w.surveysOnce.Do(func() { close(w.surveys) })
 	}
-	go func() { surveys.Wait(); w.surveysOnce.Do(func() { close(w.surveys) }) }()
 	surveyFirst := func(h batchHandler[schedSession]) batchHandler[schedSession] {
 		return func(ctx context.Context, b batch[schedSession]) error {
 			w.survey(ctx, b.part, b.st)
 			return h(ctx, b)
 		}
 	}
-	return w.run(ctx, start, w.forgetPartition, surveyFirst)
+	return w.sessionWorker.feeder(start, w.forgetPartition, surveyFirst)
 }
 
 // Surveyed is closed once the worker has surveyed its partitions' pending
@@ -340,7 +351,7 @@ func (w *SchedulerWorker) waitEligibility(ctx context.Context, part int, k sessi
 	if w.elig != nil {
 		return w.elig.wait(ctx, part, k, seq)
 	}
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(DurableEligibility, part), seq, DurableEligibility, nil)
+	return waitFloor(ctx, w.log, w.parts.prog, DurableEligibility, part, seq, nil)
 }
 
 // feedMarks gives the core every mark of the session published since the

@@ -19,9 +19,16 @@ func keyOf(ev events.Event) sessionKey {
 // per partition, named DurableName(prefix, p). The scheduler waits on the
 // ack floor of the eligibility consumer of the session's partition, so its
 // decisions never depend on how marks interleave with later facts.
+//
+// A process running both kinds consumes a partition no other durable
+// consumes with one shared durable, DurableName(DurableJudge, p): each
+// fact is delivered and acknowledged once for both, the eligibility
+// worker judging a batch before the scheduler takes it, and its ack
+// floor stands for both kinds (see Pipeline.Run).
 const (
 	DurableEligibility = "eligibility"
 	DurableScheduler   = "scheduler"
+	DurableJudge       = "judge"
 )
 
 // PriorityGroup is the pinned-client priority group every partition

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -16,6 +17,7 @@ type sessionLog interface {
 	ConsumeBatch(ctx context.Context, durable, filter string, handler store.BatchHandler, opts ...store.ConsumeOption) error
 	PartitionOf(tenant, session string) int
 	AckFloor(ctx context.Context, durable string) (uint64, error)
+	HasConsumer(ctx context.Context, durable string) (bool, error)
 }
 
 // sessionKind is what a kind of partitioned session worker (eligibility,
@@ -157,34 +159,70 @@ func withValidationErrors[S any](met *Metrics, component string) batchMiddleware
 	}
 }
 
-// run consumes the worker's partitions until ctx ends. start, when set,
-// runs when a partition's consumer starts; stale, when set, after the
-// partition's sessions were dropped because its deliveries went to
-// another process in between; mw wrap every batch outside the worker's
-// own middleware (latency, lock, reset on failure, validation errors).
-func (w *sessionWorker[S]) run(ctx context.Context, start func(ctx context.Context, p int, st *sessionTable[S]), stale func(p int), mw ...batchMiddleware[S]) error {
+// run consumes the worker's partitions until ctx ends, one durable
+// consumer per partition, each feeding its batches to feed's feed of the
+// partition.
+func (w *sessionWorker[S]) run(ctx context.Context, feed func(ctx context.Context, p int) partitionFeed) error {
 	if len(w.parts.owned) == 0 {
 		return fmt.Errorf("%s worker: no partitions to consume", w.name)
 	}
-	h := w.handler(mw...)
 	return runPartitions(ctx, w.parts.owned, func(ctx context.Context, p int) error {
-		durable := DurableName(w.name, p)
+		return w.consume(ctx, p, feed(ctx, p))
+	})
+}
+
+// consume runs partition p's own durable consumer (DurableName(w.name,
+// p)) until ctx ends, feeding its batches to f. A partition whose facts
+// a shared consumer (DurableName(DurableJudge, p)) delivers is refused:
+// both consumers would judge every fact.
+func (w *sessionWorker[S]) consume(ctx context.Context, p int, f partitionFeed) error {
+	if shared, err := w.log.HasConsumer(ctx, DurableName(DurableJudge, p)); err != nil {
+		return fmt.Errorf("%s worker: %w", w.name, err)
+	} else if shared {
+		return fmt.Errorf("%s worker: partition %d: %w", w.name, p, errSharedDurable)
+	}
+	durable := DurableName(w.name, p)
+	return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p), f.handle,
+		w.parts.consumeOptions(w.met, w.name, durable, f.dropped)...)
+}
+
+// errSharedDurable refuses a worker of one kind on a partition consumed
+// by the shared durable of a process running both kinds.
+var errSharedDurable = errors.New("its facts go to the shared durable consumer of a process running the eligibility and scheduler workers together (" + DurableJudge + "-pN): run both workers in one process there, or delete that consumer")
+
+// partitionFeed is one worker's part of a partition's consumer: what it
+// does with a batch of the partition's facts, and what when the
+// partition's deliveries went to another process in between.
+type partitionFeed struct {
+	handle  store.BatchHandler
+	dropped func()
+}
+
+// feeder returns what builds the worker's feed of a partition: start,
+// when set, runs when the partition's consumer starts; stale, when set,
+// after the partition's sessions were dropped because its deliveries
+// went to another process in between; mw wrap every batch outside the
+// worker's own middleware (latency, lock, reset on failure, validation
+// errors).
+func (w *sessionWorker[S]) feeder(start func(ctx context.Context, p int, st *sessionTable[S]), stale func(p int), mw ...batchMiddleware[S]) func(ctx context.Context, p int) partitionFeed {
+	h := w.handler(mw...)
+	return func(ctx context.Context, p int) partitionFeed {
 		st := w.partition(p)
 		if start != nil {
 			start(ctx, p, st)
 		}
-		dropped := func() {
-			st.drop()
-			if stale != nil {
-				stale(p)
-			}
-		}
-		return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p),
-			func(ctx context.Context, evs []events.Event) error {
+		return partitionFeed{
+			handle: func(ctx context.Context, evs []events.Event) error {
 				return h(ctx, batch[S]{part: p, st: st, evs: evs})
 			},
-			w.parts.consumeOptions(w.met, w.name, durable, dropped)...)
-	})
+			dropped: func() {
+				st.drop()
+				if stale != nil {
+					stale(p)
+				}
+			},
+		}
+	}
 }
 
 // handler is handle in the worker's middleware (latency, lock, reset on
@@ -330,7 +368,7 @@ func (w *sessionWorker[S]) doneThrough(k sessionKey, seq uint64) (done, known bo
 // the partition up to seq.
 func (w *sessionWorker[S]) wait(ctx context.Context, part int, k sessionKey, seq uint64) error {
 	local := func() (bool, bool) { return w.doneThrough(k, seq) }
-	return waitFloor(ctx, w.log, w.parts.prog, DurableName(w.name, part), seq, w.name, local)
+	return waitFloor(ctx, w.log, w.parts.prog, w.name, part, seq, local)
 }
 
 // evictIdle forgets the sessions no fact or reader used since the

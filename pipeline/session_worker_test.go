@@ -53,8 +53,9 @@ func (l *memLog) ReadSession(_ context.Context, tenant, session string) ([]event
 func (l *memLog) ConsumeBatch(context.Context, string, string, store.BatchHandler, ...store.ConsumeOption) error {
 	return errors.New("memLog: no consumer")
 }
-func (l *memLog) PartitionOf(string, string) int                   { return 0 }
-func (l *memLog) AckFloor(context.Context, string) (uint64, error) { return 0, nil }
+func (l *memLog) PartitionOf(string, string) int                    { return 0 }
+func (l *memLog) AckFloor(context.Context, string) (uint64, error)  { return 0, nil }
+func (l *memLog) HasConsumer(context.Context, string) (bool, error) { return false, nil }
 
 // markIDs returns the sorted ids of session's marks in the log.
 func (l *memLog) markIDs(session string) []string {
