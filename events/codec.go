@@ -44,7 +44,11 @@ func Decode(b []byte) (Event, error) {
 }
 
 // Decoder decodes events as Decode does, to the same results, reusing
-// its parser from one event to the next (Decode allocates one per event).
+// its parser from one event to the next (Decode allocates one per event)
+// and sharing equal short strings between the events it decodes (see
+// strCache: fewer allocations, and one copy of a session's, tool's or
+// policy version's name in what keeps the events). Keep one for a
+// stream of events rather than one per event.
 // The zero value is ready; a Decoder is not safe for concurrent use.
 type Decoder struct {
 	p fastParser
@@ -52,6 +56,9 @@ type Decoder struct {
 
 // Decode decodes one event strictly, as the function Decode does.
 func (d *Decoder) Decode(b []byte) (Event, error) {
+	if d.p.shared == nil {
+		d.p.shared = new(strCache)
+	}
 	if e, ok := d.p.event(b); ok {
 		return e, nil
 	}

@@ -42,7 +42,7 @@ func decodeFast(b []byte) (Event, bool) {
 // event is decodeFast with the parser p, which keeps no reference to b
 // once it returns.
 func (p *fastParser) event(b []byte) (Event, bool) {
-	*p = fastParser{b: b}
+	*p = fastParser{b: b, shared: p.shared}
 	e, ok := p.envelope()
 	p.b = nil
 	return e, ok
@@ -61,7 +61,7 @@ func (p *fastParser) envelope() (Event, bool) {
 	if !p.lit(`,"id":`) {
 		return Event{}, false
 	}
-	if e.ID, ok = p.str(); !ok {
+	if e.ID, ok = p.strUnshared(); !ok {
 		return Event{}, false
 	}
 	if !p.lit(`,"type":`) {
@@ -251,16 +251,25 @@ func fastPayload[T any, PT interface {
 	return v, true
 }
 
-// fastParser reads the canonical subset of JSON from b at i.
+// fastParser reads the canonical subset of JSON from b at i. With
+// shared (a Decoder's), str returns equal short values as one string.
 type fastParser struct {
-	b []byte
-	i int
+	b      []byte
+	i      int
+	shared *strCache
 }
 
-// fastField decodes the value of one key of a T.
+// fastField decodes the value of one key of a T. key is the key as the
+// input spells it, quoted and followed by the colon (`"item":`, see
+// quoteKey), so that matching it is one comparison at the input.
 type fastField[T any] struct {
 	key string
 	dec func(p *fastParser, v *T) bool
+}
+
+// quoteKey returns the form of a key fastField matches.
+func quoteKey(key string) string {
+	return `"` + key + `":`
 }
 
 // fastObject decodes an object whose keys are a subsequence of fields, in
@@ -274,12 +283,11 @@ func fastObject[T any](p *fastParser, v *T, fields []fastField[T]) bool {
 	}
 	next := 0
 	for {
-		key, ok := p.key()
-		if !ok {
-			return false
-		}
+		// The next key is one of fields[next:] (plain ASCII, so the
+		// input holds it exactly as quoteKey spells it), or the object
+		// is not in the canonical form.
 		j := next
-		for j < len(fields) && fields[j].key != string(key) {
+		for j < len(fields) && !p.lit(fields[j].key) {
 			j++
 		}
 		if j == len(fields) || !fields[j].dec(p, v) {
@@ -300,27 +308,6 @@ func (p *fastParser) lit(s string) bool {
 	}
 	p.i += len(s)
 	return true
-}
-
-// key reads `"name":` where name is plain ASCII (no escapes).
-func (p *fastParser) key() ([]byte, bool) {
-	if !p.lit(`"`) {
-		return nil, false
-	}
-	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c == '"' {
-			k := p.b[start:p.i]
-			p.i++
-			return k, p.lit(`:`)
-		}
-		if c < 0x20 || c >= utf8.RuneSelf || c == '\\' {
-			return nil, false
-		}
-		p.i++
-	}
-	return nil, false
 }
 
 // plainStr returns a whole string literal, quotes included, that holds
@@ -344,8 +331,25 @@ func (p *fastParser) plainStr() ([]byte, bool) {
 }
 
 // str reads a string literal and returns its value, as encoding/json
-// would, or false (the strict decoder then decides).
+// would, or false (the strict decoder then decides). A value without
+// escapes comes from p.shared when there is one.
 func (p *fastParser) str() (string, bool) {
+	start, end, ok := p.plainSpan()
+	if !ok {
+		return "", false
+	}
+	if end < 0 {
+		return p.strEscaped(start)
+	}
+	if p.shared != nil {
+		return p.shared.get(p.b[start:end]), true
+	}
+	return string(p.b[start:end]), true
+}
+
+// strUnshared is str for values unique to each event (its id), which
+// would only push shared values out of p.shared.
+func (p *fastParser) strUnshared() (string, bool) {
 	start, end, ok := p.plainSpan()
 	if !ok {
 		return "", false
@@ -667,7 +671,7 @@ func (p *fastParser) skipStr() bool {
 // Field decoders.
 
 func fStr[T any](key string, get func(*T) *string) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		s, ok := p.str()
 		*get(v) = s
 		return ok
@@ -675,7 +679,7 @@ func fStr[T any](key string, get func(*T) *string) fastField[T] {
 }
 
 func fEnum[T any](key string, get func(*T) *string, known []string) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		s, ok := p.enum(known)
 		*get(v) = s
 		return ok
@@ -683,7 +687,7 @@ func fEnum[T any](key string, get func(*T) *string, known []string) fastField[T]
 }
 
 func fStrPtr[T any](key string, get func(*T) **string) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		s, ok := p.str()
 		*get(v) = &s
 		return ok
@@ -694,7 +698,7 @@ func fStrPtr[T any](key string, get func(*T) **string) fastField[T] {
 // UTF-8) straight into Output, as fromWireForm does after the strict
 // decoder.
 func fOutputBase64() fastField[ToolResult] {
-	return fastField[ToolResult]{"output_base64", func(p *fastParser, v *ToolResult) bool {
+	return fastField[ToolResult]{quoteKey("output_base64"), func(p *fastParser, v *ToolResult) bool {
 		lit, ok := p.plainStr()
 		if !ok || v.Output != nil {
 			return false
@@ -710,7 +714,7 @@ func fOutputBase64() fastField[ToolResult] {
 }
 
 func fInt[T any](key string, get func(*T) *int) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		n, ok := p.int()
 		*get(v) = n
 		return ok
@@ -718,7 +722,7 @@ func fInt[T any](key string, get func(*T) *int) fastField[T] {
 }
 
 func fIntPtr[T any](key string, get func(*T) **int) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		n, ok := p.int()
 		*get(v) = &n
 		return ok
@@ -726,7 +730,7 @@ func fIntPtr[T any](key string, get func(*T) **int) fastField[T] {
 }
 
 func fFloat[T any](key string, get func(*T) *float64) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		f, ok := p.float()
 		*get(v) = f
 		return ok
@@ -734,7 +738,7 @@ func fFloat[T any](key string, get func(*T) *float64) fastField[T] {
 }
 
 func fBool[T any](key string, get func(*T) *bool) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		b, ok := p.boolean()
 		*get(v) = b
 		return ok
@@ -742,7 +746,7 @@ func fBool[T any](key string, get func(*T) *bool) fastField[T] {
 }
 
 func fRaw[T any](key string, get func(*T) *json.RawMessage) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		r, ok := p.raw()
 		*get(v) = r
 		return ok
@@ -752,7 +756,7 @@ func fRaw[T any](key string, get func(*T) *json.RawMessage) fastField[T] {
 // fStrs decodes an array of strings. The values without escapes share
 // one allocation (they live and die with the slice).
 func fStrs[T any, S ~string](key string, get func(*T) *[]S) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		out, ok := p.strs(nil)
 		*get(v) = asType[S](out)
 		return ok
@@ -761,7 +765,7 @@ func fStrs[T any, S ~string](key string, get func(*T) *[]S) fastField[T] {
 
 // fEnums is fStrs for arrays of enumerated values.
 func fEnums[T any, S ~string](key string, get func(*T) *[]S, known []string) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		out, ok := p.strs(known)
 		*get(v) = asType[S](out)
 		return ok
@@ -859,7 +863,7 @@ func internOr(known []string, b []byte) string {
 }
 
 func fObj[T, U any](key string, get func(*T) **U, fields *[]fastField[U]) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		u := new(U)
 		*get(v) = u
 		return fastObject(p, u, *fields)
@@ -867,7 +871,7 @@ func fObj[T, U any](key string, get func(*T) **U, fields *[]fastField[U]) fastFi
 }
 
 func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fastField[T] {
-	return fastField[T]{key, func(p *fastParser, v *T) bool {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
 		if !p.lit(`[`) {
 			return false
 		}

@@ -223,7 +223,12 @@ func TestFastFieldsCoverStructs(t *testing.T) {
 		v := reflect.ValueOf(fields)
 		var out []string
 		for i := 0; i < v.Len(); i++ {
-			out = append(out, v.Index(i).Field(0).String())
+			q := v.Index(i).Field(0).String() // quoteKey's form
+			k := strings.TrimSuffix(strings.TrimPrefix(q, `"`), `":`)
+			if quoteKey(k) != q {
+				t.Errorf("fast field key %q is not in quoteKey's form", q)
+			}
+			out = append(out, k)
 		}
 		return out
 	}

@@ -155,12 +155,16 @@ func (w *ProjectionWorker) Run(ctx context.Context) error {
 	var stages sync.WaitGroup
 	stages.Go(func() {
 		defer close(decoded)
+		// One decoder per goroutine of decodeBatch, kept from batch to
+		// batch: each shares repeated strings across the events it
+		// decodes (events.Decoder).
+		decs := make([]events.Decoder, runtime.GOMAXPROCS(0))
 		for {
 			raw := q.take()
 			if raw == nil {
 				return
 			}
-			batch := decodeBatch(raw, &batches)
+			batch := decodeBatch(raw, &batches, decs)
 			q.recycle(raw)
 			decoded <- batch
 		}
@@ -225,33 +229,32 @@ type projMsg struct {
 }
 
 // decodeBatch decodes every message of raw, splitting a large batch
-// across up to GOMAXPROCS goroutines. pool recycles decoded batches once
-// applied.
-func decodeBatch(raw []projRaw, pool *sync.Pool) []projMsg {
+// across up to len(decs) goroutines, the k-th decoding with decs[k].
+// pool recycles decoded batches once applied.
+func decodeBatch(raw []projRaw, pool *sync.Pool, decs []events.Decoder) []projMsg {
 	var out []projMsg
 	if p, ok := pool.Get().(*[]projMsg); ok && cap(*p) >= len(raw) {
 		out = (*p)[:len(raw)]
 	} else {
 		out = make([]projMsg, len(raw), max(len(raw), 64))
 	}
-	n := min(runtime.GOMAXPROCS(0), len(raw)/(projParallelMin/2))
+	n := min(len(decs), len(raw)/(projParallelMin/2))
 	if n <= 1 {
-		decodeMsgs(raw, out)
+		decodeMsgs(&decs[0], raw, out)
 		return out
 	}
 	var wg sync.WaitGroup
 	per := (len(raw) + n - 1) / n
-	for lo := per; lo < len(raw); lo += per {
+	for k, lo := 1, per; lo < len(raw); k, lo = k+1, lo+per {
 		hi := min(lo+per, len(raw))
-		wg.Go(func() { decodeMsgs(raw[lo:hi], out[lo:hi]) })
+		wg.Go(func() { decodeMsgs(&decs[k], raw[lo:hi], out[lo:hi]) })
 	}
-	decodeMsgs(raw[:per], out[:per])
+	decodeMsgs(&decs[0], raw[:per], out[:per])
 	wg.Wait()
 	return out
 }
 
-func decodeMsgs(raw []projRaw, out []projMsg) {
-	var d events.Decoder
+func decodeMsgs(d *events.Decoder, raw []projRaw, out []projMsg) {
 	for i, r := range raw {
 		ev, err := d.Decode(r.data)
 		out[i] = projMsg{seq: r.seq, subject: r.subject, ev: ev, err: err, size: len(r.data)}
