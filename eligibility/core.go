@@ -307,7 +307,11 @@ type Core struct {
 	srcRuns     map[srcKey]*copyRun // L1: source identity -> latest observation, run
 	readsByPath map[string]*reads   // L2: recent content reads of a path
 	spanIdx     map[uint64][]*item  // L1 span: line hash -> outputs holding it
-	targets     map[string]*target  // errored: failures per target
+	// unindexed are the outputs whose lines are not in spanIdx yet, in
+	// observation order: indexed before spanIdx is next read
+	// (spanCandidates) or by IndexSpans, whichever comes first.
+	unindexed   []*item
+	targets     map[string]*target // errored: failures per target
 	planIn      *item
 	planOut     *item
 	lastPlan    map[string]*call // L2: tool -> latest successful full plan call
@@ -459,6 +463,7 @@ func (c *Core) resetIndexes() {
 	c.srcRuns = map[srcKey]*copyRun{}
 	c.readsByPath = map[string]*reads{}
 	c.spanIdx = map[uint64][]*item{}
+	c.unindexed = nil
 	c.targets = map[string]*target{}
 	c.refs = map[string][]*item{}
 	c.planIn, c.planOut = nil, nil

@@ -71,7 +71,9 @@ func (c *Core) l1Span(n *item, p *events.ToolResult) {
 		return
 	}
 	cl.lines, cl.nums = lh.result()
-	defer c.indexSpanLines(n)
+	// Indexed later (IndexSpans), in order: only a later output's
+	// candidates read the index, never n's own or a decision.
+	defer func() { c.unindexed = append(c.unindexed, n) }()
 	if wholeCopy(n) {
 		return
 	}
@@ -153,6 +155,19 @@ func copyOf(o, n *item) bool {
 	return false
 }
 
+// IndexSpans adds the lines of the outputs observed since the last call
+// to the span-reference index. Observing the next output does it first
+// anyway; a caller with idle time after a request is answered (the proxy,
+// after forwarding) calls it so that the next request does not pay it.
+// It changes no mark and no decision.
+func (c *Core) IndexSpans() {
+	for _, n := range c.unindexed {
+		c.indexSpanLines(n)
+	}
+	clear(c.unindexed)
+	c.unindexed = c.unindexed[:0]
+}
+
 // indexSpanLines adds n's lines to the span index, each line hash listing
 // at most maxSpanCandidates items (the earliest), each item once.
 func (c *Core) indexSpanLines(n *item) {
@@ -170,6 +185,7 @@ func (c *Core) indexSpanLines(n *item) {
 // maxSpanSurvivors of them, those sharing the most lines first (the
 // earliest on a tie). Deterministic.
 func (c *Core) spanCandidates(n *item) []*item {
+	c.IndexSpans()
 	hits := map[*item]int{}
 	for _, h := range n.call.lines {
 		for _, o := range c.spanIdx[h] {

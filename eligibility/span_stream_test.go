@@ -210,3 +210,26 @@ func TestSpanLargeOutputNotHeldWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexSpansEarlySameMarks: indexing the outputs' lines as soon as
+// they are observed (IndexSpans, as the proxy does after forwarding) or
+// only when the next output reads the index gives the same marks.
+func TestIndexSpansEarlySameMarks(t *testing.T) {
+	first, again := numbered(1, 60)+testLog("FAIL 1", 12), shifted(5, 49, 3)+testLog("FAIL 2", 12)
+	judge := func(early bool) []events.Event {
+		s := newSess(t, spanOn)
+		s.toolR("Bash", map[string]any{"command": "cat a.go; go test"}, &events.ToolResult{Output: &first})
+		if early {
+			s.core.IndexSpans()
+			if len(s.core.unindexed) != 0 || len(s.core.spanIdx) == 0 {
+				t.Fatalf("after IndexSpans: %d outputs unindexed, %d lines indexed", len(s.core.unindexed), len(s.core.spanIdx))
+			}
+		}
+		s.req()
+		item := s.toolR("Bash", map[string]any{"command": "cat a.go; go test ./..."}, &events.ToolResult{Output: &again})
+		s.req()
+		s.want(item, events.Prune, events.ReasonSpanReference)
+		return s.marks
+	}
+	sameMarks(t, "indexed early", judge(true), judge(false))
+}

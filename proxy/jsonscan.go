@@ -272,7 +272,9 @@ func unquote(raw []byte) (string, error) {
 	if bytes.IndexByte(inner, '\\') < 0 {
 		return string(inner), nil
 	}
-	if out, err := jsontext.AppendUnquote(make([]byte, 0, len(inner)), raw); err == nil {
+	// AppendUnquote grows its buffer to len(raw) first: one allocation
+	// that size, not a second one and a copy.
+	if out, err := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw); err == nil {
 		return string(out), nil
 	}
 	var s string

@@ -66,6 +66,11 @@ func (p *Proxy) record(pl *plan, c *capture) {
 		}()
 		c.finish()
 		err := p.recordLocked(ctx, pl, c)
+		if st.mem != nil {
+			// The request's outputs are indexed for span references
+			// here, after its response, not before forwarding it.
+			st.mem.cores.IndexSpans()
+		}
 		p.met.stage(pl.api, StageRecord, start)
 		if err != nil {
 			p.met.recordFailure()

@@ -65,6 +65,11 @@ func (s *Session) Decide(at time.Time, req string) *events.Event {
 // scheduler worker does (scheduler.Core.ObserveDecided).
 func (s *Session) ObserveApplication(app events.Event) { s.sched.ObserveDecided(app) }
 
+// IndexSpans does now the indexing the eligibility core would do when it
+// next reads its span-reference index (eligibility.Core.IndexSpans), off
+// the path of the request that fed the outputs. It changes no decision.
+func (s *Session) IndexSpans() { s.elig.IndexSpans() }
+
 // Facts is the number of facts fed.
 func (s *Session) Facts() int { return s.sched.Facts() }
 
