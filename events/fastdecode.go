@@ -333,29 +333,23 @@ func (p *fastParser) plainStr() ([]byte, bool) {
 // str reads a string literal and returns its value, as encoding/json
 // would, or false (the strict decoder then decides). A value without
 // escapes comes from p.shared when there is one.
-func (p *fastParser) str() (string, bool) {
-	start, end, ok := p.plainSpan()
-	if !ok {
-		return "", false
-	}
-	if end < 0 {
-		return p.strEscaped(start)
-	}
-	if p.shared != nil {
-		return p.shared.get(p.b[start:end]), true
-	}
-	return string(p.b[start:end]), true
-}
+func (p *fastParser) str() (string, bool) { return p.strFrom(p.shared) }
 
 // strUnshared is str for values unique to each event (its id), which
 // would only push shared values out of p.shared.
-func (p *fastParser) strUnshared() (string, bool) {
+func (p *fastParser) strUnshared() (string, bool) { return p.strFrom(nil) }
+
+// strFrom is str taking a value without escapes from c (nil: a copy).
+func (p *fastParser) strFrom(c *strCache) (string, bool) {
 	start, end, ok := p.plainSpan()
 	if !ok {
 		return "", false
 	}
 	if end < 0 {
 		return p.strEscaped(start)
+	}
+	if c != nil {
+		return c.get(p.b[start:end]), true
 	}
 	return string(p.b[start:end]), true
 }
