@@ -343,14 +343,17 @@ func (p *Pipeline) pollLag(ctx context.Context, want func(string) bool) {
 	// kind and partition, as for the kinds' own).
 	shared := map[int]bool{}
 	lagOf := func(prefix string, part int) (uint64, error) {
-		if !shared[part] {
-			lag, err := p.Store.ConsumerLag(ctx, DurableName(prefix, part))
-			if !errors.Is(err, store.ErrNotFound) {
-				return lag, err
-			}
+		get := func(durable string) (uint64, error) { return p.Store.ConsumerLag(ctx, durable) }
+		var lag uint64
+		var asked bool
+		var err error
+		if shared[part] {
+			lag, err = get(DurableName(DurableJudge, part))
+			asked = true
+		} else {
+			lag, asked, err = kindDurable(prefix, part, get)
 		}
-		lag, err := p.Store.ConsumerLag(ctx, DurableName(DurableJudge, part))
-		shared[part] = err == nil
+		shared[part] = asked && err == nil
 		return lag, err
 	}
 	for {

@@ -121,15 +121,25 @@ func waitFloor(ctx context.Context, st ackFloorer, prog *progress, kind string, 
 }
 
 // floorOf is the ack floor of the durable that does worker kind's work
-// (DurableEligibility, DurableScheduler) for partition part: the kind's
-// own, or else the shared one of a process running both kinds
-// (DurableJudge), which acknowledges a fact once both have done it. A
-// partition has one or the other (see Pipeline.Run). An error when
-// neither exists yet (no worker has started there).
+// for partition part (kindDurable). An error when neither exists yet (no
+// worker has started there).
 func floorOf(ctx context.Context, st ackFloorer, kind string, part int) (uint64, error) {
-	floor, err := st.AckFloor(ctx, DurableName(kind, part))
-	if errors.Is(err, store.ErrNotFound) {
-		floor, err = st.AckFloor(ctx, DurableName(DurableJudge, part))
-	}
+	floor, _, err := kindDurable(kind, part, func(durable string) (uint64, error) { return st.AckFloor(ctx, durable) })
 	return floor, err
+}
+
+// kindDurable asks get about the durable that does worker kind's work
+// (DurableEligibility, DurableScheduler) for partition part: the kind's
+// own, or, where the partition has none (get fails with
+// store.ErrNotFound), the shared one of a process running both kinds
+// (DurableJudge), which acknowledges a fact once both have done it. A
+// partition has one or the other (see Pipeline.Run). shared says the
+// shared one was asked.
+func kindDurable[T any](kind string, part int, get func(durable string) (T, error)) (v T, shared bool, err error) {
+	v, err = get(DurableName(kind, part))
+	if !errors.Is(err, store.ErrNotFound) {
+		return v, false, err
+	}
+	v, err = get(DurableName(DurableJudge, part))
+	return v, true, err
 }
