@@ -91,7 +91,7 @@ func TestPutBlobRepairsObjectWithoutChunks(t *testing.T) {
 	info, err := s.blobs.GetInfo(ctx, hash)
 	testutil.NoError(t, err)
 	// What the failed put leaves: the description without its chunks.
-	testutil.NoError(t, s.blobStream.Purge(ctx, jetstream.WithPurgeSubject("$O."+s.cfg.BlobBucket+".C."+info.NUID)))
+	testutil.NoError(t, s.blobStream.Purge(ctx, jetstream.WithPurgeSubject(s.chunkSubject(info))))
 	whole, err := s.blobWhole(ctx, info)
 	testutil.NoError(t, err)
 	testutil.True(t, !whole, "an object without chunks counted whole")

@@ -401,7 +401,7 @@ func (s *Store) blobWhole(ctx context.Context, info *jetstream.ObjectInfo) (bool
 	if info.Size == 0 || info.Chunks == 0 {
 		return true, nil
 	}
-	subj := "$O." + s.cfg.BlobBucket + ".C." + info.NUID
+	subj := s.chunkSubject(info)
 	si, err := s.blobStream.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		return false, fmt.Errorf("count chunks: %w", err)
@@ -438,6 +438,12 @@ func (s *Store) getBlob(ctx context.Context, hash string, info *jetstream.Object
 	return data, nil
 }
 
+// chunkSubject is the subject of the object's chunks in the object
+// store's stream (nats.go's object store format).
+func (s *Store) chunkSubject(info *jetstream.ObjectInfo) string {
+	return "$O." + s.cfg.BlobBucket + ".C." + info.NUID
+}
+
 // fetchBlob reads the payload stored under hash from the object store.
 // An object of one chunk (a tool output under the object store's chunk
 // size, 128 KiB: nearly all of them) is read with one get of its chunk's
@@ -457,7 +463,7 @@ func (s *Store) fetchBlob(ctx context.Context, hash string, info *jetstream.Obje
 		}
 	}
 	if info.Chunks == 1 && info.NUID != "" && (info.Opts == nil || info.Opts.Link == nil) {
-		m, err := s.blobStream.GetLastMsgForSubject(ctx, "$O."+s.cfg.BlobBucket+".C."+info.NUID)
+		m, err := s.blobStream.GetLastMsgForSubject(ctx, s.chunkSubject(info))
 		switch {
 		case err == nil && uint64(len(m.Data)) == info.Size:
 			return m.Data, nil

@@ -168,7 +168,7 @@ func testIdenticalOutputsStoredOnce(t *testing.T, nc *nats.Conn) {
 	testutil.NoError(t, err)
 	si, err := bs.Info(ctx, jetstream.WithSubjectFilter(fmt.Sprintf("$O.%s.C.>", s.cfg.BlobBucket)))
 	testutil.NoError(t, err)
-	testutil.Equal(t, si.State.Subjects[fmt.Sprintf("$O.%s.C.%s", s.cfg.BlobBucket, info.NUID)], uint64(1))
+	testutil.Equal(t, si.State.Subjects[s.chunkSubject(info)], uint64(1))
 }
 
 func testBlobErrors(t *testing.T, nc *nats.Conn) {
