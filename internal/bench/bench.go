@@ -237,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		MemoryPerSessionBytes: map[string]float64{},
 		ProxyP50Ms:            map[string]float64{}, ProxyP99Ms: map[string]float64{},
 	}
-	b := &runner{cfg: cfg, pol: pol, res: r, w: newWorkload(), log: slog.New(slog.DiscardHandler)}
+	b := newRunner(cfg, pol, r)
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
@@ -376,3 +376,9 @@ func machine() Machine {
 
 // errNoProgress is returned when a measured stage stops moving.
 var errNoProgress = errors.New("no progress")
+
+// newRunner is a runner of the sections with cfg and pol, writing res:
+// the workload built, its log discarded.
+func newRunner(cfg Config, pol policy.Policy, res *Result) *runner {
+	return &runner{cfg: cfg, pol: pol, res: res, w: newWorkload(), log: slog.New(slog.DiscardHandler)}
+}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
@@ -31,7 +30,7 @@ import (
 //	go test -tags benchprof -run TestRebuildCPU -v ./internal/bench/
 func TestRebuildCPU(t *testing.T) {
 	ctx := context.Background()
-	b := &runner{cfg: Config{TempDir: t.TempDir()}, pol: policy.Default(), res: &Result{}, w: newWorkload(), log: slog.New(slog.DiscardHandler)}
+	b := newRunner(Config{TempDir: t.TempDir()}, policy.Default(), &Result{})
 	r, err := b.startLog(ctx, false)
 	if err != nil {
 		t.Fatal(err)

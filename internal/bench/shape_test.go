@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +31,7 @@ func BenchmarkPipelineShape(b *testing.B) {
 
 func pipelineShape(b *testing.B, shared bool) {
 	ctx := context.Background()
-	r := &runner{cfg: Config{TempDir: b.TempDir()}, pol: policy.Default(), res: &Result{}, w: newWorkload(), log: slog.New(slog.DiscardHandler)}
+	r := newRunner(Config{TempDir: b.TempDir()}, policy.Default(), &Result{})
 	rig, err := r.startLog(ctx, false)
 	if err != nil {
 		b.Fatal(err)
