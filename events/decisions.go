@@ -96,9 +96,9 @@ type Mark struct {
 	// Part is "output" or "input": which half of a tool call the mark
 	// removes ("" for message items).
 	Part     string     `json:"part,omitempty" enum:"knownParts"`
-	Evidence []Evidence `json:"evidence,omitempty"`
+	Evidence []Evidence `json:"evidence,omitempty" fastdecode:"fMarkEvidence"`
 	// Recoverability is set on PRUNE marks.
-	Recoverability *Recoverability `json:"recoverability,omitempty"`
+	Recoverability *Recoverability `json:"recoverability,omitempty" fastdecode:"fMarkRecoverability"`
 	// Protection lists the protection reasons in force (empty if none).
 	Protection []Reason `json:"protection,omitempty" enum:"knownReasons"`
 	Residue    *Residue `json:"residue,omitempty"`

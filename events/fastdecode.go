@@ -212,7 +212,7 @@ func (p *fastParser) payload(t Type) (Payload, bool) {
 	case TypeToolCall:
 		return fastPayload(p, toolCallFields)
 	case TypeToolResult:
-		return fastPayload(p, toolResultFields)
+		return p.toolResult()
 	case TypeSubtaskOpened:
 		return fastPayload(p, subtaskOpenedFields)
 	case TypeSubtaskClosed:
@@ -224,7 +224,7 @@ func (p *fastParser) payload(t Type) (Payload, bool) {
 	case TypeModelRequest:
 		return fastPayload(p, modelRequestFields)
 	case TypeMark:
-		return fastPayload(p, markFields)
+		return p.mark()
 	case TypeApplication:
 		return fastPayload(p, applicationFields)
 	case TypeRestore:
@@ -251,13 +251,108 @@ func fastPayload[T any, PT interface {
 	return v, true
 }
 
+// mark decodes the object of a mark's payload into one markAlloc.
+func (p *fastParser) mark() (Payload, bool) {
+	a := new(markAlloc)
+	return &a.m, fastObjectIn(p, &p.inMark, a, &a.m, markFields)
+}
+
+// fastObjectIn decodes an object into v, part of a, with *in pointing at
+// a meanwhile: the room v's nested objects decode into.
+func fastObjectIn[A, T any](p *fastParser, in **A, a *A, v *T, fields []fastField[T]) bool {
+	*in = a
+	ok := fastObject(p, v, fields)
+	*in = nil
+	return ok
+}
+
+// fMarkEvidence decodes a mark's evidence into the room its markAlloc
+// has for it (see fObjs).
+func fMarkEvidence() fastField[Mark] {
+	return fastField[Mark]{quoteKey("evidence"), func(p *fastParser, v *Mark) bool {
+		var room []Evidence
+		if p.inMark != nil {
+			room = p.inMark.ev[:0]
+		}
+		out, ok := fastObjects(p, room, evidenceFields)
+		v.Evidence = out
+		return ok
+	}}
+}
+
+// fMarkRecoverability decodes a mark's recoverability into its
+// markAlloc.
+func fMarkRecoverability() fastField[Mark] {
+	return fObjIn("recoverability", func(v *Mark) **Recoverability { return &v.Recoverability }, &recoverabilityFields,
+		func(p *fastParser) *markAlloc { return p.inMark }, func(a *markAlloc) *Recoverability { return &a.rec })
+}
+
+// resultAlloc is a decoded tool result together with room for its
+// output_ref (what every tool result read back from the log has),
+// allocated at once.
+type resultAlloc struct {
+	r   ToolResult
+	ref ContentRef
+}
+
+// toolResult decodes the object of a tool result's payload into one
+// resultAlloc.
+func (p *fastParser) toolResult() (Payload, bool) {
+	a := new(resultAlloc)
+	return &a.r, fastObjectIn(p, &p.inResult, a, &a.r, toolResultFields)
+}
+
+// fResultOutputRef decodes a tool result's output_ref into its
+// resultAlloc.
+func fResultOutputRef() fastField[ToolResult] {
+	return fObjIn("output_ref", func(v *ToolResult) **ContentRef { return &v.OutputRef }, &contentRefFields,
+		func(p *fastParser) *resultAlloc { return p.inResult }, func(a *resultAlloc) *ContentRef { return &a.ref })
+}
+
+// fObjIn is fObj decoding into the part (room) of the allocation in
+// gives, that of the payload being decoded, or into a new object when in
+// gives nil.
+func fObjIn[T, A, U any](key string, get func(*T) **U, fields *[]fastField[U], in func(*fastParser) *A, room func(*A) *U) fastField[T] {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
+		var u *U
+		if a := in(p); a != nil {
+			u = room(a)
+		} else {
+			u = new(U)
+		}
+		*get(v) = u
+		return fastObject(p, u, *fields)
+	}}
+}
+
 // fastParser reads the canonical subset of JSON from b at i. With
 // shared (a Decoder's), str returns equal short values as one string.
+// While a mark or a tool result is decoded, inMark or inResult holds
+// it with room for its nested objects (see markAlloc, resultAlloc).
 type fastParser struct {
-	b      []byte
-	i      int
-	shared *strCache
+	b        []byte
+	i        int
+	shared   *strCache
+	inMark   *markAlloc
+	inResult *resultAlloc
 }
+
+// markAlloc is a decoded mark together with room for its recoverability
+// and its first markEvidence evidence entries, allocated at once: what
+// the mark's nested objects would otherwise take one allocation each for
+// (and its evidence one per entry, as fObjs decodes them through a
+// pointer). Whatever keeps the mark keeps them; the mark's Evidence has
+// no spare capacity (an append copies), as encoding/json leaves it.
+type markAlloc struct {
+	m   Mark
+	rec Recoverability
+	ev  [markEvidence]Evidence
+}
+
+// markEvidence is how many evidence entries markAlloc holds: most marks
+// cite one or two things (a copy and its hash, a call's arguments and
+// its output); more go to a slice of their own.
+const markEvidence = 2
 
 // fastField decodes the value of one key of a T. key is the key as the
 // input spells it, quoted and followed by the colon (`"item":`, see
@@ -864,35 +959,48 @@ func fObj[T, U any](key string, get func(*T) **U, fields *[]fastField[U]) fastFi
 	}}
 }
 
+// fObjs decodes an array of objects. It is what fastgen writes for a
+// slice of structs; none is left (a mark's evidence, the only one,
+// decodes with fMarkEvidence), but a new one would need it.
+//
+//lint:ignore U1000 fastgen's entry for a slice of structs (see above).
 func fObjs[T, U any](key string, get func(*T) *[]U, fields *[]fastField[U]) fastField[T] {
 	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
-		if !p.lit(`[`) {
-			return false
-		}
-		// The elements are gathered on the stack (up to 4), then copied
-		// to a slice of their number: one allocation.
-		var small [4]U
-		buf := small[:0]
-		if !p.lit(`]`) {
-			for {
-				var u U
-				if !fastObject(p, &u, *fields) {
-					return false
-				}
-				buf = append(buf, u)
-				if p.lit(`]`) {
-					break
-				}
-				if !p.lit(`,`) {
-					return false
-				}
-			}
-		}
-		out := make([]U, len(buf)) // not nil for [], as encoding/json
-		copy(out, buf)
+		out, ok := fastObjects(p, nil, *fields)
 		*get(v) = out
-		return true
+		return ok
 	}}
+}
+
+// fastObjects decodes an array of objects into the elements of room's
+// backing array while it has room, then into a grown copy (each object
+// is decoded in place: one decoded on the stack would escape through the
+// field decoders). The slice returned has no spare capacity, and is not
+// nil for [] (as encoding/json makes it).
+func fastObjects[U any](p *fastParser, room []U, fields []fastField[U]) ([]U, bool) {
+	if !p.lit(`[`) {
+		return nil, false
+	}
+	out := room[:0]
+	if p.lit(`]`) {
+		if out == nil {
+			return []U{}, true
+		}
+		return out[:0:0], true
+	}
+	for {
+		var zero U
+		out = append(out, zero)
+		if !fastObject(p, &out[len(out)-1], fields) {
+			return nil, false
+		}
+		if p.lit(`]`) {
+			return out[:len(out):len(out)], true
+		}
+		if !p.lit(`,`) {
+			return nil, false
+		}
+	}
 }
 
 // Values of enumerated fields, returned without allocating a string.
@@ -913,7 +1021,7 @@ var (
 	}()
 	knownParts     = []string{"output", "input"}
 	knownTriggers  = asStrings(Triggers)
-	knownEvidence  = []string{"content_hash", "canonical_args", "source_version", "source_content_hash", "source_range", "subsumption", "verification", "consequence", "protection", "determinism", "error_horizon", "surviving_copy", "references", "candidate", "manual_request", "restore", "no_evidence"}
+	knownEvidence  = []string{"content_hash", "canonical_args", "source_version", "source_content_hash", "source_range", "subsumption", "verification", "consequence", "protection", "determinism", "error_horizon", "surviving_copy", "references", "candidate", "manual_request", "restore", "no_evidence", "span", "keep_copy", "age", "quiet", "recovery", "agent_request"}
 	knownSources   = []string{"file", "url", "search", "command", "other"}
 	knownVerifiers = []string{"test_run", "check", "user", "agent"}
 	knownBy        = []string{"eligibility"}

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -68,6 +69,11 @@ func fullEvents() []Event {
 			Protection:      []Reason{ReasonPinned, ReasonRecentTurn},
 			Residue:         &Residue{Tool: "Read", ErrorType: "t", ErrorMessage: "msg", Skeleton: "{a}"},
 			TokensEstimated: 500, Cause: "e1", CauseIndex: 4, PolicyVersion: "pv1", By: "eligibility"},
+		&Mark{Item: "c2", Decision: Keep, Reason: ReasonSurvivingCopy, Evidence: []Evidence{{Kind: "surviving_copy", Hash: hash}},
+			Cause: "e2", CauseIndex: 5, PolicyVersion: "pv1"},
+		&Mark{Item: "c1", Decision: Abstain, Reason: ReasonDifferentOutput, Part: "output",
+			Evidence: []Evidence{{Kind: "canonical_args", Item: "c2", Value: `{"command":"go test ./..."}`}, {Kind: "content_hash", Hash: hash}, {Kind: "span", Value: "1-4=2-5"}},
+			Cause:    "e3", CauseIndex: 6, PolicyVersion: "pv1", By: "eligibility"},
 		&Application{Request: "r1", Marks: []string{"k1", "k2"}, Items: []string{"c1", "c2"}, Trigger: TriggerBreakEven, FirstDivergence: 10, MutationRadius: 20,
 			TokensRemoved: 30, PlaceholderTokens: 4, CacheCost: 0.0012345, ExpectedSaving: 1e21, AfterIndex: 9, PolicyVersion: "pv1"},
 		&Application{Request: "r2", Marks: []string{"k1"}, Items: []string{"c1"}, Trigger: TriggerManual, CacheCost: 1e-7, ExpectedSaving: -0.5, PolicyVersion: "pv1"},
@@ -480,5 +486,61 @@ func TestFastFieldsGenerated(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is out of date: run go generate ./events/", fastgen.Output)
+	}
+}
+
+// TestFastDecodeMarkNested: a mark's evidence (none, [], fewer entries
+// than markAlloc has room for, as many, more) and recoverability decode
+// on the fast path to what the strict decoder gives, through Decode and
+// through a Decoder, and the evidence has no spare capacity (an append
+// to one mark's evidence must not write into another's).
+func TestFastDecodeMarkNested(t *testing.T) {
+	head := `{"v":1,"id":"mk1","type":"mark","session":"s-1","time":"2026-11-30T09:00:00Z","data":{"item":"c1","decision":"PRUNE","rung":"L0","reason":"DUPLICATE_OUTPUT"`
+	tail := `"tokens_estimated":3,"cause":"e1","cause_index":0,"policy_version":"pv1"}}`
+	rec := `"recoverability":{"log":"e1","survivor":"c2"},`
+	var d Decoder
+	for n := range markEvidence + 3 {
+		ev := make([]string, n)
+		for i := range ev {
+			ev[i] = fmt.Sprintf(`{"kind":"content_hash","item":"c%d","detail":"d\"%d"}`, i, i)
+		}
+		for _, r := range []string{"", rec} {
+			b := []byte(head + `,"evidence":[` + strings.Join(ev, ",") + `],` + r + tail)
+			if n == 0 && r == "" {
+				b = []byte(head + "," + tail) // no evidence key at all
+			}
+			if !checkFast(t, b) {
+				t.Fatalf("not on the fast path:\n%s", b)
+			}
+			checkDecoder(t, &d, b)
+			e, _ := d.Decode(b)
+			m := e.Data.(*Mark)
+			if len(m.Evidence) != n || cap(m.Evidence) != len(m.Evidence) {
+				t.Fatalf("%d entries: evidence len %d cap %d", n, len(m.Evidence), cap(m.Evidence))
+			}
+			if (m.Recoverability != nil) != (r != "") {
+				t.Fatalf("recoverability %v for %q", m.Recoverability, r)
+			}
+		}
+	}
+}
+
+// TestFObjs: fObjs, which no table uses now but fastgen writes for a
+// slice of structs, decodes arrays of objects as encoding/json does.
+func TestFObjs(t *testing.T) {
+	type holder struct{ E []Evidence }
+	f := fObjs("e", func(v *holder) *[]Evidence { return &v.E }, &evidenceFields)
+	for _, in := range []string{`[]`, `[{"kind":"k"}]`, `[{"kind":"k","item":"a"},{"kind":"l"},{"kind":"m","detail":"d"}]`} {
+		var got, want holder
+		p := fastParser{b: []byte(in)}
+		if !f.dec(&p, &got) || p.i != len(in) {
+			t.Fatalf("%s: not decoded", in)
+		}
+		if err := json.Unmarshal([]byte(in), &want.E); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) || cap(got.E) != len(got.E) {
+			t.Fatalf("%s: got %#v (cap %d), want %#v", in, got, cap(got.E), want)
+		}
 	}
 }

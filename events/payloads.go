@@ -261,7 +261,7 @@ type ToolResult struct {
 	// it in Output's place; Go code reads and sets Output only.
 	OutputBase64 []byte `json:"output_base64,omitempty" fastdecode:"fOutputBase64"`
 	// OutputRef is the content address of the output (stored form).
-	OutputRef   *ContentRef     `json:"output_ref,omitempty"`
+	OutputRef   *ContentRef     `json:"output_ref,omitempty" fastdecode:"fResultOutputRef"`
 	Source      *SourceIdentity `json:"source,omitempty"`
 	Determinism Determinism     `json:"determinism,omitempty" enum:"knownDeterminism"`
 	ExitCode    *int            `json:"exit_code,omitempty"`
