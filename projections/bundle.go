@@ -274,11 +274,14 @@ func (s *Session) placeholderFor(it *itemState) string {
 	}
 	s.derived.mu.Lock()
 	defer s.derived.mu.Unlock()
-	if it.phKey == key && it.ph != "" {
-		return it.ph
+	if c := it.ph; c != nil && c.key == key && c.ph != "" {
+		return c.ph
 	}
-	it.ph, it.phKey = s.buildPlaceholder(it), key
-	return it.ph
+	if it.ph == nil {
+		it.ph = new(cachedPlaceholder)
+	}
+	it.ph.ph, it.ph.key = s.buildPlaceholder(it), key
+	return it.ph.ph
 }
 
 // buildPlaceholder builds the placeholder of an item with an applied PRUNE.

@@ -151,14 +151,22 @@ type itemState struct {
 	restoreAt int      // log position of the last restore, -1 when none
 	req       int      // model requests observed before the item entered
 
-	// ph caches the placeholder built for phKey (see placeholderFor).
-	ph    string
-	phKey placeholderKey
+	// ph caches the placeholder last built for the item (see
+	// placeholderFor): only items pruned and rendered have one, so it
+	// lives apart from the item state.
+	ph *cachedPlaceholder
 
 	// dirty is true while the item is listed in Session.dirty.
 	dirty bool
 	// slot holds the item's rendered fragments (see render_cache.go).
 	slot itemSlot
+}
+
+// cachedPlaceholder is an item's placeholder with the key it was built
+// for.
+type cachedPlaceholder struct {
+	key placeholderKey
+	ph  string
 }
 
 // placeholderKey is what an item's placeholder depends on that can change
@@ -439,10 +447,10 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 }
 
 // Item states are allocated itemSlab at a time once a session has
-// itemSlabFrom items: 21 of them (8,064 bytes and the allocator's 8-byte
-// header) fill an 8 KiB size class.
+// itemSlabFrom items: 26 of them (7,904 bytes and the allocator's 8-byte
+// header) fill an 8 KiB size class (TestItemSlabFits).
 const (
-	itemSlab     = 21
+	itemSlab     = 26
 	itemSlabFrom = 8 * itemSlab
 )
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/store"
@@ -298,5 +299,16 @@ func TestDecisionControl(t *testing.T) {
 	}
 	for _, c := range marks {
 		testutil.Equal(t, got[c.item], c.want, c.item+" control")
+	}
+}
+
+// TestItemSlabFits: itemSlab item states and the allocator's 8-byte
+// header fill the 8 KiB size class, and one more would not fit (keep
+// itemSlab in step with the item state's size).
+func TestItemSlabFits(t *testing.T) {
+	const class, header = 8192, 8
+	size := unsafe.Sizeof(itemState{})
+	if n := uintptr(itemSlab); n*size+header > class || (n+1)*size+header <= class {
+		t.Fatalf("item states of %d bytes: %d per slab (%d bytes), want the most that fit in %d", size, n, n*size+header, class)
 	}
 }
