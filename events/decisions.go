@@ -168,8 +168,8 @@ type Application struct {
 	// Request is the model request the application was decided for.
 	Request string `json:"request"`
 	// Marks are the ids of the mark events applied; Items their items.
-	Marks []string `json:"marks"`
-	Items []string `json:"items"`
+	Marks []string `json:"marks" fastdecode:"fAppMarks"`
+	Items []string `json:"items" fastdecode:"fAppItems"`
 	// Trigger names the rule that allowed the application now.
 	Trigger Trigger `json:"trigger" enum:"knownTriggers"`
 	// FirstDivergence is the token offset of the first change against the

@@ -226,7 +226,7 @@ func (p *fastParser) payload(t Type) (Payload, bool) {
 	case TypeMark:
 		return p.mark()
 	case TypeApplication:
-		return fastPayload(p, applicationFields)
+		return p.application()
 	case TypeRestore:
 		return fastPayload(p, restoreFields)
 	case TypeHostCompaction:
@@ -309,6 +309,54 @@ func fResultOutputRef() fastField[ToolResult] {
 		func(p *fastParser) *resultAlloc { return p.inResult }, func(a *resultAlloc) *ContentRef { return &a.ref })
 }
 
+// appAlloc is a decoded application together with room for one mark
+// id and one item (most applications apply one mark), allocated at once.
+type appAlloc struct {
+	a    Application
+	mark [1]string
+	item [1]string
+}
+
+// application decodes the object of an application's payload into one
+// appAlloc.
+func (p *fastParser) application() (Payload, bool) {
+	a := new(appAlloc)
+	return &a.a, fastObjectIn(p, &p.inApp, a, &a.a, applicationFields)
+}
+
+// fAppMarks decodes an application's mark ids, into its appAlloc when
+// there is room: each a copy (a mark's id is an event id, read once
+// more here, which would only push shared values out of the cache).
+func fAppMarks() fastField[Application] {
+	return fStrsIn("marks", func(v *Application) *[]string { return &v.Marks },
+		func(p *fastParser) *appAlloc { return p.inApp }, func(a *appAlloc) []string { return a.mark[:0] }, false)
+}
+
+// fAppItems decodes an application's items, into its appAlloc when
+// there is room, shared as str shares them.
+func fAppItems() fastField[Application] {
+	return fStrsIn("items", func(v *Application) *[]string { return &v.Items },
+		func(p *fastParser) *appAlloc { return p.inApp }, func(a *appAlloc) []string { return a.item[:0] }, true)
+}
+
+// fStrsIn is fStrs decoding into the room of the allocation in gives
+// (see strs), each value shared as str shares it when share is set.
+func fStrsIn[T, A any](key string, get func(*T) *[]string, in func(*fastParser) *A, room func(*A) []string, share bool) fastField[T] {
+	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
+		var r []string
+		if a := in(p); a != nil {
+			r = room(a)
+		}
+		var c *strCache
+		if share {
+			c = p.shared
+		}
+		out, ok := p.strs(nil, r, c)
+		*get(v) = out
+		return ok
+	}}
+}
+
 // fObjIn is fObj decoding into the part (room) of the allocation in
 // gives, that of the payload being decoded, or into a new object when in
 // gives nil.
@@ -327,14 +375,16 @@ func fObjIn[T, A, U any](key string, get func(*T) **U, fields *[]fastField[U], i
 
 // fastParser reads the canonical subset of JSON from b at i. With
 // shared (a Decoder's), str returns equal short values as one string.
-// While a mark or a tool result is decoded, inMark or inResult holds
-// it with room for its nested objects (see markAlloc, resultAlloc).
+// While a mark, a tool result or an application is decoded, inMark,
+// inResult or inApp holds it with room for what it holds (see markAlloc,
+// resultAlloc, appAlloc).
 type fastParser struct {
 	b        []byte
 	i        int
 	shared   *strCache
 	inMark   *markAlloc
 	inResult *resultAlloc
+	inApp    *appAlloc
 }
 
 // markAlloc is a decoded mark together with room for its recoverability
@@ -846,7 +896,7 @@ func fRaw[T any](key string, get func(*T) *json.RawMessage) fastField[T] {
 // one allocation (they live and die with the slice).
 func fStrs[T any, S ~string](key string, get func(*T) *[]S) fastField[T] {
 	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
-		out, ok := p.strs(nil)
+		out, ok := p.strs(nil, nil, nil)
 		*get(v) = asType[S](out)
 		return ok
 	}}
@@ -855,7 +905,7 @@ func fStrs[T any, S ~string](key string, get func(*T) *[]S) fastField[T] {
 // fEnums is fStrs for arrays of enumerated values.
 func fEnums[T any, S ~string](key string, get func(*T) *[]S, known []string) fastField[T] {
 	return fastField[T]{quoteKey(key), func(p *fastParser, v *T) bool {
-		out, ok := p.strs(known)
+		out, ok := p.strs(known, nil, nil)
 		*get(v) = asType[S](out)
 		return ok
 	}}
@@ -874,8 +924,10 @@ func asType[S ~string](l []string) []S {
 
 // strs reads an array of strings (a non-nil slice, as encoding/json
 // makes for []). With known, values are looked up there first; without,
-// when no value has escapes, the values share one allocation.
-func (p *fastParser) strs(known []string) ([]string, bool) {
+// when no value has escapes, the values go into room when it has the
+// capacity for them (each from c, as strFrom reads it), else they share
+// one allocation.
+func (p *fastParser) strs(known, room []string, c *strCache) ([]string, bool) {
 	if !p.lit(`[`) {
 		return nil, false
 	}
@@ -904,6 +956,14 @@ func (p *fastParser) strs(known []string) ([]string, bool) {
 		}
 	}
 	p.i = first
+	if plain && known == nil && n <= cap(room) {
+		out := room[:n:n]
+		for i := range out {
+			out[i], _ = p.strFrom(c)
+			p.i++ // ',' or ']'
+		}
+		return out, true
+	}
 	if !plain || known != nil {
 		out := make([]string, 0, n+1)
 		for {

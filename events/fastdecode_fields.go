@@ -49,8 +49,8 @@ var markFields = []fastField[Mark]{
 
 var applicationFields = []fastField[Application]{
 	fStr("request", func(v *Application) *string { return &v.Request }),
-	fStrs("marks", func(v *Application) *[]string { return &v.Marks }),
-	fStrs("items", func(v *Application) *[]string { return &v.Items }),
+	fAppMarks(),
+	fAppItems(),
 	fEnum("trigger", func(v *Application) *string { return (*string)(&v.Trigger) }, knownTriggers),
 	fInt("first_divergence", func(v *Application) *int { return &v.FirstDivergence }),
 	fInt("mutation_radius", func(v *Application) *int { return &v.MutationRadius }),

@@ -544,3 +544,35 @@ func TestFObjs(t *testing.T) {
 		}
 	}
 }
+
+// TestFastDecodeApplicationRoom: applications of none, one (what
+// appAlloc has room for) and more marks, plain or escaped, decode on the
+// fast path to what the strict decoder gives, through Decode and a
+// Decoder.
+func TestFastDecodeApplicationRoom(t *testing.T) {
+	var d Decoder
+	for n := range 4 {
+		for _, esc := range []bool{false, true} {
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf(`"k%d"`, i)
+				if esc && i == n-1 {
+					ids[i] = `"k\u0031"`
+				}
+			}
+			list := "[" + strings.Join(ids, ",") + "]"
+			b := []byte(`{"v":1,"id":"ap1","type":"application","session":"s-1","time":"2026-11-30T09:00:00Z","data":{"request":"r1","marks":` + list +
+				`,"items":` + list + `,"trigger":"pressure","first_divergence":0,"mutation_radius":0,"tokens_removed":0,"placeholder_tokens":0,"cache_cost":0,"expected_saving":0,"after_index":0,"policy_version":"pv1"}}`)
+			if !checkFast(t, b) && n > 0 { // none: refused by Validate, on both paths
+				t.Fatalf("not on the fast path:\n%s", b)
+			}
+			checkDecoder(t, &d, b)
+			if e, err := d.Decode(b); err == nil {
+				a := e.Data.(*Application)
+				if len(a.Marks) != n || len(a.Items) != n {
+					t.Fatalf("%s: %d marks, %d items", list, len(a.Marks), len(a.Items))
+				}
+			}
+		}
+	}
+}
