@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -511,7 +512,14 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 	b := p.b
 	i := p.i
 	for i < len(b) {
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+		for i+8 <= len(b) {
+			m := notPlain8(binary.LittleEndian.Uint64(b[i:]))
+			if m != 0 {
+				// Straight to the first byte that is not plain (the
+				// lowest one flagged, see notPlain8).
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i == len(b) {
@@ -554,10 +562,16 @@ const (
 // does a zero byte of w ^ '"' or w ^ '\\' (bytes of 0x80 and above,
 // tested apart, are the only ones that could set it wrongly; the test
 // can answer false for plain bytes, never true for others).
-func plain8(w uint64) bool {
+func plain8(w uint64) bool { return notPlain8(w) == 0 }
+
+// notPlain8 is plain8's test as a mask: the high bit of each byte of w
+// flagged. The lowest byte flagged is the first that is not plain: a
+// subtraction borrows only out of a byte it flags, so it can flag plain
+// bytes above one that is not, never below (TestNotPlain8First).
+func notPlain8(w uint64) uint64 {
 	quote := w ^ ones*'"'
 	bslash := w ^ ones*'\\'
-	return (w|(w-ones*0x20)&^w|(quote-ones)&^quote|(bslash-ones)&^bslash)&highs == 0
+	return (w | (w-ones*0x20)&^w | (quote-ones)&^quote | (bslash-ones)&^bslash) & highs
 }
 
 // enum reads a string literal and returns it as one of known when it is

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"testing"
 	"unicode/utf8"
 )
@@ -65,6 +66,32 @@ func TestPlain8(t *testing.T) {
 			for d := range 256 {
 				b[(pos+1)%8] = byte(d)
 				checkPlain8(t, b)
+			}
+		}
+	}
+}
+
+// TestNotPlain8First checks that notPlain8's lowest flagged byte is the
+// first byte plainByte refuses, with each byte value in each position
+// among plain bytes and before every other byte value.
+func TestNotPlain8First(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			b := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+			b[pos] = byte(c)
+			for d := range 256 {
+				b[(pos+1)%8] = byte(d)
+				want := 8
+				for i, x := range b {
+					if !plainByte(x) {
+						want = i
+						break
+					}
+				}
+				m := notPlain8(binary.LittleEndian.Uint64(b[:]))
+				if got := bits.TrailingZeros64(m) >> 3; got != want {
+					t.Fatalf("notPlain8(%q): first flagged byte %d, want %d", b, got, want)
+				}
 			}
 		}
 	}
