@@ -34,10 +34,17 @@ type ReplayRow struct {
 	Trace  string `json:"trace"`
 	API    string `json:"api"`
 	Stream bool   `json:"stream"`
-	// Requests is the number of requests replayed; MaxBodyKiB the
-	// largest body, MeanBodyKiB their mean.
-	Requests    int     `json:"requests"`
-	MaxBodyKiB  float64 `json:"max_body_kib"`
+	// Requests is the number of requests replayed; MaxBodyKiB the largest.
+	Requests   int     `json:"requests"`
+	MaxBodyKiB float64 `json:"max_body_kib"`
+	DirectP50  float64 `json:"direct_p50_ms"`
+	DirectP99  float64 `json:"direct_p99_ms"`
+	BareP50    float64 `json:"bare_added_p50_ms"`
+	BareP99    float64 `json:"bare_added_p99_ms"`
+	ProxyP50   float64 `json:"proxy_added_p50_ms"`
+	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+
+	// MeanBodyKiB is the bodies' mean size.
 	MeanBodyKiB float64 `json:"mean_body_kib"`
 	// NewOutputKiB is, on a synthetic row, the size of the new tool
 	// output each request adds; WindowTokens the context window its
@@ -46,12 +53,7 @@ type ReplayRow struct {
 	NewOutputKiB float64 `json:"new_output_kib,omitempty"`
 	WindowTokens int     `json:"window_tokens,omitempty"`
 	Compactions  int     `json:"compactions,omitempty"`
-	DirectP50  float64 `json:"direct_p50_ms"`
-	DirectP99  float64 `json:"direct_p99_ms"`
-	BareP50    float64 `json:"bare_added_p50_ms"`
-	BareP99    float64 `json:"bare_added_p99_ms"`
-	ProxyP50   float64 `json:"proxy_added_p50_ms"`
-	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+
 	// The added p50 split at the upstream: on the way to it (the request
 	// read, decided on and forwarded) and on the way back (the answer
 	// relayed and captured), for each proxy. The two p50s need not add up
