@@ -2,12 +2,9 @@ package eligibility
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -416,7 +413,8 @@ func eachLine(r io.Reader, size int, need func(k int) bool, fn func(k int, line 
 // at most about three times the hashes, not the five times of a slice
 // grown by append.
 type lineHasher struct {
-	h      hash.Hash64
+	h      uint64 // FNV-64a of the line so far (fnvAdd)
+	hashed bool   // h is set up: the zero lineHasher is ready to use
 	phase  uint8
 	spaces int      // leading spaces while undecided
 	pre    [12]byte // digits, then separator bytes, while undecided
@@ -453,9 +451,36 @@ const (
 	lhPlain
 )
 
+// FNV-64a (hash/fnv's New64a), inline: the line hasher's per-byte loop
+// is the cost of a new output's span references that grows with its
+// size, and an interface call per piece of a line added to it.
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// fnvAdd is h with b's bytes added, as hash/fnv's sum64a.Write.
+func fnvAdd[T string | []byte](h uint64, b T) uint64 {
+	for i := 0; i < len(b); i++ {
+		h ^= uint64(b[i])
+		h *= fnvPrime64
+	}
+	return h
+}
+
 // readFrom hashes the lines of everything r holds, ending the last line
 // at its end (an empty last line after a final "\n", as strings.Split).
+// A reader that can write itself out (a strings.Reader, a bytes.Reader:
+// an output held in memory) hands its bytes over without a copy into a
+// read buffer.
 func (lh *lineHasher) readFrom(r io.Reader) error {
+	if wt, ok := r.(io.WriterTo); ok {
+		if _, err := wt.WriteTo(lhWriter{lh}); err != nil {
+			return err
+		}
+		lh.end()
+		return nil
+	}
 	buf := make([]byte, bufSize(lh.size))
 	for {
 		n, err := r.Read(buf)
@@ -473,19 +498,41 @@ func (lh *lineHasher) readFrom(r io.Reader) error {
 // spaceRun is a run of spaces to hash leading spaces from.
 var spaceRun = [64]byte{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '}
 
+// lhWriter writes an output's bytes to a lineHasher, as an io.Writer
+// and an io.StringWriter (so that io.WriteString hands a string over
+// without converting it).
+type lhWriter struct{ lh *lineHasher }
+
+func (w lhWriter) Write(b []byte) (int, error) {
+	writeLines(w.lh, b)
+	return len(b), nil
+}
+
+func (w lhWriter) WriteString(s string) (int, error) {
+	writeLines(w.lh, s)
+	return len(s), nil
+}
+
 // write hashes the next bytes of the output.
-func (lh *lineHasher) write(b []byte) {
-	if lh.h == nil {
-		lh.h = fnv.New64a()
+func (lh *lineHasher) write(b []byte) { writeLines(lh, b) }
+
+// writeLines hashes the next bytes of the output, held as a string or as
+// bytes.
+func writeLines[T string | []byte](lh *lineHasher, b T) {
+	if !lh.hashed {
+		lh.h, lh.hashed = fnvOffset64, true
 	}
 	for len(b) > 0 {
 		if lh.phase >= lhRest {
-			i := bytes.IndexByte(b, '\n')
-			if i < 0 {
-				lh.h.Write(b)
+			h, i := lh.h, 0
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				h ^= uint64(b[i])
+				h *= fnvPrime64
+			}
+			lh.h = h
+			if i == len(b) {
 				return
 			}
-			lh.h.Write(b[:i])
 			lh.end()
 			b = b[i+1:]
 			continue
@@ -555,8 +602,8 @@ func (lh *lineHasher) sepByte(c byte) {
 	}
 	lh.phase = lhRest
 	lh.c1[0] = 0 // numbered: never equal to an unnumbered line
-	lh.h.Write(lh.c1[:])
-	lh.h.Write(lh.pre[lh.digits:lh.npre])
+	lh.h = fnvAdd(lh.h, lh.c1[:])
+	lh.h = fnvAdd(lh.h, lh.pre[lh.digits:lh.npre])
 }
 
 // plain decides the line is not numbered: its prefix so far, then c, are
@@ -565,23 +612,23 @@ func (lh *lineHasher) plain(c byte) {
 	lh.phase, lh.num = lhPlain, 0
 	lh.prefix()
 	lh.c1[0] = c
-	lh.h.Write(lh.c1[:])
+	lh.h = fnvAdd(lh.h, lh.c1[:])
 }
 
 // prefix hashes the undecided prefix as it is: the spaces, then pre.
 func (lh *lineHasher) prefix() {
 	for n := lh.spaces; n > 0; {
 		k := min(n, len(spaceRun))
-		lh.h.Write(spaceRun[:k])
+		lh.h = fnvAdd(lh.h, spaceRun[:k])
 		n -= k
 	}
-	lh.h.Write(lh.pre[:lh.npre])
+	lh.h = fnvAdd(lh.h, lh.pre[:lh.npre])
 }
 
 // end ends the line.
 func (lh *lineHasher) end() {
-	if lh.h == nil {
-		lh.h = fnv.New64a()
+	if !lh.hashed {
+		lh.h, lh.hashed = fnvOffset64, true
 	}
 	if lh.phase < lhRest {
 		lh.prefix()
@@ -599,11 +646,11 @@ func (lh *lineHasher) end() {
 		}
 		lh.cur, lh.ncur = make([]uint64, 0, size), make([]int32, 0, size)
 	}
-	lh.cur = append(lh.cur, lh.h.Sum64())
+	lh.cur = append(lh.cur, lh.h)
 	lh.ncur = append(lh.ncur, lh.num)
 	lh.numbered = lh.numbered || lh.phase == lhRest
 	lh.n++
-	lh.h.Reset()
+	lh.h = fnvOffset64
 	lh.phase, lh.spaces, lh.npre, lh.digits, lh.num = lhSpaces, 0, 0, 0, 0
 }
 

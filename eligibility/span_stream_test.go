@@ -64,6 +64,18 @@ func checkLineHashes(t *testing.T, text string, cuts []int) {
 	if fmt.Sprint(wh) != fmt.Sprint(sh) || fmt.Sprint(wn) != fmt.Sprint(sn) {
 		t.Fatalf("text %q cut at %v: streamed hashes %v nums %v, whole %v %v", text, cuts, sh, sn, wh, wn)
 	}
+	// An output held in memory is handed over whole (io.WriterTo), as a
+	// string or as bytes.
+	for _, r := range []io.Reader{strings.NewReader(text), bytes.NewReader([]byte(text))} {
+		var lh lineHasher
+		if err := lh.readFrom(r); err != nil {
+			t.Fatal(err)
+		}
+		rh, rn := lh.result()
+		if fmt.Sprint(wh) != fmt.Sprint(rh) || fmt.Sprint(wn) != fmt.Sprint(rn) {
+			t.Fatalf("text %q read from %T: hashes %v nums %v, whole %v %v", text, r, rh, rn, wh, wn)
+		}
+	}
 }
 
 // TestLineHasherStreamsLikeWhole: hashing an output's lines as it streams

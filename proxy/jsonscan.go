@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -272,6 +275,9 @@ func unquote(raw []byte) (string, error) {
 	if bytes.IndexByte(inner, '\\') < 0 {
 		return string(inner), nil
 	}
+	if s, ok := unquoteSimple(inner); ok {
+		return s, nil
+	}
 	// AppendUnquote grows its buffer to len(raw) first: one allocation
 	// that size, not a second one and a copy.
 	if out, err := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw); err == nil {
@@ -282,6 +288,90 @@ func unquote(raw []byte) (string, error) {
 		return "", fmt.Errorf("decode string: %w", err)
 	}
 	return s, nil
+}
+
+// unquoteSimple decodes the inside of a JSON string literal when it
+// holds only valid UTF-8 text and the escapes that stand for one ASCII
+// byte (\" \\ \/ \b \f \n \r \t): what a tool output is. ok is false
+// for anything else (a \u escape, a control byte, a bare quote, invalid
+// UTF-8), which the caller decodes the general way; where ok, the string
+// is what encoding/json decodes (FuzzUnquote). It is the cost of a new
+// output before forwarding that grows with its size: runs of plain
+// ASCII are found eight bytes at a time and copied whole, into the
+// string's own buffer (strings.Builder: no second copy).
+func unquoteSimple(inner []byte) (string, bool) {
+	var sb strings.Builder
+	sb.Grow(len(inner))
+	for i := 0; i < len(inner); {
+		j := i
+		for j+8 <= len(inner) && !swarSpecial(binary.LittleEndian.Uint64(inner[j:])) {
+			j += 8
+		}
+		for j < len(inner) && plainJSONByte(inner[j]) {
+			j++
+		}
+		sb.Write(inner[i:j])
+		if i = j; i == len(inner) {
+			break
+		}
+		switch c := inner[i]; {
+		case c == '\\':
+			if i+1 == len(inner) {
+				return "", false
+			}
+			e := simpleEscape(inner[i+1])
+			if e == 0 {
+				return "", false
+			}
+			sb.WriteByte(e)
+			i += 2
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(inner[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return "", false
+			}
+			sb.Write(inner[i : i+n])
+			i += n
+		default: // a control byte or a bare quote: not a valid literal
+			return "", false
+		}
+	}
+	return sb.String(), true
+}
+
+// plainJSONByte says c stands for itself inside a JSON string literal
+// and is ASCII.
+func plainJSONByte(c byte) bool { return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' }
+
+// swarSpecial says whether any of the eight bytes in x is not
+// plainJSONByte: below 0x20, a quote, a backslash, or not ASCII.
+func swarSpecial(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	// A byte below 0x20 borrows (exact when no byte has its high bit,
+	// and any that has makes x&highs non-zero).
+	below := (x - 0x20*ones) &^ x & highs
+	return x&highs|below|zero(x^'"'*ones)|zero(x^'\\'*ones) != 0
+}
+
+// simpleEscape is the byte the escape \e stands for, 0 when e is not one
+// of the one-byte escapes (a \u escape or an invalid one).
+func simpleEscape(e byte) byte {
+	switch e {
+	case '"', '\\', '/':
+		return e
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return 0
 }
 
 // str decodes raw as a string, returning "" for anything else.

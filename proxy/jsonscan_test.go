@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -16,6 +19,8 @@ func FuzzUnquote(f *testing.F) {
 		`""`, `"plain"`, `"a\nb\t\"c\"\\"`, `"\u00e9\u4e2d"`, `"\ud83d\ude00"`,
 		`"\ud800"`, `"\udc00x"`, "\"bad \xff utf8\\n\"", `"\x"`, `"ctl ` + "\x01" + `\n"`,
 		`"\/"`, `"trailing\n" `, `"a\u0000b\n"`, `"\uD83D\uDE00\n"`, `"\ud83d\u0041"`,
+		`"     1→package main\n     2→\n"`, `"0123456789abcdef\"0123456789abcdef\n"`, "\"ascii run \xed\xa0\x80 surrogate\\n\"",
+		"\"a long run of plain text \x7f then a tab\t\"", "\"a run then a bare \" quote\\n\"", "\"\xef\xbf\xbd replacement\\n\"",
 	} {
 		f.Add([]byte(s))
 	}
@@ -45,4 +50,50 @@ func FuzzUnquote(f *testing.F) {
 			t.Fatalf("unquote(%q) = %q, encoding/json gives %q", raw, got, want)
 		}
 	})
+}
+
+// TestSwarSpecial checks the eight-bytes-at-a-time test against the
+// byte-at-a-time one for every byte value at every position, among
+// plain bytes and among bytes each of its own kind.
+func TestSwarSpecial(t *testing.T) {
+	for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']'} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				x := binary.LittleEndian.Uint64(w[:])
+				if got, want := swarSpecial(x), !plainJSONByte(byte(c)); got != want {
+					t.Fatalf("swarSpecial(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestUnquoteSimpleTakesOutputs: the fast path decodes what tool outputs
+// hold (ASCII, one-byte escapes, multi-byte UTF-8 such as Claude Code's
+// "→"), the same as encoding/json, and leaves \u escapes and invalid
+// text to the general way.
+func TestUnquoteSimpleTakesOutputs(t *testing.T) {
+	var b strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&b, "%6d→\tfunc f%d() { return \"x\\y\" } // é 中 😀\n", i, i)
+	}
+	out := b.String()
+	raw, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := unquoteSimple(raw[1 : len(raw)-1])
+	if !ok || got != out {
+		t.Fatalf("unquoteSimple: ok %v, equal %v", ok, got == out)
+	}
+	for _, in := range []string{`a\u0041`, "a\x01", `a"b`, "a\xffb", `a\`, `a\x`} {
+		if s, ok := unquoteSimple([]byte(in)); ok {
+			t.Errorf("unquoteSimple(%q) = %q, want it left to the general way", in, s)
+		}
+	}
 }

@@ -48,10 +48,17 @@ func TestSmokeShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// proxy-replay: each tiny trace in each of its shapes, streamed and
-	// not, every request sent three ways, and the synthetic session of
-	// 200 KiB outputs.
-	if got := len(res.ProxyReplay); got != 7 || res.ProxyReplay[6].Trace != "synthetic-200KiB-outputs" {
-		t.Errorf("proxy_replay has %d rows, want 7 (claude-code: anthropic x2; opencode: chat x2, responses x2; synthetic 200 KiB outputs)", got)
+	// not, every request sent three ways, and the synthetic sessions (8,
+	// 50 and 200 KiB outputs within a 200k-token window, 200 KiB beyond).
+	if got := len(res.ProxyReplay); got != 6+len(syntheticRows()) {
+		t.Errorf("proxy_replay has %d rows, want %d (claude-code: anthropic x2; opencode: chat x2, responses x2; the synthetic rows)", got, 6+len(syntheticRows()))
+	} else {
+		for i, sr := range syntheticRows() {
+			row := res.ProxyReplay[6+i]
+			if row.Trace != sr.label() || row.NewOutputKiB != float64(sr.outputBytes)/1024 || (row.WindowTokens != 0) != sr.windowed {
+				t.Errorf("proxy_replay row %d: %s, new output %g KiB, window %d; want %s", 6+i, row.Trace, row.NewOutputKiB, row.WindowTokens, sr.label())
+			}
+		}
 	}
 	// proxy-load: two levels in smoke mode, every request of every
 	// session sent, none failing open on the tiny traces.
@@ -76,7 +83,7 @@ func TestSmokeShape(t *testing.T) {
 		if row.Requests == 0 || row.Rendered+row.FailedOpen != row.Requests {
 			t.Errorf("proxy_replay %s %s stream=%v: %d requests, %d rendered + %d failed open", row.Trace, row.API, row.Stream, row.Requests, row.Rendered, row.FailedOpen)
 		}
-		if row.Trace != "synthetic-200KiB-outputs" {
+		if row.NewOutputKiB == 0 {
 			realReqs += row.Requests
 		}
 	}

@@ -43,6 +43,17 @@ type ReplayRow struct {
 	BareP99    float64 `json:"bare_added_p99_ms"`
 	ProxyP50   float64 `json:"proxy_added_p50_ms"`
 	ProxyP99   float64 `json:"proxy_added_p99_ms"`
+
+	// MeanBodyKiB is the bodies' mean size.
+	MeanBodyKiB float64 `json:"mean_body_kib"`
+	// NewOutputKiB is, on a synthetic row, the size of the new tool
+	// output each request adds; WindowTokens the context window its
+	// client keeps the conversation within (0: none, the bodies grow past
+	// any model's window), compacting Compactions times to do so.
+	NewOutputKiB float64 `json:"new_output_kib,omitempty"`
+	WindowTokens int     `json:"window_tokens,omitempty"`
+	Compactions  int     `json:"compactions,omitempty"`
+
 	// The added p50 split at the upstream: on the way to it (the request
 	// read, decided on and forwarded) and on the way back (the answer
 	// relayed and captured), for each proxy. The two p50s need not add up
@@ -73,6 +84,9 @@ type ReplayRow struct {
 	// time before forwarding (prunesched_proxy_added_seconds). The record
 	// stage runs after the response, off the client's path.
 	StageP50 map[string]float64 `json:"stage_p50_ms,omitempty"`
+	// StageP99 is each stage's p99 in ms, read the same way: whether a
+	// stage's slowest requests grow with the size of a new output.
+	StageP99 map[string]float64 `json:"stage_p99_ms,omitempty"`
 	// StageMean is each stage's mean in ms (exact: the histogram's sum
 	// over its count). Means add up where medians do not: the stages'
 	// means before forwarding sum to about the mean of "added", the rest
@@ -85,7 +99,7 @@ type ReplayRow struct {
 }
 
 // ReplayPooled is every request of the real sequences together (the
-// synthetic row left out): a row's p99 over its 17 to 40 requests is its
+// synthetic rows left out): a row's p99 over its 17 to 40 requests is its
 // slowest request or next to it, one scheduling hiccup of the machine,
 // where the p99 of some 1,500 requests is a percentile.
 type ReplayPooled struct {
@@ -470,60 +484,141 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 			}
 		}
 	}
-	// A sequence whose every tool output is new and 200 KiB: the added
-	// p99 must not grow with the size of a new output. It has 24 outputs
-	// (a quarter in smoke runs, which only check that the row is there),
-	// and no more than the limit on requests needs: each turn carries every
-	// output before it, so building turns that are then cut off costs
-	// more than the replay (turn i is the same in a longer sequence).
-	n := b.pick(24, 24)
-	if limit > 0 {
-		n = min(n, limit)
-	}
-	turns := largeOutputs(n, 200<<10).Build(replay.Anthropic, false)
-	if limit > 0 && len(turns) > limit {
-		turns = turns[:limit]
-	}
 	if p := pool(b.res.ProxyReplay); p != nil {
 		b.res.ProxyReplayPooled = p
 		b.progress("proxy-replay: all %d requests of the %d real sequences: added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f)",
 			p.Requests, p.Sequences, p.ProxyP50, p.BareP50, p.RatioP50, p.ProxyP99, p.BareP99, p.RatioP99)
 	}
-	row, err := b.replayFresh(ctx, "synthetic-200KiB-outputs", replay.Anthropic, false, turns)
-	if err != nil {
-		return err
+	// Synthetic sequences whose every request adds one new tool output of
+	// a set size: the added p99 must not grow with that size. Each has 24
+	// outputs (6 in smoke runs, which only check that the rows are there),
+	// and no more than the limit on requests needs.
+	n := b.pick(24, 24)
+	if limit > 0 {
+		n = min(n, limit)
 	}
-	b.res.ProxyReplay = append(b.res.ProxyReplay, row)
-	b.progress("proxy-replay: %s: %d requests, added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s",
-		row.Trace, row.Requests, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50))
+	for _, sr := range syntheticRows() {
+		turns, compactions := largeOutputs(n, sr.outputBytes, sr.windowed).Build(replay.Anthropic, false), 0
+		if limit > 0 && len(turns) > limit {
+			turns = turns[:limit]
+		}
+		row, err := b.replayFresh(ctx, sr.label(), replay.Anthropic, false, turns)
+		if err != nil {
+			return err
+		}
+		for i := 1; i < len(turns); i++ {
+			if len(turns[i].Body) < len(turns[i-1].Body) {
+				compactions++
+			}
+		}
+		row.NewOutputKiB, row.Compactions = float64(sr.outputBytes)/1024, compactions
+		if sr.windowed {
+			row.WindowTokens = contextWindowTokens
+		}
+		b.res.ProxyReplay = append(b.res.ProxyReplay, row)
+		b.progress("proxy-replay: %s: %d requests (bodies up to %.0f KiB, mean %.0f, %d compactions), added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f), %d failed open; stage p50 ms: %s; append p99 %.2f ms",
+			row.Trace, row.Requests, row.MaxBodyKiB, row.MeanBodyKiB, row.Compactions, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50), row.StageP99[proxy.StageAppend])
+	}
 	return nil
+}
+
+// contextWindowTokens is the context window the synthetic rows' client
+// keeps its conversation within: 200k tokens, Claude's (Claude Code
+// compacts the conversation as it nears its window). The rows' body
+// bound, windowBodyBytes, is derived from it.
+const contextWindowTokens = 200_000
+
+// windowBodyBytes is the largest request body a conversation within
+// contextWindowTokens makes, at the bytes/4 estimate every count without
+// a tokenizer uses (events.EstimateTokens): 800,000 bytes.
+const windowBodyBytes = contextWindowTokens * 4
+
+// bodyFraming is what a synthetic request's body holds besides its
+// conversation's texts and outputs (the replay's system prompt of about
+// 12 KiB, the tools, the JSON around the messages), counted against
+// windowBodyBytes when the client decides to compact.
+const bodyFraming = 32 << 10
+
+// syntheticRow is one synthetic sequence: every request adds a new tool
+// output of outputBytes, the conversation kept within contextWindowTokens
+// (windowed) or growing past any window.
+type syntheticRow struct {
+	outputBytes int
+	windowed    bool
+}
+
+// syntheticRows are the synthetic sequences, in the order they run: the
+// new output's size the only variable within the window, then the 200 KiB
+// row without one (bodies to 4.9 MB, about 1.25M tokens: no model's
+// window holds them, kept so the cost of a body that large stays shown).
+func syntheticRows() []syntheticRow {
+	return []syntheticRow{{8 << 10, true}, {50 << 10, true}, {200 << 10, true}, {200 << 10, false}}
+}
+
+// label names the row: synthetic-<size>KiB-outputs-200k-window, or
+// ...-beyond-window for the row without one.
+func (s syntheticRow) label() string {
+	if s.windowed {
+		return fmt.Sprintf("synthetic-%dKiB-outputs-%dk-window", s.outputBytes>>10, contextWindowTokens/1000)
+	}
+	return fmt.Sprintf("synthetic-%dKiB-outputs-beyond-window", s.outputBytes>>10)
 }
 
 // largeOutputs is a synthetic session of n tool calls, each answered by a
 // new output of size bytes (distinct words, so tokenizing it costs what a
-// real output of that size does).
-func largeOutputs(n, size int) *replay.Sequence {
+// real output of that size does). windowed: the client compacts, as
+// Claude Code does near its window, when the next request's body would
+// pass windowBodyBytes: the conversation starts over from a summary of
+// about 4 KiB (new each time: a new conversation under the same session)
+// and the tool call just answered, and the request carries its output.
+// Every request but the first still adds exactly one new output.
+func largeOutputs(n, size int, windowed bool) *replay.Sequence {
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	var evs []events.Event
 	add := func(p events.Payload) {
 		at = at.Add(time.Second)
 		evs = append(evs, events.New(events.NewID(), "", "large", at, p))
 	}
-	add(&events.Message{Item: "u0", Role: events.RoleUser, Kind: events.KindText, Text: "Read every file and summarise."})
+	first := "Read every file and summarise."
+	add(&events.Message{Item: "u0", Role: events.RoleUser, Kind: events.KindText, Text: first})
+	conv := bodyFraming + len(first) // the body's bytes so far, JSON-escaped
+	compactions := 0
 	var b strings.Builder
 	for i := range n {
 		add(&events.ModelRequest{Request: "r" + strconv.Itoa(i), Provider: "anthropic", Model: "claude-sonnet-4-5"})
 		call := fmt.Sprintf("toolu_%04d", i)
-		add(&events.ToolCall{Item: call + "/input", CallID: call, Tool: "Read", Input: []byte(fmt.Sprintf(`{"file_path":"/src/f%d.go"}`, i))})
+		tc := &events.ToolCall{Item: call + "/input", CallID: call, Tool: "Read", Input: []byte(fmt.Sprintf(`{"file_path":"/src/f%d.go"}`, i))}
+		add(tc)
 		b.Reset()
 		for j := 0; b.Len() < size; j++ {
 			fmt.Fprintf(&b, "line %d of file %d: value_%x = compute(%d) // %x\n", j, i, i*7919+j*104729, j, j*2654435761)
 		}
 		out := b.String()
+		grow := len(out) + strings.Count(out, "\n") + 200 // escaped newlines, the blocks around it
+		if windowed && conv+grow > windowBodyBytes {
+			compactions++
+			summary := compactionSummary(compactions)
+			add(&events.HostCompaction{})
+			add(&events.Message{Item: fmt.Sprintf("summary%d", compactions), Role: events.RoleUser, Kind: events.KindText, Text: summary})
+			add(&events.ToolCall{Item: call + "/input", CallID: call, Tool: "Read", Input: tc.Input})
+			conv = bodyFraming + len(summary)
+		}
+		conv += grow
 		add(&events.ToolResult{Item: call, CallID: call, Tool: "Read", Output: &out})
 	}
 	add(&events.ModelRequest{Request: "r" + strconv.Itoa(n), Provider: "anthropic", Model: "claude-sonnet-4-5"})
 	return replay.FromEvents(evs)
+}
+
+// compactionSummary is the summary the k-th compaction starts the
+// conversation over from: about 4 KiB, distinct for each k.
+func compactionSummary(k int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "This session is being continued from a previous conversation (compaction %d). Summary:\n", k)
+	for j := 0; b.Len() < 4<<10; j++ {
+		fmt.Fprintf(&b, "%d. Read file /src/f%d.go and noted its values for the summary (part %d).\n", j, j, k)
+	}
+	return b.String()
 }
 
 // replayFresh replays one sequence on a rig of its own.
@@ -546,6 +641,7 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	for _, t := range turns {
 		job.Turns = append(job.Turns, peerTurn{Body: t.Body, Answer: t.Answer, ContentType: t.ContentType})
 		row.MaxBodyKiB = max(row.MaxBodyKiB, float64(len(t.Body))/1024)
+		row.MeanBodyKiB += float64(len(t.Body)) / 1024 / float64(len(turns))
 	}
 	rend0, fail0 := r.outcomes()
 	stages0 := r.stages()
@@ -565,6 +661,7 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	row.Rendered, row.FailedOpen = rend1-rend0, fail1-fail0
 	stages1 := r.stages()
 	row.StageP50, row.StageMean = stages1.p50Since(stages0), stages1.meanSince(stages0)
+	row.StageP99 = stages1.quantileSince(stages0, 0.99)
 	row.DirectP50, row.DirectP99 = pctMs(direct)
 	row.BareP50, row.BareP99 = pctMs(bare)
 	row.ProxyP50, row.ProxyP99 = pctMs(via)

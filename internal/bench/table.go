@@ -233,4 +233,37 @@ func writeReplay(w io.Writer, rows []ReplayRow, pooled *ReplayPooled) {
 		row(cols...)
 	}
 	tw.Flush()
+	writeSynthetic(w, rows)
+}
+
+// writeSynthetic prints the synthetic rows side by side: each request adds
+// one new tool output of the row's size, so a reader sees whether the
+// added p99, and the append stage's, grow with it.
+func writeSynthetic(w io.Writer, rows []ReplayRow) {
+	var syn []ReplayRow
+	for _, x := range rows {
+		if x.NewOutputKiB > 0 {
+			syn = append(syn, x)
+		}
+	}
+	if len(syn) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nsynthetic rows: each request adds one new tool output (ms; the window rows compact as a client does near its window)")
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(tw, "| "+strings.Join(cols, "\t| ")+"\t|") }
+	row("new output", "window", "body mean / max", "compactions", "bare p50 / p99", "prunesched p50 / p99", "ratio p50 / p99", "read p50 / p99", "append p50 / p99", "failed open")
+	row(slices.Repeat([]string{"---"}, 10)...)
+	for _, x := range syn {
+		window := "none (beyond any)"
+		if x.WindowTokens > 0 {
+			window = fmt.Sprintf("%dk tokens", x.WindowTokens/1000)
+		}
+		row(fmt.Sprintf("%.0f KiB", x.NewOutputKiB), window, fmt.Sprintf("%.0f / %.0f KiB", x.MeanBodyKiB, x.MaxBodyKiB), strconv.Itoa(x.Compactions),
+			fmt.Sprintf("%.2f / %.2f", x.BareP50, x.BareP99), fmt.Sprintf("%.2f / %.2f", x.ProxyP50, x.ProxyP99),
+			fmt.Sprintf("%.2f / %.2f", x.RatioP50, x.RatioP99),
+			fmt.Sprintf("%.2f / %.2f", x.StageP50[proxy.StageRead], x.StageP99[proxy.StageRead]), fmt.Sprintf("%.2f / %.2f", x.StageP50[proxy.StageAppend], x.StageP99[proxy.StageAppend]),
+			strconv.Itoa(x.FailedOpen))
+	}
+	tw.Flush()
 }
