@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,4 +275,74 @@ func TestExactCountLeftOutPastHalfTheWrite(t *testing.T) {
 	}
 	testutil.Equal(t, n, 1, "outputs in the log")
 	testutil.Equal(t, counter(t, b, "prunesched_proxy_record_failures_total"), 0.0, "failed writes")
+}
+
+// appendSpy is memFailing that notes, at each append holding the result
+// of call, whether the upstream had finished its answer.
+type appendSpy struct {
+	*memFailing
+	call     string
+	finished *atomic.Bool
+	appends  atomic.Int32
+	early    atomic.Int32
+}
+
+func (a *appendSpy) Append(ctx context.Context, evs []events.Event) ([]events.Event, error) {
+	for _, e := range evs {
+		if r, ok := e.Data.(*events.ToolResult); ok && r.CallID == a.call {
+			a.appends.Add(1)
+			if !a.finished.Load() {
+				a.early.Add(1)
+			}
+		}
+	}
+	return a.memFailing.Append(ctx, evs)
+}
+
+// TestExactCountAfterResponse: a request's facts that need an exact count
+// (a new output over the estimate's threshold) are counted and appended
+// once the response has ended, not beside the relay of the answer; a
+// request with nothing to count exactly still has its facts written while
+// the upstream works. The upstream holds every answer until the small
+// request's facts are in the log (so the log writes are running), and the
+// large output's append must come after the answers finished, with its
+// exact count.
+func TestExactCountAfterResponse(t *testing.T) {
+	t.Parallel()
+	var finished atomic.Bool
+	rest := make(chan struct{})
+	var spy *appendSpy
+	b := setup(t, testPolicy(t), heldUpstream(&fakeUpstream{}, rest, &finished), func(c *Config) {
+		spy = &appendSpy{memFailing: &memFailing{Backend: c.Backend, lb: c.Backend.(logBackend)}, call: "big1", finished: &finished}
+		c.Backend = spy
+	})
+	file := bigFile(40)
+	content, err := json.Marshal(file)
+	testutil.NoError(t, err)
+	large := `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[{"role":"user","content":"hello"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"big1","name":"Read","input":{"file_path":"/big.go"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"big1","content":` + string(content) + `}]}]}`
+	largeDone := postAsync(b, "exact-after", large)
+	smallDone := postWhileFactsLogged(t, b, "exact-small", oneReadBody, "t1")
+	close(rest)
+	testutil.Equal(t, <-smallDone, http.StatusOK)
+	testutil.Equal(t, <-largeDone, http.StatusOK)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testutil.NoError(t, b.px.Flush(ctx))
+	testutil.Equal(t, counter(t, b, "prunesched_proxy_requests_total", "outcome", "rendered"), 2.0, "requests rendered")
+	testutil.True(t, spy.appends.Load() >= 1, "the large output was never appended")
+	testutil.Equal(t, spy.early.Load(), int32(0), "appends of the large output while the answer was held")
+	session := b.session("exact-after", http.Header{"X-Api-Key": {secretKey}})
+	evs, err := b.svc.Store.ReadSession(ctx, events.DefaultTenant, session)
+	testutil.NoError(t, err)
+	n := 0
+	for _, ev := range evs {
+		if r, ok := ev.Data.(*events.ToolResult); ok && r.CallID == "big1" {
+			n++
+			testutil.True(t, r.OutputRef != nil, "the large output is stored by reference")
+			testutil.Equal(t, r.OutputRef.TokensExact, tokens.New().Count(file), "exact count")
+		}
+	}
+	testutil.Equal(t, n, 1, "large outputs in the log")
 }

@@ -401,7 +401,8 @@ type logWrite struct {
 	fate chan bool
 	// wrote is closed once the request's bytes are written upstream
 	// (plan.forwarded; nil with fate): its facts may go to the log then,
-	// while the upstream works on the answer, before its fate is known.
+	// while the upstream works on the answer, before its fate is known
+	// (unless they need exact counts: afterResponse).
 	wrote     chan struct{}
 	wroteOnce sync.Once
 	// ended is closed once the request's response has ended, whatever
@@ -486,8 +487,13 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 		// The facts go once the request is on its way upstream (or its
 		// fate is known): their write runs while the upstream works on
 		// the answer, not while the answer is relayed. What the log
-		// holds of the decision waits for the upstream's status.
+		// holds of the decision waits for the upstream's status. A write
+		// with exact counts to take waits for the response's end
+		// (afterResponse).
 		sent, known := true, w.fate == nil
+		if !known && len(w.inexact) > 0 && w.ended != nil {
+			sent, known = p.afterResponse(w)
+		}
 		if !known {
 			select {
 			case <-w.wrote:
@@ -539,6 +545,37 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 			fail(err)
 		}
 	}()
+}
+
+// afterResponse holds back a request's write whose facts need exact
+// counts (logWrite.inexact) until the request's response has ended, or
+// the request is known not to have gone as decided, or the proxy closes.
+// The exact count of a new output is the heaviest work after forwarding
+// (one core for tens of milliseconds per new large output, and most of
+// what the proxy allocates: the tokenizer allocates per piece), and how
+// long the model thinks before answering is unknown: started when the
+// request was written, the count and the garbage collections it brings
+// on ran beside the upstream's read of the request and the relay of the
+// answer, and the slowest requests of proxy-replay waited for them
+// (docs/performance.md, "What the slowest requests wait for"). Facts
+// held back this way reach the log after the response, as a record's
+// do; a proxy killed meanwhile loses nothing the next request does not
+// restore. It returns the request's fate when it learned it (known).
+func (p *Proxy) afterResponse(w *logWrite) (sent, known bool) {
+	sent, fate := true, w.fate
+	for {
+		select {
+		case <-w.ended:
+			return sent, known
+		case s := <-fate:
+			sent, known, fate = s, true, nil
+			if !s {
+				return sent, known
+			}
+		case <-p.bg.ctx.Done():
+			return false, true
+		}
+	}
 }
 
 // errDiverged reports an application the pipeline decided from the log

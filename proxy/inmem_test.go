@@ -242,20 +242,8 @@ func TestInMemoryForeignFacts(t *testing.T) {
 // answer and the wait would fail).
 func TestFactsWrittenWhileUpstreamWorks(t *testing.T) {
 	t.Parallel()
-	f := &fakeUpstream{}
-	ok := okUpstream(f)
 	answer := make(chan struct{})
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		select {
-		case <-answer:
-		case <-r.Context().Done():
-			return
-		}
-		ok.ServeHTTP(w, r)
-	})
-	b := setup(t, testPolicy(t), up, nil)
+	b := setup(t, testPolicy(t), heldUpstream(&fakeUpstream{}, answer, nil), nil)
 	const session = "facts-early"
 	body := oneReadBody
 	done := postWhileFactsLogged(t, b, session, body, "t1")
@@ -331,12 +319,29 @@ const oneReadBody = `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"mes
 	`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a.go"}}]},` +
 	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"package a"}]}]}`
 
-// postWhileFactsLogged posts body to the session in the background and
-// returns once the log holds the result of call, while the upstream (the
-// caller's) may still hold the answer; the channel gets the response's
-// status (0: no response).
-func postWhileFactsLogged(t *testing.T, b *bench, session, body, call string) <-chan int {
-	t.Helper()
+// heldUpstream is okUpstream(f) answering each request once release is
+// closed (having read its body first), after setting finished (when not
+// nil).
+func heldUpstream(f *fakeUpstream, release <-chan struct{}, finished *atomic.Bool) http.Handler {
+	ok := okUpstream(f)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		if finished != nil {
+			finished.Store(true)
+		}
+		ok.ServeHTTP(w, r)
+	})
+}
+
+// postAsync posts body to the session in the background; the channel
+// gets the response's status (0: no response).
+func postAsync(b *bench, session, body string) <-chan int {
 	done := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", b.url+"/v1/messages", strings.NewReader(body))
@@ -351,6 +356,16 @@ func postWhileFactsLogged(t *testing.T, b *bench, session, body, call string) <-
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
+	return done
+}
+
+// postWhileFactsLogged posts body to the session in the background and
+// returns once the log holds the result of call, while the upstream (the
+// caller's) may still hold the answer; the channel gets the response's
+// status (0: no response).
+func postWhileFactsLogged(t *testing.T, b *bench, session, body, call string) <-chan int {
+	t.Helper()
+	done := postAsync(b, session, body)
 	sid := b.session(session, http.Header{"X-Api-Key": {secretKey}})
 	testutil.Eventually(t, func() error {
 		evs, err := b.svc.Store.ReadSession(context.Background(), events.DefaultTenant, sid)
