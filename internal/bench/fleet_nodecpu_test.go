@@ -32,22 +32,8 @@ import (
 //	go build -o /tmp/prunesched ./cmd/prunesched
 //	PRUNESCHED_FLEET_BIN=/tmp/prunesched go test -tags benchprof -run TestFleetNodeCPU -v ./internal/bench/
 func TestFleetNodeCPU(t *testing.T) {
-	bin := os.Getenv("PRUNESCHED_FLEET_BIN")
-	if bin == "" {
-		t.Skip("PRUNESCHED_FLEET_BIN names no prunesched binary to run the nodes")
-	}
 	ctx := context.Background()
-	r := &fleetBench{dir: t.TempDir()}
-	url, err := r.startCluster(ctx, []string{bin, "bench", "--fleet-node"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	r, nc := priceCluster(t)
 	st, err := store.Open(ctx, nc, store.Config{Replicas: 3, BlobCacheBytes: -1, Tokens: quarterTokens{}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,3 +105,34 @@ func TestFleetNodeCPU(t *testing.T) {
 type quarterTokens struct{}
 
 func (quarterTokens) Count(s string) int { return len(s) / 4 }
+
+// fleetNodeArgv is the command that runs one node of the fleet bench's
+// cluster for the pricing tests: the prunesched binary named by
+// PRUNESCHED_FLEET_BIN. Without one the test is skipped.
+func fleetNodeArgv(t *testing.T) []string {
+	t.Helper()
+	bin := os.Getenv("PRUNESCHED_FLEET_BIN")
+	if bin == "" {
+		t.Skip("PRUNESCHED_FLEET_BIN names no prunesched binary to run the nodes")
+	}
+	return []string{bin, "bench", "--fleet-node"}
+}
+
+// priceCluster starts the fleet bench's three-node cluster, each node a
+// process of its own, and connects to it; both end with the test.
+func priceCluster(t *testing.T) (*fleetBench, *nats.Conn) {
+	t.Helper()
+	argv := fleetNodeArgv(t)
+	r := &fleetBench{dir: t.TempDir()}
+	t.Cleanup(r.close)
+	url, err := r.startCluster(context.Background(), argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return r, nc
+}
