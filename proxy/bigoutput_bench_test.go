@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkBigOutputs sends one session of 12 requests, each adding a new
-// 200 KiB tool output (the bench's synthetic-200KiB-outputs row, shorter),
+// 200 KiB tool output (the bench's synthetic-200KiB-outputs-beyond-window row, shorter),
 // through the proxy: profile it (-cpuprofile, focus appendNew) to see what
 // costs per byte of a new output before forwarding.
 func BenchmarkBigOutputs(b *testing.B) {
