@@ -7,13 +7,13 @@ package events
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/prunesched/prunesched/internal/jsonplain"
 )
 
 // decodeFast decodes b when it is in the form Encode writes: one compact
@@ -512,25 +512,10 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 	b := p.b
 	i := p.i
 	for i < len(b) {
-		for i+8 <= len(b) {
-			m := notPlain8(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
-				// Straight to the first byte that is not plain (the
-				// lowest one flagged, see notPlain8).
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		if i == len(b) {
+		if i = jsonplain.Skip(b, i); i == len(b) {
 			break
 		}
-		c := b[i]
-		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
-			i++
-			continue
-		}
-		switch {
+		switch c := b[i]; {
 		case c == '"':
 			p.i = i + 1
 			return start, i, true
@@ -548,30 +533,6 @@ func (p *fastParser) plainSpan() (start, end int, ok bool) {
 		}
 	}
 	return 0, 0, false
-}
-
-// Byte-wise tests on 8 bytes at once (a uint64 read little-endian).
-const (
-	ones  = 0x0101010101010101 // 0x01 in every byte
-	highs = 0x8080808080808080 // 0x80 in every byte
-)
-
-// plain8 reports whether all 8 bytes of w are plain string bytes for
-// plainSpan: printable ASCII (0x20-0x7f) but for '"' and '\\'. A byte
-// below 0x20 shows in (w - 0x20 in every byte) &^ w as a high bit, and so
-// does a zero byte of w ^ '"' or w ^ '\\' (bytes of 0x80 and above,
-// tested apart, are the only ones that could set it wrongly; the test
-// can answer false for plain bytes, never true for others).
-func plain8(w uint64) bool { return notPlain8(w) == 0 }
-
-// notPlain8 is plain8's test as a mask: the high bit of each byte of w
-// flagged. The lowest byte flagged is the first that is not plain: a
-// subtraction borrows only out of a byte it flags, so it can flag plain
-// bytes above one that is not, never below (TestNotPlain8First).
-func notPlain8(w uint64) uint64 {
-	quote := w ^ ones*'"'
-	bslash := w ^ ones*'\\'
-	return (w | (w-ones*0x20)&^w | (quote-ones)&^quote | (bslash-ones)&^bslash) & highs
 }
 
 // enum reads a string literal and returns it as one of known when it is

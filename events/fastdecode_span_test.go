@@ -1,8 +1,6 @@
 package events
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"testing"
 	"unicode/utf8"
 )
@@ -40,61 +38,6 @@ func plainSpanRef(p *fastParser) (start, end int, ok bool) {
 		}
 	}
 	return 0, 0, false
-}
-
-// plainByte is plain8's rule for one byte.
-func plainByte(c byte) bool { return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' }
-
-func checkPlain8(t *testing.T, b [8]byte) {
-	want := true
-	for _, c := range b {
-		want = want && plainByte(c)
-	}
-	if got := plain8(binary.LittleEndian.Uint64(b[:])); got != want {
-		t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
-	}
-}
-
-// TestPlain8 checks plain8 with each byte value in each position among
-// plain bytes, and next to every other byte value.
-func TestPlain8(t *testing.T) {
-	for pos := range 8 {
-		for c := range 256 {
-			b := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
-			b[pos] = byte(c)
-			checkPlain8(t, b)
-			for d := range 256 {
-				b[(pos+1)%8] = byte(d)
-				checkPlain8(t, b)
-			}
-		}
-	}
-}
-
-// TestNotPlain8First checks that notPlain8's lowest flagged byte is the
-// first byte plainByte refuses, with each byte value in each position
-// among plain bytes and before every other byte value.
-func TestNotPlain8First(t *testing.T) {
-	for pos := range 8 {
-		for c := range 256 {
-			b := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
-			b[pos] = byte(c)
-			for d := range 256 {
-				b[(pos+1)%8] = byte(d)
-				want := 8
-				for i, x := range b {
-					if !plainByte(x) {
-						want = i
-						break
-					}
-				}
-				m := notPlain8(binary.LittleEndian.Uint64(b[:]))
-				if got := bits.TrailingZeros64(m) >> 3; got != want {
-					t.Fatalf("notPlain8(%q): first flagged byte %d, want %d", b, got, want)
-				}
-			}
-		}
-	}
 }
 
 // FuzzPlainSpan compares plainSpan with the byte-at-a-time reference on

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/prunesched/prunesched/internal/jsonplain"
 )
 
 // The proxy never re-encodes a client's request: it finds the byte spans of
@@ -297,19 +298,13 @@ func unquote(raw []byte) (string, error) {
 // UTF-8), which the caller decodes the general way; where ok, the string
 // is what encoding/json decodes (FuzzUnquote). It is the cost of a new
 // output before forwarding that grows with its size: runs of plain
-// ASCII are found eight bytes at a time and copied whole, into the
-// string's own buffer (strings.Builder: no second copy).
+// ASCII are found eight bytes at a time (jsonplain.Skip) and copied
+// whole, into the string's own buffer (strings.Builder: no second copy).
 func unquoteSimple(inner []byte) (string, bool) {
 	var sb strings.Builder
 	sb.Grow(len(inner))
 	for i := 0; i < len(inner); {
-		j := i
-		for j+8 <= len(inner) && !swarSpecial(binary.LittleEndian.Uint64(inner[j:])) {
-			j += 8
-		}
-		for j < len(inner) && plainJSONByte(inner[j]) {
-			j++
-		}
+		j := jsonplain.Skip(inner, i)
 		sb.Write(inner[i:j])
 		if i = j; i == len(inner) {
 			break
@@ -337,21 +332,6 @@ func unquoteSimple(inner []byte) (string, bool) {
 		}
 	}
 	return sb.String(), true
-}
-
-// plainJSONByte says c stands for itself inside a JSON string literal
-// and is ASCII.
-func plainJSONByte(c byte) bool { return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' }
-
-// swarSpecial says whether any of the eight bytes in x is not
-// plainJSONByte: below 0x20, a quote, a backslash, or not ASCII.
-func swarSpecial(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	// A byte below 0x20 borrows (exact when no byte has its high bit,
-	// and any that has makes x&highs non-zero).
-	below := (x - 0x20*ones) &^ x & highs
-	return x&highs|below|zero(x^'"'*ones)|zero(x^'\\'*ones) != 0
 }
 
 // simpleEscape is the byte the escape \e stands for, 0 when e is not one

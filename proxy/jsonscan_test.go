@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -50,27 +49,6 @@ func FuzzUnquote(f *testing.F) {
 			t.Fatalf("unquote(%q) = %q, encoding/json gives %q", raw, got, want)
 		}
 	})
-}
-
-// TestSwarSpecial checks the eight-bytes-at-a-time test against the
-// byte-at-a-time one for every byte value at every position, among
-// plain bytes and among bytes each of its own kind.
-func TestSwarSpecial(t *testing.T) {
-	for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']'} {
-		for pos := range 8 {
-			for c := range 256 {
-				var w [8]byte
-				for i := range w {
-					w[i] = fill
-				}
-				w[pos] = byte(c)
-				x := binary.LittleEndian.Uint64(w[:])
-				if got, want := swarSpecial(x), !plainJSONByte(byte(c)); got != want {
-					t.Fatalf("swarSpecial(%q) = %v, want %v", w, got, want)
-				}
-			}
-		}
-	}
 }
 
 // TestUnquoteSimpleTakesOutputs: the fast path decodes what tool outputs
