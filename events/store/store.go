@@ -462,7 +462,7 @@ func (s *Store) fetchBlob(ctx context.Context, hash string, info *jetstream.Obje
 			return nil, err
 		}
 	}
-	if info.Chunks == 1 && info.NUID != "" && (info.Opts == nil || info.Opts.Link == nil) {
+	if oneChunk(info) {
 		m, err := s.blobStream.GetLastMsgForSubject(ctx, s.chunkSubject(info))
 		switch {
 		case err == nil && uint64(len(m.Data)) == info.Size:
@@ -474,11 +474,21 @@ func (s *Store) fetchBlob(ctx context.Context, hash string, info *jetstream.Obje
 	return s.blobs.GetBytes(ctx, hash)
 }
 
+// oneChunk reports whether the object info describes is stored in one
+// chunk of its own (no link): fetchBlob reads such an object with one
+// get, and OpenBlob reads it whole that way too (a chunk is at most the
+// object store's chunk size, 128 KiB), whatever the blob cache admits.
+func oneChunk(info *jetstream.ObjectInfo) bool {
+	return info.Chunks == 1 && info.NUID != "" && (info.Opts == nil || info.Opts.Link == nil)
+}
+
 // OpenBlob returns the payload stored under hash as a stream: a large
 // blob is read from the object store a chunk at a time, never held whole
 // (span references hash a stored output's lines this way). A blob the
-// cache holds, or one small enough for it, is read whole through GetBlob
-// (and cached) as before. A missing blob is an error wrapping
+// cache holds, one small enough for it, and one of a single chunk (read
+// with one get, as GetBlob reads it, even with the cache disabled) are
+// read whole through GetBlob (and cached where the cache admits them). A
+// missing blob is an error wrapping
 // ErrNotFound. The payload is checked against its hash as it is read: the
 // Read that reaches its end returns an error when it differs.
 func (s *Store) OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error) {
@@ -495,7 +505,7 @@ func (s *Store) OpenBlob(ctx context.Context, hash string) (io.ReadCloser, error
 			}
 			return nil, fmt.Errorf("open blob %s: %w", hash, err)
 		}
-		if !s.cache.admits(int64(info.Size)) {
+		if !s.cache.admits(int64(info.Size)) && !oneChunk(info) {
 			r, err := s.blobs.Get(ctx, hash)
 			if err != nil {
 				if errors.Is(err, jetstream.ErrObjectNotFound) {
