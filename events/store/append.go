@@ -232,6 +232,12 @@ func (s *Store) LastSeqLeader(ctx context.Context, tenant, session string, kind 
 	if err != nil {
 		return 0, fmt.Errorf("last seq: %w", err)
 	}
+	return s.lastSeqLeader(ctx, subj)
+}
+
+// lastSeqLeader is LastSeqLeader for a subject (or a filter with
+// wildcards) of the event stream.
+func (s *Store) lastSeqLeader(ctx context.Context, subj string) (uint64, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{subj})

@@ -231,13 +231,32 @@ func (s *Store) MarksSince(ctx context.Context, tenant, session string, afterSeq
 // single gets from the leader (one request each), the rest in one batch
 // with an ordered consumer bounded by last (a few requests to set up and
 // delete, which a clustered stream makes slower than a few gets).
+//
+// A get asks for the next message on filter at or after a sequence, so
+// the gaps between a session's events (other sessions' events, a deleted
+// message) are skipped by the server. A get that finds nothing before
+// last is not taken for the end: the server that answered may be behind
+// the one that gave last (a leader just elected, still applying what it
+// was sent), or last was removed since. The leader's last sequence on
+// filter tells the two apart: below the sequence asked for, the read
+// has reached the end; otherwise the rest is read with the ordered
+// consumer, bounded by that sequence, which waits for a server behind
+// instead of stopping short.
 func (s *Store) readAfter(ctx context.Context, filter string, afterSeq, last uint64, byGet int) ([]events.Event, error) {
 	var out []events.Event
 	seq := afterSeq + 1
 	for len(out) < byGet && seq <= last {
 		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil // cannot happen on an append-only stream
+			end, err := s.lastSeqLeader(ctx, filter)
+			if err != nil {
+				return nil, fmt.Errorf("no message at or after seq %d of %d: %w", seq, last, err)
+			}
+			if end < seq {
+				return out, nil // the end: what was after seq is gone
+			}
+			last = min(last, end)
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get after seq %d: %w", seq-1, err)
