@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/events/tokens"
@@ -63,6 +64,10 @@ type Store struct {
 
 	// cache holds recently read blobs (nil when disabled).
 	cache *blobCache
+
+	// beforePut, when set (tests), runs after putBlob looked a blob up
+	// absent and before it stores it.
+	beforePut func()
 
 	// batchR1 lets AppendChain batch on a single-replica stream too
 	// (tests: the embedded server is one node).
@@ -313,12 +318,10 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	}
 	defer s.lockHash(hash)()
 	// Ask the leader, not a replica behind it (a direct get, which could
-	// miss an output another proxy just stored): a put over a stored object
-	// purges the old chunks, which a service connection may not do (its
-	// request then waits until ctx ends). Asking it first costs one request
-	// for a new blob, where a direct get first cost two (the direct get's
-	// miss, then the leader).
-	info, err := s.blobInfoLeader(ctx, hash)
+	// miss an output another proxy just stored). Asking it first costs
+	// one request for a new blob, where a direct get first cost two (the
+	// direct get's miss, then the leader).
+	info, metaSeq, err := s.blobInfoLeader(ctx, hash)
 	switch {
 	case err == nil:
 		whole, err := s.blobWhole(ctx, info)
@@ -336,7 +339,10 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	case !errors.Is(err, jetstream.ErrObjectNotFound):
 		return fmt.Errorf("put blob %s: look up: %w", hash, err)
 	}
-	if _, err := s.blobs.Put(ctx, jetstream.ObjectMeta{Name: hash}, open()); err != nil {
+	if s.beforePut != nil {
+		s.beforePut()
+	}
+	if err := s.putObject(ctx, hash, n, open(), metaSeq); err != nil {
 		return fmt.Errorf("put blob %s (%d bytes): %w", hash, n, err)
 	}
 	// Rendering usually follows soon: keep the new output at hand.
@@ -344,47 +350,164 @@ func (s *Store) putBlob(ctx context.Context, hash string, n int, open func() io.
 	return nil
 }
 
+// blobChunkSize is the size of an object's chunks: the object store's
+// default, so objects stored before read the same way.
+const blobChunkSize = 128 << 10
+
+// blobChunksInFlight bounds the chunks of one put published and not yet
+// acknowledged (a megabyte in memory).
+const blobChunksInFlight = 8
+
+// putObject stores the n bytes r reads as object name, in the object store's
+// format (nats.go's: the chunks on a subject of their own, then the
+// description on the object's meta subject), guarded by JetStream: the
+// description is published expecting metaSeq as the last sequence on the
+// meta subject (0: none), the one putBlob looked up. The object store's
+// own put purges the chunks of the object it replaces, which the service
+// identity may not do (its request then goes unanswered until ctx ends):
+// two proxies storing the same output at once, both having looked it up
+// absent, made the second wait that long. Here the second's description
+// is refused by the stream instead, and the put settles at once: the
+// description that won names the same digest and size (the name is the
+// content's address), so the output is stored; the loser's chunks stay
+// unreferenced (one copy of the output, for a race that rare; purging
+// them would need the right the service lacks). A description that won
+// without its chunks (a put that failed half way) is replaced in turn.
+func (s *Store) putObject(ctx context.Context, name string, n int, r io.Reader, metaSeq uint64) error {
+	id := nuid.Next()
+	chunkSubj := "$O." + s.cfg.BlobBucket + ".C." + id
+	h := sha256.New()
+	var size uint64
+	var chunks uint32
+	var pending []jetstream.PubAckFuture
+	settle := func(keep int) error {
+		for len(pending) > keep {
+			select {
+			case <-pending[0].Ok():
+			case err := <-pending[0].Err():
+				return fmt.Errorf("store chunk: %w", err)
+			case <-ctx.Done():
+				return fmt.Errorf("store chunk: %w", ctx.Err())
+			}
+			pending = pending[1:]
+		}
+		return nil
+	}
+	for size < uint64(n) {
+		// A buffer per chunk: a publish keeps its message to retry it.
+		buf := make([]byte, min(blobChunkSize, uint64(n)-size))
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("read chunk %d: %w", chunks, err)
+		}
+		h.Write(buf)
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: chunkSubj, Data: buf})
+		if err != nil {
+			return fmt.Errorf("store chunk %d: %w", chunks, err)
+		}
+		pending = append(pending, f)
+		size += uint64(len(buf))
+		chunks++
+		if err := settle(blobChunksInFlight - 1); err != nil {
+			return err
+		}
+	}
+	if err := settle(0); err != nil {
+		return err
+	}
+	info := jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: blobChunkSize}},
+		Bucket:     s.cfg.BlobBucket, NUID: id, Size: size, Chunks: chunks,
+		Digest: jetstream.GetObjectDigestValue(h),
+	}
+	meta, err := json.Marshal(info)
+	if err != nil {
+		return fmt.Errorf("describe: %w", err)
+	}
+	// Few rounds: each lost round means another put's description was
+	// stored in between, and only one without its chunks is replaced.
+	for range 3 {
+		m := nats.NewMsg(s.metaSubject(name))
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		m.Data = meta
+		_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(metaSeq))
+		if err == nil {
+			return nil
+		}
+		if !isWrongLastSequence(err) {
+			return fmt.Errorf("store description: %w", err)
+		}
+		// Another put stored a description first.
+		other, seq, err := s.blobInfoLeader(ctx, name)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			metaSeq = seq // deleted since: store over it
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("store description: another put won: %w", err)
+		}
+		if other.Digest != info.Digest || other.Size != info.Size {
+			return fmt.Errorf("store description: another put stored %s (%d bytes) under this name", other.Digest, other.Size)
+		}
+		whole, err := s.blobWhole(ctx, other)
+		if err != nil {
+			return fmt.Errorf("store description: another put won: %w", err)
+		}
+		if whole {
+			return nil
+		}
+		metaSeq = seq
+	}
+	return fmt.Errorf("store description: other puts kept winning")
+}
+
+// metaSubject is the subject of the description of object name in the
+// object store's stream (nats.go's object store format).
+func (s *Store) metaSubject(name string) string {
+	return "$O." + s.cfg.BlobBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+}
+
 // blobInfoLeader reads an object's description from the object stream's
 // leader (the JetStream API's message get on its meta subject), which
-// holds every acknowledged put. A missing or deleted object is
-// jetstream.ErrObjectNotFound.
-func (s *Store) blobInfoLeader(ctx context.Context, hash string) (*jetstream.ObjectInfo, error) {
-	subj := "$O." + s.cfg.BlobBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(hash))
+// holds every acknowledged put, with the description's sequence in that
+// stream (what a put replacing it expects; 0 when there is none). A
+// missing or deleted object is jetstream.ErrObjectNotFound.
+func (s *Store) blobInfoLeader(ctx context.Context, hash string) (*jetstream.ObjectInfo, uint64, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
-	}{subj})
+	}{s.metaSubject(hash)})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+objectStream(s.cfg.BlobBucket), req)
 	if err != nil {
-		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
 	}
 	var resp struct {
 		Message *struct {
+			Seq  uint64 `json:"seq"`
 			Data []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, jetstream.ErrObjectNotFound
+		return nil, 0, jetstream.ErrObjectNotFound
 	case resp.Error != nil:
-		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, resp.Error)
+		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, resp.Error)
 	case resp.Message == nil:
-		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, jetstream.ErrInvalidJetStreamResponse)
+		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, jetstream.ErrInvalidJetStreamResponse)
 	}
 	var info jetstream.ObjectInfo
 	if err := json.Unmarshal(resp.Message.Data, &info); err != nil {
-		return nil, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
+		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
 	}
 	if info.Deleted {
-		return nil, jetstream.ErrObjectNotFound
+		return nil, resp.Message.Seq, jetstream.ErrObjectNotFound
 	}
-	return &info, nil
+	return &info, resp.Message.Seq, nil
 }
 
 // objectStream is the name of the stream under object store bucket.
