@@ -176,16 +176,16 @@ func runAll(ctx context.Context, fns ...func(ctx context.Context) error) error {
 }
 
 // runTogether runs this process's eligibility and scheduler workers
-// together. A partition that no durable of either kind alone consumes
-// gets one shared durable, DurableName(DurableJudge, p): the eligibility
+// together. A partition whose shape (claimPartitionShape) is shared gets
+// one shared durable, DurableName(DurableJudge, p): the eligibility
 // worker judges each batch (its marks stored) before the scheduler takes
 // it, and the facts are acknowledged once for both, so each fact is
 // delivered and acknowledged once instead of twice and one consumer
-// state is kept instead of two. A partition that an existing store
-// consumes with either kind's own durable (a store from before the
-// shared durable, or workers of one kind running in other processes)
-// keeps the two durables, with their positions: nothing is judged again
-// and nothing skipped.
+// state is kept instead of two. A partition whose shape is each kind's
+// own durables (a store from before the shared durable, or workers of
+// one kind running in other processes, which claimed it first) keeps the
+// two durables, with their positions: nothing is judged again and
+// nothing skipped.
 func (p *Pipeline) runTogether(ctx context.Context) error {
 	if len(p.cfg.Partitions) == 0 {
 		return errors.New("no partitions to consume")
@@ -194,14 +194,14 @@ func (p *Pipeline) runTogether(ctx context.Context) error {
 	lg := &Log{Store: p.Store}
 	return runPartitions(ctx, p.cfg.Partitions, func(ctx context.Context, part int) error {
 		ef, sf := eligFeed(ctx, part), schedFeed(ctx, part)
-		shared, err := sharedShape(ctx, lg, part)
+		shape, err := claimPartitionShape(ctx, lg, part, shapeShared)
 		if err != nil {
 			return err
 		}
-		if !shared {
+		if shape != shapeShared {
 			return runAll(ctx,
-				func(ctx context.Context) error { return p.Eligibility.consume(ctx, part, ef) },
-				func(ctx context.Context) error { return p.Scheduler.consume(ctx, part, sf) })
+				func(ctx context.Context) error { return p.Eligibility.consumeOwn(ctx, part, ef) },
+				func(ctx context.Context) error { return p.Scheduler.consumeOwn(ctx, part, sf) })
 		}
 		durable := DurableName(DurableJudge, part)
 		return p.Store.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, part),
@@ -215,20 +215,50 @@ func (p *Pipeline) runTogether(ctx context.Context) error {
 	})
 }
 
-// sharedShape says whether partition part is (to be) consumed by the
-// shared durable: it is already, or no durable of either kind alone
-// consumes it.
-func sharedShape(ctx context.Context, lg *Log, part int) (bool, error) {
-	for _, d := range []string{DurableJudge, DurableEligibility, DurableScheduler} {
-		ok, err := lg.HasConsumer(ctx, DurableName(d, part))
-		if err != nil {
-			return false, fmt.Errorf("partition %d: %w", part, err)
+// Partition shapes: which durables consume a partition's facts, claimed
+// once per partition through JetStream (store.ClaimPartitionShape).
+const (
+	// shapeShared is one durable shared by the two kinds,
+	// DurableName(DurableJudge, p), run by a process running both.
+	shapeShared = DurableJudge
+	// shapeOwn is each kind's own durable, DurableName(DurableEligibility,
+	// p) and DurableName(DurableScheduler, p).
+	shapeOwn = "own"
+)
+
+// shapeLog is what choosing a partition's shape needs from the log.
+type shapeLog interface {
+	HasConsumer(ctx context.Context, durable string) (bool, error)
+	ClaimPartitionShape(ctx context.Context, part int, propose func(ctx context.Context) (string, error)) (string, error)
+}
+
+// claimPartitionShape returns partition part's shape, claiming want for
+// it when no process has claimed one: the claim is atomic (a key-value
+// create), so of the processes starting at once on a new partition
+// exactly one shape wins, and every process reads it. A partition whose
+// facts a durable already consumes (a store from before the claims)
+// claims the shape of that durable instead of want, so it keeps its
+// position: the shared durable if it exists, else each kind's own.
+func claimPartitionShape(ctx context.Context, lg shapeLog, part int, want string) (string, error) {
+	shape, err := lg.ClaimPartitionShape(ctx, part, func(ctx context.Context) (string, error) {
+		for _, d := range []string{DurableJudge, DurableEligibility, DurableScheduler} {
+			ok, err := lg.HasConsumer(ctx, DurableName(d, part))
+			if err != nil {
+				return "", err
+			}
+			if ok && d == DurableJudge {
+				return shapeShared, nil
+			}
+			if ok {
+				return shapeOwn, nil
+			}
 		}
-		if ok {
-			return d == DurableJudge, nil
-		}
+		return want, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("partition %d: shape: %w", part, err)
 	}
-	return true, nil
+	return shape, nil
 }
 
 // Run runs the selected workers ("eligibility", "scheduler", "projection";

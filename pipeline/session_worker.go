@@ -17,7 +17,7 @@ type sessionLog interface {
 	ConsumeBatch(ctx context.Context, durable, filter string, handler store.BatchHandler, opts ...store.ConsumeOption) error
 	PartitionOf(tenant, session string) int
 	AckFloor(ctx context.Context, durable string) (uint64, error)
-	HasConsumer(ctx context.Context, durable string) (bool, error)
+	shapeLog
 }
 
 // sessionKind is what a kind of partitioned session worker (eligibility,
@@ -172,23 +172,33 @@ func (w *sessionWorker[S]) run(ctx context.Context, feed func(ctx context.Contex
 }
 
 // consume runs partition p's own durable consumer (DurableName(w.name,
-// p)) until ctx ends, feeding its batches to f. A partition whose facts
-// a shared consumer (DurableName(DurableJudge, p)) delivers is refused:
-// both consumers would judge every fact.
+// p)) until ctx ends, feeding its batches to f. A partition whose shape
+// is the shared consumer (DurableName(DurableJudge, p), claimed by a
+// process running both kinds) is refused: both consumers would judge
+// every fact.
 func (w *sessionWorker[S]) consume(ctx context.Context, p int, f partitionFeed) error {
-	if shared, err := w.log.HasConsumer(ctx, DurableName(DurableJudge, p)); err != nil {
+	shape, err := claimPartitionShape(ctx, w.log, p, shapeOwn)
+	if err != nil {
 		return fmt.Errorf("%s worker: %w", w.name, err)
-	} else if shared {
+	}
+	if shape != shapeOwn {
 		return fmt.Errorf("%s worker: partition %d: %w", w.name, p, errSharedDurable)
 	}
+	return w.consumeOwn(ctx, p, f)
+}
+
+// consumeOwn is consume on a partition whose shape is each kind's own
+// durable (the caller claimed it).
+func (w *sessionWorker[S]) consumeOwn(ctx context.Context, p int, f partitionFeed) error {
 	durable := DurableName(w.name, p)
 	return w.log.ConsumeBatch(ctx, durable, events.PartitionFilter(events.KindFact, p), f.handle,
 		w.parts.consumeOptions(w.met, w.name, durable, f.dropped)...)
 }
 
-// errSharedDurable refuses a worker of one kind on a partition consumed
-// by the shared durable of a process running both kinds.
-var errSharedDurable = errors.New("its facts go to the shared durable consumer of a process running the eligibility and scheduler workers together (" + DurableJudge + "-pN): run both workers in one process there, or delete that consumer")
+// errSharedDurable refuses a worker of one kind on a partition whose
+// shape is the shared durable of a process running the eligibility and
+// scheduler workers together.
+var errSharedDurable = errors.New("its facts go to the shared durable consumer of a process running the eligibility and scheduler workers together (" + DurableJudge + "-pN, claimed in key-value bucket " + store.ShapesBucket + "): run both workers in one process there, or stop that process and delete both the consumer and the partition's key (nats kv del " + store.ShapesBucket + " pN)")
 
 // partitionFeed is one worker's part of a partition's consumer: what it
 // does with a batch of the partition's facts, and what when the

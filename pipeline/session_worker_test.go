@@ -56,6 +56,9 @@ func (l *memLog) ConsumeBatch(context.Context, string, string, store.BatchHandle
 func (l *memLog) PartitionOf(string, string) int                    { return 0 }
 func (l *memLog) AckFloor(context.Context, string) (uint64, error)  { return 0, nil }
 func (l *memLog) HasConsumer(context.Context, string) (bool, error) { return false, nil }
+func (l *memLog) ClaimPartitionShape(ctx context.Context, _ int, propose func(context.Context) (string, error)) (string, error) {
+	return propose(ctx)
+}
 
 // markIDs returns the sorted ids of session's marks in the log.
 func (l *memLog) markIDs(session string) []string {

@@ -238,40 +238,64 @@ func (s *Store) LastSeqLeader(ctx context.Context, tenant, session string, kind 
 // lastSeqLeader is LastSeqLeader for a subject (or a filter with
 // wildcards) of the event stream.
 func (s *Store) lastSeqLeader(ctx context.Context, subj string) (uint64, error) {
+	seq, _, err := s.lastAtLeader(ctx, events.StreamName, subj, false)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+	}
+	return seq, nil
+}
+
+// lastAtLeader returns the last message on subj (a subject or a filter)
+// in stream as the stream's leader holds it: the JetStream API's message
+// get, never a direct get (which any replica answers, and one behind the
+// leader misses what was just stored). It returns the message's sequence
+// and, when data is true, its payload. No message is
+// jetstream.ErrMsgNotFound. Without a deadline on ctx it waits at most
+// Config.PublishTimeout.
+func (s *Store) lastAtLeader(ctx context.Context, stream, subj string, data bool) (uint64, []byte, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{subj})
 	if err != nil {
-		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+		return 0, nil, err
 	}
-	api := "$JS.API.STREAM.MSG.GET." + events.StreamName
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.PublishTimeout)
 		defer cancel()
 	}
-	msg, err := s.js.Conn().RequestWithContext(ctx, api, req)
+	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
-		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+		return 0, nil, fmt.Errorf("get at the leader: %w", err)
 	}
 	var resp struct {
 		Message *struct {
-			Seq uint64 `json:"seq"`
+			Seq  uint64          `json:"seq"`
+			Data json.RawMessage `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("last seq of %s: %w", subj, err)
+		return 0, nil, fmt.Errorf("get at the leader: %w", err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return 0, nil
+		return 0, nil, jetstream.ErrMsgNotFound
 	case resp.Error != nil:
-		return 0, fmt.Errorf("last seq of %s: %w", subj, resp.Error)
+		return 0, nil, fmt.Errorf("get at the leader: %w", resp.Error)
 	case resp.Message == nil:
-		return 0, fmt.Errorf("last seq of %s: %w", subj, jetstream.ErrInvalidJetStreamResponse)
+		return 0, nil, fmt.Errorf("get at the leader: %w", jetstream.ErrInvalidJetStreamResponse)
 	}
-	return resp.Message.Seq, nil
+	var payload []byte
+	if data && len(resp.Message.Data) > 0 {
+		if err := json.Unmarshal(resp.Message.Data, &payload); err != nil {
+			return 0, nil, fmt.Errorf("get at the leader: %w", err)
+		}
+	}
+	return resp.Message.Seq, payload, nil
 }
 
 // FirstSeq returns the stream sequence of the first event of a session on

@@ -65,6 +65,10 @@ type Store struct {
 	// cache holds recently read blobs (nil when disabled).
 	cache *blobCache
 
+	// shapesKV is the shapes bucket once looked up (ClaimPartitionShape).
+	shapesMu sync.Mutex
+	shapesKV jetstream.KeyValue
+
 	// beforePut, when set (tests), runs after putBlob looked a blob up
 	// absent and before it stores it.
 	beforePut func()
@@ -472,42 +476,21 @@ func (s *Store) metaSubject(name string) string {
 // stream (what a put replacing it expects; 0 when there is none). A
 // missing or deleted object is jetstream.ErrObjectNotFound.
 func (s *Store) blobInfoLeader(ctx context.Context, hash string) (*jetstream.ObjectInfo, uint64, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{s.metaSubject(hash)})
-	if err != nil {
-		return nil, 0, err
-	}
-	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+objectStream(s.cfg.BlobBucket), req)
-	if err != nil {
-		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
-	}
-	var resp struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+	seq, data, err := s.lastAtLeader(ctx, objectStream(s.cfg.BlobBucket), s.metaSubject(hash), true)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, jetstream.ErrObjectNotFound
-	case resp.Error != nil:
-		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, resp.Error)
-	case resp.Message == nil:
-		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, jetstream.ErrInvalidJetStreamResponse)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("look up blob %s: %w", hash, err)
 	}
 	var info jetstream.ObjectInfo
-	if err := json.Unmarshal(resp.Message.Data, &info); err != nil {
+	if err := json.Unmarshal(data, &info); err != nil {
 		return nil, 0, fmt.Errorf("look up blob %s at the leader: %w", hash, err)
 	}
 	if info.Deleted {
-		return nil, resp.Message.Seq, jetstream.ErrObjectNotFound
+		return nil, seq, jetstream.ErrObjectNotFound
 	}
-	return &info, resp.Message.Seq, nil
+	return &info, seq, nil
 }
 
 // objectStream is the name of the stream under object store bucket.

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +125,49 @@ func serviceServer(t *testing.T) (context.Context, *Embedded) {
 func outputOf(size int) []byte {
 	line := uniqueSession("output") + " line\n"
 	return []byte(strings.Repeat(line, size/len(line)+1)[:size])
+}
+
+// TestClaimPartitionShape: service processes claiming one partition's
+// shape at once, with different proposals, all read the one that won;
+// a claimed partition does not ask for a proposal again; and another
+// partition is claimed on its own.
+func TestClaimPartitionShape(t *testing.T) {
+	t.Parallel()
+	ctx, e := serviceServer(t)
+	stores := []serviceStore{services(t, e, "p1"), services(t, e, "p2"), services(t, e, "p3")}
+	start := make(chan struct{})
+	got := make(chan string, len(stores))
+	for i, st := range stores {
+		go func() {
+			<-start
+			shape, err := st.s.ClaimPartitionShape(ctx, 0, func(context.Context) (string, error) {
+				return fmt.Sprintf("shape-%d", i), nil
+			})
+			if err != nil {
+				shape = "error: " + err.Error()
+			}
+			got <- shape
+		}()
+	}
+	close(start)
+	won := <-got
+	testutil.True(t, strings.HasPrefix(won, "shape-"), "claim: %s", won)
+	for range len(stores) - 1 {
+		testutil.Equal(t, <-got, won)
+	}
+	again, err := stores[0].s.ClaimPartitionShape(ctx, 0, func(context.Context) (string, error) {
+		return "", errors.New("asked for a proposal on a claimed partition")
+	})
+	testutil.NoError(t, err)
+	testutil.Equal(t, again, won)
+	other, err := stores[1].s.ClaimPartitionShape(ctx, 1, func(context.Context) (string, error) { return "other", nil })
+	testutil.NoError(t, err)
+	testutil.Equal(t, other, "other")
+	for _, st := range stores {
+		select {
+		case err := <-st.viol:
+			t.Errorf("a claim was refused: %v", err)
+		default:
+		}
+	}
 }
