@@ -200,3 +200,24 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPutBlobNew measures storing a new tool output (a distinct one
+// each time, so each put is a look-up and a store): one chunk, and
+// several.
+func BenchmarkPutBlobNew(b *testing.B) {
+	for _, size := range []int{4 << 10, 300 << 10} {
+		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
+			s := openStore(b, connectAdmin(b, startEmbedded(b, "", false)), Config{Tokens: tokens.New(), BlobCacheBytes: -1})
+			ctx := testCtx(b)
+			data := make([]byte, size)
+			i := 0
+			for b.Loop() {
+				i++
+				copy(data, fmt.Sprintf("output %d ", i))
+				if err := s.PutBlob(ctx, events.HashBytes(data), data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
