@@ -87,6 +87,9 @@ func (s *Store) shapes(ctx context.Context) (jetstream.KeyValue, error) {
 			Storage:     jetstream.FileStorage,
 			Replicas:    s.cfg.Replicas,
 		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.js.KeyValue(ctx, ShapesBucket) // made otherwise meanwhile
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shapes bucket %s: %w", ShapesBucket, err)
