@@ -379,7 +379,7 @@ const blobChunksInFlight = 8
 // without its chunks (a put that failed half way) is replaced in turn.
 func (s *Store) putObject(ctx context.Context, name string, n int, r io.Reader, metaSeq uint64) error {
 	id := nuid.Next()
-	chunkSubj := "$O." + s.cfg.BlobBucket + ".C." + id
+	chunkSubj := s.chunkSubject(&jetstream.ObjectInfo{NUID: id})
 	h := sha256.New()
 	var size uint64
 	var chunks uint32
