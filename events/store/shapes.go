@@ -76,24 +76,35 @@ func (s *Store) shapes(ctx context.Context) (jetstream.KeyValue, error) {
 	if s.shapesKV != nil {
 		return s.shapesKV, nil
 	}
-	kv, err := s.js.KeyValue(ctx, ShapesBucket)
+	kv, err := ensureKeyValue(ctx, s.js, jetstream.KeyValueConfig{
+		Bucket:      ShapesBucket,
+		Description: "prunesched: the consumer shape claimed for each partition",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.shapesKV = kv
+	return kv, nil
+}
+
+// ensureKeyValue returns the key-value bucket cfg names, creating it with
+// cfg when it does not exist; when another process creates it meanwhile
+// (the create then fails on a configuration that differs), it looks the
+// bucket up again. (proxy.JoinFleet opens its bucket the same way; the
+// proxy may not import the store.)
+func ensureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		// Processes creating it at once with the same configuration all
-		// succeed.
-		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      ShapesBucket,
-			Description: "prunesched: the consumer shape claimed for each partition",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.cfg.Replicas,
-		})
+		kv, err = js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = s.js.KeyValue(ctx, ShapesBucket) // made otherwise meanwhile
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("shapes bucket %s: %w", ShapesBucket, err)
+		return nil, fmt.Errorf("key-value bucket %s: %w", cfg.Bucket, err)
 	}
-	s.shapesKV = kv
 	return kv, nil
 }
