@@ -180,7 +180,7 @@ func anthropicBlock(role events.Role, bm []member, be elem, occ *occurrences) (*
 		b := &block{kind: bToolResult, role: events.RoleUser, rel: true, callID: id, isError: isTrue(get(bm, "is_error")), valStart: -1, valEnd: -1, objEnd: objEnd}
 		_, b.item = callItemIDs(id)
 		if cm := getMember(bm, "content"); cm != nil {
-			b.raw = ownRaw(cm.val)
+			b.raw = cm.val
 			b.rawArr = cm.val[0] == '['
 			b.valStart, b.valEnd = cm.off, cm.off+len(cm.val)
 		} else {

@@ -108,6 +108,9 @@ type conversation struct {
 	// one-hour tier, "5m" when there are breakpoints, else "".
 	breakpoints int
 	cacheTTL    string
+	// pending is the parse of the messages array, cached once the request
+	// is forwarded (cacheParse); nil when there is none or it is cached.
+	pending *pendingParse
 }
 
 // hash12 is the first 12 hex digits of the SHA-256 of s.
@@ -248,7 +251,9 @@ func (o *occurrences) prefixCount(k occKey) int {
 // the request body instead of a copy (ownRaw).
 const largeRaw = 1 << 20
 
-// ownRaw returns the raw value a block keeps. A small value is copied, so
+// ownRaw returns the raw value a block keeps once its parse is cached
+// (pendingParse.put; until then the block's raw value is in place in its
+// request's body, which the request holds anyway). A small value is copied, so
 // a block that outlives its request (in the parse cache, or as the
 // session's last logged blocks) does not keep the request's body alive. A
 // value of largeRaw bytes or more is kept in place: a copy would add its

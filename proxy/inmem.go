@@ -440,7 +440,13 @@ type logWrite struct {
 // forwarded says the plan's request has been written upstream, whatever
 // comes back: its facts can be written. It may be called more than once.
 func (pl *plan) forwarded() {
-	if pl == nil || pl.write == nil || pl.write.wrote == nil {
+	if pl == nil {
+		return
+	}
+	// The request's parse goes to the parse cache now, off the request's
+	// path (its new outputs' raw values copied), while the upstream works.
+	go pl.conv.cacheParse()
+	if pl.write == nil || pl.write.wrote == nil {
 		return
 	}
 	pl.write.wroteOnce.Do(func() { close(pl.write.wrote) })

@@ -171,25 +171,36 @@ func TestProxySlowBodyCutOff(t *testing.T) {
 	testutil.True(t, err != nil, "the connection stayed open")
 }
 
-// TestLargeToolResultNotCopied: the parse keeps a large tool result's raw
-// value in place in the body (a copy would hold a large output a third
-// time, beside the body and its decoded text) and copies a small one (so
-// a remembered block does not keep its body alive).
+// TestLargeToolResultNotCopied: a cached parse keeps a large tool
+// result's raw value in place in the body (a copy would hold a large output
+// a third time, beside the body and its decoded text) and copies a small
+// one (so a remembered block does not keep its body alive). A parse left
+// for after forwarding (parseCheckedLater) keeps both in place until
+// cacheParse, and makes the copy then.
 func TestLargeToolResultNotCopied(t *testing.T) {
-	for _, n := range []int{100, largeRaw} {
-		body := []byte(`{"model":"m","max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"go"},` +
-			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},` +
-			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + strings.Repeat("x", n) + `"}]}]}`)
-		conv, err := parseChecked(APIAnthropic, body, nil)
-		testutil.NoError(t, err)
-		var raw []byte
-		for _, b := range conv.blocks {
-			if b.kind == bToolResult {
-				raw = b.raw
+	for _, later := range []bool{false, true} {
+		for _, n := range []int{100, largeRaw} {
+			body := []byte(`{"model":"m","max_tokens":10,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"go"},` +
+				`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},` +
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + strings.Repeat("x", n) + `"}]}]}`)
+			pc := &parseCache{}
+			conv, err := parseCheckedLater(APIAnthropic, body, pc, later)
+			testutil.NoError(t, err)
+			var res *block
+			for _, b := range conv.blocks {
+				if b.kind == bToolResult {
+					res = b
+				}
 			}
+			at := &body[bytes.Index(body, []byte(`"xxx`))]
+			inBody := func() bool { return &res.raw[0] == at }
+			testutil.True(t, len(res.raw) == n+2, "tool result raw of %d bytes, want %d", len(res.raw), n+2)
+			if later {
+				testutil.True(t, inBody() && len(pc.entries) == 0, "later, %d-byte output: raw in the body %v, %d cached before cacheParse", n, inBody(), len(pc.entries))
+				conv.cacheParse()
+			}
+			testutil.True(t, len(pc.entries) == 1, "later %v: %d cached", later, len(pc.entries))
+			testutil.True(t, inBody() == (n >= largeRaw), "later %v, %d-byte output: raw in the body %v", later, n, inBody())
 		}
-		testutil.True(t, len(raw) == n+2, "tool result raw of %d bytes, want %d", len(raw), n+2)
-		inBody := &raw[0] == &body[bytes.Index(body, []byte(`"xxx`))]
-		testutil.True(t, inBody == (n >= largeRaw), "%d-byte output: raw in the body %v", n, inBody)
 	}
 }

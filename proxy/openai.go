@@ -118,7 +118,7 @@ func parseOpenAIChatScan(a *arrScan) (*conversation, error) {
 			}
 			_, b.item = callItemIDs(id)
 			if cm := getMember(ms, "content"); cm != nil && cm.val[0] != 'n' {
-				b.raw, b.rawArr = ownRaw(cm.val), cm.val[0] == '['
+				b.raw, b.rawArr = cm.val, cm.val[0] == '['
 				b.valStart, b.valEnd = cm.off, cm.off+len(cm.val)
 			} else {
 				b.raw = []byte(`""`)
@@ -279,7 +279,7 @@ func parseOpenAIResponsesScan(a *arrScan) (*conversation, error) {
 			}
 			_, b.item = callItemIDs(id)
 			if om := getMember(im, "output"); om != nil {
-				b.raw, b.rawArr = ownRaw(om.val), om.val[0] == '['
+				b.raw, b.rawArr = om.val, om.val[0] == '['
 				b.valStart, b.valEnd = om.off, om.off+len(om.val)
 			} else {
 				b.raw = []byte(`""`)

@@ -147,7 +147,10 @@ type arrScan struct {
 
 	// check makes the parse check the body's text (parseChecked) before
 	// caching it; checked, plain and textErr are the check's outcome.
-	check   bool
+	check bool
+	// later leaves the parse to be cached once the request is forwarded
+	// (conversation.cacheParse) instead of at the parse's end.
+	later   bool
 	checked bool
 	plain   bool
 	textErr error
@@ -295,7 +298,14 @@ func (ap *arrParse) endElem(e elem) {
 }
 
 // finish caches the parse when the request is an agent turn (the only ones
-// the proxy processes). pre is as in parsed.
+// the proxy processes), or with a.later leaves it on the conversation for
+// cacheParse. pre is as in parsed.
+//
+// The blocks parsed from this body keep their raw values in place in it
+// until the parse is cached: then each takes its own copy (ownRaw), so that
+// a block reused by later requests does not keep this body alive. With
+// a.later that copy (as large as the request's new outputs) is made after
+// forwarding, not before.
 func (ap *arrParse) finish(pre []byte) {
 	a, c := ap.a, ap.c
 	if a.pc == nil || !c.tools || len(ap.marks) == 0 {
@@ -315,5 +325,42 @@ func (ap *arrParse) finish(pre []byte) {
 	if ap.systemAt >= 0 {
 		e.system = c.system
 	}
-	a.pc.put(e, a.from)
+	pp := &pendingParse{pc: a.pc, e: e, from: a.from, fresh: e.blocks[ap.prefixBlocks():]}
+	if a.later {
+		c.pending = pp
+		return
+	}
+	pp.put()
+}
+
+// pendingParse is a parse waiting to be cached: e, which replaces from,
+// and the blocks parsed from its body (fresh), whose raw values are still
+// in place in the body.
+type pendingParse struct {
+	pc      *parseCache
+	e, from *parsed
+	fresh   []*block
+	once    sync.Once
+}
+
+// put gives the fresh blocks their own raw values and caches the parse,
+// once. Until then no other request can reach the fresh blocks (they
+// are reached through the cache), and once cached they are immutable.
+func (pp *pendingParse) put() {
+	pp.once.Do(func() {
+		for _, b := range pp.fresh {
+			b.raw = ownRaw(b.raw)
+		}
+		pp.pc.put(pp.e, pp.from)
+	})
+}
+
+// cacheParse caches the parse of c's messages array that the parse left
+// for after forwarding (arrScan.later); nothing when there is none. Call it
+// once the request is forwarded, when nothing reads c's blocks' raw values
+// any more: the decision and the facts were made from them before.
+func (c *conversation) cacheParse() {
+	if c != nil && c.pending != nil {
+		c.pending.put()
+	}
 }

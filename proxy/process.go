@@ -23,7 +23,14 @@ import (
 // the body they came from, so only the rest is scanned (arrScan.checkText),
 // and a body that fails the check is never cached.
 func parseChecked(api API, body []byte, pc *parseCache) (*conversation, error) {
-	a := &arrScan{pc: pc, api: api, body: body, check: true}
+	return parseCheckedLater(api, body, pc, false)
+}
+
+// parseCheckedLater is parseChecked; with later, the parse is cached only
+// when the conversation's cacheParse is called (once the request is
+// forwarded), and the copies of its new blocks' raw values made then.
+func parseCheckedLater(api API, body []byte, pc *parseCache, later bool) (*conversation, error) {
+	a := &arrScan{pc: pc, api: api, body: body, check: true, later: later}
 	c, err := parseScan(a)
 	if err != nil {
 		if terr := events.CheckText(body); terr != nil {
@@ -62,7 +69,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	// Text the parse would change (not UTF-8, a lone surrogate) is never
 	// recorded altered: the request goes upstream untouched (fail open).
 	// The parse checks it (parseChecked).
-	conv, err := parseChecked(api, body, &p.parses)
+	conv, err := parseCheckedLater(api, body, &p.parses, true)
 	t = p.met.stage(api, StageParse, t)
 	if err != nil {
 		return nil, staged(StageParse, err)

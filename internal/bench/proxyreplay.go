@@ -469,6 +469,9 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 					if len(sessions) > 1 {
 						label = fmt.Sprintf("%s#%d", name, si)
 					}
+					if !replayRowWanted(label) {
+						continue
+					}
 					// A fresh proxy, log and token counter per sequence:
 					// the shapes of one trace carry the same tool outputs,
 					// which a shared store would find already counted and
@@ -498,6 +501,9 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 		n = min(n, limit)
 	}
 	for _, sr := range syntheticRows() {
+		if !replayRowWanted(sr.label()) {
+			continue
+		}
 		turns, compactions := largeOutputs(n, sr.outputBytes, sr.windowed).Build(replay.Anthropic, false), 0
 		if limit > 0 && len(turns) > limit {
 			turns = turns[:limit]
@@ -520,6 +526,18 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 			row.Trace, row.Requests, row.MaxBodyKiB, row.MeanBodyKiB, row.Compactions, row.ProxyP50, row.BareP50, row.RatioP50, row.ProxyP99, row.BareP99, row.RatioP99, row.FailedOpen, stageSummary(row.StageP50), row.StageP99[proxy.StageAppend])
 	}
 	return nil
+}
+
+// replayRowsEnv, when set, keeps only the proxy-replay rows whose label
+// contains it (for profiling one row with --cpuprofile: the pooled
+// numbers then cover only the rows kept).
+const replayRowsEnv = "PRUNESCHED_REPLAY_ROWS"
+
+// replayRowWanted says whether the row labelled label runs
+// (replayRowsEnv).
+func replayRowWanted(label string) bool {
+	want := os.Getenv(replayRowsEnv)
+	return want == "" || strings.Contains(label, want)
 }
 
 // contextWindowTokens is the context window the synthetic rows' client
