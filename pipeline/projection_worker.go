@@ -59,6 +59,12 @@ type ProjectionWorker struct {
 	// gen counts idle sweeps (EvictIdle); an entry used since the last
 	// sweep carries the current one (under lruMu).
 	gen uint64
+	// last is the session the previous event was applied to, nil after
+	// an eviction: events come in runs of one session (each writer
+	// appends a batch), so most find their session here without the
+	// look-ups. When set, it is held (in sessions, so neither evicted
+	// nor being rebuilt).
+	last *projEntry
 }
 
 // projEntry is one session held in memory.
@@ -291,16 +297,20 @@ func (w *ProjectionWorker) apply(batch []projMsg) {
 // applyOne applies one event under the write lock.
 func (w *ProjectionWorker) applyOne(ev events.Event, size int) {
 	k := keyOf(ev)
-	if rb, ok := w.rebuilding[k]; ok {
-		rb.events = append(rb.events, ev)
-		return
-	}
-	if _, ok := w.evicted[k]; ok {
-		return // in the log; the rebuild reads it
-	}
-	e, ok := w.sessions[k]
-	if !ok {
-		e = w.hold(k, projections.NewSession(k.tenant, k.session))
+	e := w.last
+	if e == nil || e.key != k {
+		if rb, ok := w.rebuilding[k]; ok {
+			rb.events = append(rb.events, ev)
+			return
+		}
+		if _, ok := w.evicted[k]; ok {
+			return // in the log; the rebuild reads it
+		}
+		var ok bool
+		if e, ok = w.sessions[k]; !ok {
+			e = w.hold(k, projections.NewSession(k.tenant, k.session))
+		}
+		w.last = e
 	}
 	e.s.Observe(ev)
 	e.events += int64(size)
@@ -327,7 +337,11 @@ func (w *ProjectionWorker) touch(e *projEntry) {
 	e.bytes = est
 	w.lruMu.Lock()
 	e.gen = w.gen
-	w.order.Get(e.key)
+	// Already the most recently used (the same session as the event
+	// before, no view in between): nothing to move.
+	if k, _, ok := w.order.Newest(); !ok || k != e.key {
+		w.order.Get(e.key)
+	}
 	w.lruMu.Unlock()
 }
 
@@ -352,6 +366,9 @@ func (w *ProjectionWorker) evictLocked(e *projEntry) {
 	// Cached renderings may have grown since the last touch.
 	w.bytes -= e.bytes
 	delete(w.sessions, e.key)
+	if w.last == e {
+		w.last = nil
+	}
 	w.evicted[e.key] = struct{}{}
 	w.evictions++
 }

@@ -23,7 +23,10 @@ import (
 // ordered replay and the projection rebuild of the same log, by the
 // resources they take rather than by their rate alone: process CPU,
 // bytes allocated and GC cycles per message, over rounds that alternate
-// the two (so a busy machine weighs on both alike). It asserts nothing.
+// the two (so a busy machine weighs on both alike), with the runtime's own
+// accounts of the CPU spent on GC and of the time its Ps sat idle (near
+// zero: both phases are CPU-bound on two cores, and the wall ratio follows
+// the CPU ratio). It asserts nothing.
 // With PRUNESCHED_REBUILD_PROF=DIR it writes one CPU profile per phase
 // and round there (merge them with `go tool pprof -proto DIR/rebuild-*`).
 //
@@ -108,8 +111,8 @@ func TestRebuildCPU(t *testing.T) {
 	t.Logf("%d messages, %d rounds; best rates: replay %.0f, rebuild %.0f msgs/s (ratio %.2f)", last, rounds-1, best[0], best[1], best[1]/best[0])
 	for i, phase := range phases {
 		u := use[i]
-		t.Logf("%-7s per message: wall %.2f µs, CPU %.2f µs, %.0f bytes allocated; %.1f GC cycles per run",
-			phase, u.wall.Seconds()*1e6/n, u.cpu.Seconds()*1e6/n, float64(u.alloc)/n, float64(u.gcs)/(rounds-1))
+		t.Logf("%-7s per message: wall %.2f µs, CPU %.2f µs (GC %.2f µs, Ps idle %.2f µs), %.0f bytes allocated; %.1f GC cycles per run",
+			phase, u.wall.Seconds()*1e6/n, u.cpu.Seconds()*1e6/n, u.gcCPU.Seconds()*1e6/n, u.idle.Seconds()*1e6/n, float64(u.alloc)/n, float64(u.gcs)/(rounds-1))
 	}
 	t.Logf("ratio as the bench reports it (replay time / rebuild time): wall %.2f, CPU %.2f", float64(use[0].wall)/float64(use[1].wall), float64(use[0].cpu)/float64(use[1].cpu))
 }
@@ -205,6 +208,10 @@ func writeStream(file string, stream [][]byte) error {
 type usage struct {
 	wall, cpu  time.Duration
 	alloc, gcs uint64
+	// gcCPU and idle are the runtime's estimates (runtime/metrics) of
+	// the CPU time spent on GC (background marking, assists, pauses)
+	// and of the time Ps were idle, over all GOMAXPROCS.
+	gcCPU, idle time.Duration
 }
 
 func (u *usage) add(v usage) {
@@ -212,10 +219,13 @@ func (u *usage) add(v usage) {
 	u.cpu += v.cpu
 	u.alloc += v.alloc
 	u.gcs += v.gcs
+	u.gcCPU += v.gcCPU
+	u.idle += v.idle
 }
 
 func (u usage) sub(v usage) usage {
-	return usage{wall: u.wall - v.wall, cpu: u.cpu - v.cpu, alloc: u.alloc - v.alloc, gcs: u.gcs - v.gcs}
+	return usage{wall: u.wall - v.wall, cpu: u.cpu - v.cpu, alloc: u.alloc - v.alloc, gcs: u.gcs - v.gcs,
+		gcCPU: u.gcCPU - v.gcCPU, idle: u.idle - v.idle}
 }
 
 // readUsage reads the wall clock, the process's CPU time, the bytes allocated
@@ -223,13 +233,16 @@ func (u usage) sub(v usage) usage {
 func readUsage() usage {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
 	metrics.Read(s)
 	return usage{
 		wall:  time.Duration(time.Now().UnixNano()),
 		cpu:   time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		alloc: s[0].Value.Uint64(),
 		gcs:   s[1].Value.Uint64(),
+		gcCPU: time.Duration(s[2].Value.Float64() * 1e9),
+		idle:  time.Duration(s[3].Value.Float64() * 1e9),
 	}
 }
 

@@ -132,6 +132,14 @@ func (c *Cache[K, V]) Oldest() (k K, v V, ok bool) {
 	return k, v, false
 }
 
+// Newest returns the most recently used entry.
+func (c *Cache[K, V]) Newest() (k K, v V, ok bool) {
+	if first := c.root.next; first != &c.root {
+		return first.key, first.val, true
+	}
+	return k, v, false
+}
+
 // Len is the number of entries held.
 func (c *Cache[K, V]) Len() int { return len(c.items) }
 
