@@ -35,7 +35,9 @@ import (
 //     its tail of the log when the tail delivered that fact (fleettail.go:
 //     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
-//     as a rebuild would (catchUp). A session the proxy meets for the
+//     as a rebuild would (catchUp). Between requests the proxy does that
+//     feeding as its tail delivers the events (advance), so that the
+//     request usually finds its state current. A session the proxy meets for the
 //     first time is built from its tail's warm copy when the log's first
 //     fact of the session says the copy holds it all (warmStart), else
 //     read whole (rebuild); either is then caught up the same way. Outputs
