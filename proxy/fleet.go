@@ -288,7 +288,11 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	if !ok || len(evs) == 0 {
 		return
 	}
-	outs, ok := p.fetchOutputs(ctx, evs)
+	// A blob store that does not answer holds up this loop, not a
+	// request: bounded as a record is.
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+	outs, ok := p.fetchOutputs(fctx, evs)
+	cancel()
 	if !ok || !st.tryLock() {
 		return
 	}
