@@ -26,18 +26,22 @@ type bodyOutputs struct {
 	early chan struct{}
 	// byHash indexes the request's tool outputs hashed so far: from its
 	// end back to block next-1 (a catch-up needs the newest; most
-	// requests need none).
+	// requests need none). An advance between requests (fleet.go) gives
+	// it the outputs it fetched, and no request (conv nil).
 	byHash map[string]string
 	next   int
 }
 
 // output returns the request's tool output with content address h.
 func (b *bodyOutputs) output(h string) (string, bool) {
-	if b == nil || b.conv == nil {
+	if b == nil {
 		return "", false
 	}
 	if s, ok := b.byHash[h]; ok {
 		return s, true
+	}
+	if b.conv == nil {
+		return "", false
 	}
 	if b.byHash == nil {
 		b.byHash, b.next = map[string]string{}, len(b.conv.blocks)

@@ -35,7 +35,9 @@ import (
 //     its tail of the log when the tail delivered that fact (fleettail.go:
 //     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
-//     as a rebuild would (catchUp). A session the proxy meets for the
+//     as a rebuild would (catchUp). Between requests the proxy does that
+//     feeding as its tail delivers the events (advance), so that the
+//     request usually finds its state current. A session the proxy meets for the
 //     first time is built from its tail's warm copy when the log's first
 //     fact of the session says the copy holds it all (warmStart), else
 //     read whole (rebuild); either is then caught up the same way. Outputs
@@ -145,9 +147,15 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // tail or the log (lastFactSoon). It serves only when the tail already
 // kept the session's events from before it (arm re-armed nothing):
 // otherwise an event stored between the read and the arming would be in
-// neither the state nor the tail. Else, or when it is older than the
-// state, the leader is asked now.
-func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error)) error {
+// neither the state nor the tail. since is the state's last fact when
+// the read started (earlyRead.queued; math.MaxUint64: the state's now):
+// an answer older than that is asked again, not taken for a replica's.
+// An answer between since and the state's last fact says the state took
+// the log past it meanwhile (an advance from the tail, or another
+// request's facts): it holds everything the log held when the read was
+// answered, after the request arrived, and is current. Else the leader
+// is asked now.
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error), since uint64) error {
 	defer p.met.fleetStage(StageCatchUp, time.Now())
 	read := func() (uint64, error) { return p.cfg.Backend.LastFactSeq(ctx, tenant, session) }
 	if p.tail.arm(tenant, session) {
@@ -157,9 +165,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	var err error
 	have := st.q.last()
 	if early != nil {
-		// An early read older than the state (another request took
-		// facts meanwhile) is asked again, not taken for a replica's.
-		if last, err = early(); err == nil && last < have {
+		if last, err = early(); err == nil && last < min(since, have) {
 			early = nil
 		}
 	}
@@ -169,7 +175,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	if err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
 	}
-	if last == have {
+	if last == have || early != nil && last < have {
 		return nil
 	}
 	if last < have {
@@ -185,6 +191,22 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	} else if evs, err = fb.FactsAndApplicationsAfter(ctx, tenant, session, have, last); err != nil {
 		return fmt.Errorf("catch up session %s: %w", session, err)
 	}
+	if !p.takeLog(tenant, session, st, have, evs) {
+		return p.rebuild(ctx, fb, tenant, session, st)
+	}
+	p.tail.complete(tenant, session)
+	p.met.caughtUp()
+	return nil
+}
+
+// takeLog feeds the state the session's facts and applications the log
+// holds after the state's last fact have, in log order, each application
+// at the fact position it was decided at, as a rebuild does. It reports
+// false when only a rebuild can place them (an application decided at a
+// position the state has passed, or past the facts given: the log moved
+// meanwhile); the state may then hold part of them and must be rebuilt.
+// Caller holds st.mu; the session's write queue is drained.
+func (p *Proxy) takeLog(tenant, session string, st *sessState, have uint64, evs []events.Event) bool {
 	m := st.mem
 	sched := m.cores.Scheduler()
 	// The applications the state has not seen, each at the position it
@@ -197,7 +219,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 				continue
 			}
 			if a.AfterIndex < m.cores.Facts() {
-				return p.rebuild(ctx, fb, tenant, session, st)
+				return false
 			}
 		}
 		fresh = append(fresh, e)
@@ -212,8 +234,7 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 		},
 	})
 	if unplaced > 0 {
-		// Positions past the facts read: the log moved meanwhile.
-		return p.rebuild(ctx, fb, tenant, session, st)
+		return false
 	}
 	// The items the fresh facts added (the projection's items are the
 	// state's before them and these).
@@ -224,9 +245,115 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	}
 	st.logged = nil
 	st.q.reset(lastFact)
-	p.tail.complete(tenant, session)
-	p.met.caughtUp()
+	return true
+}
+
+// advanceLoop runs advance for each session the tail kept events of
+// (fleetTail.takeDirty), until ctx ends.
+func (p *Proxy) advanceLoop(ctx context.Context, t *fleetTail) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		}
+		for _, k := range t.takeDirty() {
+			p.advance(ctx, k.tenant, k.session)
+		}
+	}
+}
+
+// advance feeds a session's state what other proxies appended, as the
+// tail delivers it, between the session's requests to this proxy: the
+// request's catch-up then finds the state current (or nearly) and only
+// waits for its read of the log's last fact, instead of feeding two
+// requests' worth of facts to the cores before deciding. It is the
+// catch-up's feeding (takeLog) moved off the request's path, and
+// changes nothing the request decides on: the events are the log's, in
+// log order, from the state's last fact on, as the tail vouches for them
+// (fleetTail.since), and the request's catch-up still asks the log for
+// the session's last fact and takes the rest. It gives way to any
+// request: it runs only when the session's lock is free and its state
+// loaded, current and without queued writes. The outputs the events
+// name that span references read are fetched from the blob store
+// before the lock is taken (the request that resends them is not there
+// yet); an output that cannot be fetched leaves the feeding to the
+// request.
+func (p *Proxy) advance(ctx context.Context, tenant, session string) {
+	st := p.held(tenant, session)
+	if st == nil {
+		return
+	}
+	evs, ok := p.tail.since(tenant, session, st.q.last())
+	if !ok || len(evs) == 0 {
+		return
+	}
+	// A blob store that does not answer holds up this loop, not a
+	// request: bounded as a record is.
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+	outs, ok := p.fetchOutputs(fctx, evs)
+	cancel()
+	if !ok || !st.tryLock() {
+		return
+	}
+	defer st.mu.Unlock()
+	st.advancing.Store(true)
+	defer st.advancing.Store(false)
+	if !st.loaded || st.mem == nil || st.q.isStale() || !st.q.idle() {
+		return
+	}
+	have := st.q.last()
+	if evs, ok = p.tail.since(tenant, session, have); !ok || len(evs) == 0 {
+		return
+	}
+	st.body = &bodyOutputs{byHash: outs}
+	defer func() { st.body = nil }()
+	if !p.takeLog(tenant, session, st, have, evs) {
+		// The request's load rebuilds the session from the log.
+		st.q.markStale()
+		return
+	}
+	p.met.advanced()
+}
+
+// held is the state of a session the proxy holds, or nil (none is
+// created). The tail names the default tenant; the proxy's sessions may
+// name it "".
+func (p *Proxy) held(tenant, session string) *sessState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.sessions[sessionKey{tenant, session}]; st != nil {
+		return st
+	}
+	if tenant == events.DefaultTenant {
+		return p.sessions[sessionKey{"", session}]
+	}
 	return nil
+}
+
+// fetchOutputs reads from the blob store the tool outputs that evs name
+// by reference, by content address, when span references may read them
+// (the state's content reader, newMem); false when one cannot be read.
+func (p *Proxy) fetchOutputs(ctx context.Context, evs []events.Event) (map[string]string, bool) {
+	if !p.cfg.Policy.Eligibility.SpanRefsEnabled() {
+		return nil, true
+	}
+	outs := map[string]string{}
+	for _, e := range evs {
+		r, ok := e.Data.(*events.ToolResult)
+		if !ok || r.OutputRef == nil {
+			continue
+		}
+		if _, ok := outs[r.OutputRef.Hash]; ok {
+			continue
+		}
+		b, err := p.cfg.Backend.Blob(ctx, r.OutputRef.Hash)
+		if err != nil {
+			return nil, false
+		}
+		outs[r.OutputRef.Hash] = string(b)
+	}
+	return outs, true
 }
 
 // opensRequest says whether the fact, the last of a session's log, shows
@@ -362,12 +489,20 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	p.mu.Lock()
 	st := p.sessions[sessionKey{e.tenant, e.session}]
 	p.mu.Unlock()
-	if st == nil || !st.tryLock() {
+	if st == nil {
 		return e
 	}
-	current := st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
-	e.queued = st.q.last()
-	st.mu.Unlock()
+	var current bool
+	switch {
+	case st.tryLock():
+		current = st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
+		e.queued = st.q.last()
+		st.mu.Unlock()
+	case st.advancing.Load():
+		// An advance holds the state, which it found current; the state's
+		// last fact now is a lower bound of what it will hold.
+		current, e.queued = true, st.q.last()
+	}
 	if current {
 		e.last = p.lastFactSoon(context.WithoutCancel(ctx), e.tenant, e.session)
 	}
@@ -388,12 +523,13 @@ func (e *earlyRead) identity(p *Proxy, h http.Header, c *conversation) (tenant, 
 }
 
 // forLoad is the early read's answer for the catch-up of the given
-// session, whose queued writes are drained (nil: read again).
-func (e *earlyRead) forLoad(tenant, session string, st *sessState) func() (uint64, error) {
-	if e == nil || e.last == nil || e.tenant != tenant || e.session != session || st.q.last() != e.queued {
-		return nil
+// session, whose queued writes are drained (nil: read again), and the
+// state's last fact when it started (catchUp's since).
+func (e *earlyRead) forLoad(tenant, session string) (func() (uint64, error), uint64) {
+	if e == nil || e.last == nil || e.tenant != tenant || e.session != session {
+		return nil, 0
 	}
-	return e.last
+	return e.last, e.queued
 }
 
 // lastFactSoon starts reading the session's last fact at the stream's
@@ -754,6 +890,7 @@ var FleetStages = []string{StageWarmStart, StageCatchUp, StageRebuild, StagePubl
 
 // fleetMetrics count what a proxy of a fleet did to stay in step.
 type fleetMetrics struct {
+	advanced   prometheus.Counter
 	first      prometheus.Counter
 	unrecorded prometheus.Counter
 	warm       prometheus.Counter
@@ -800,7 +937,11 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 		Name: "prunesched_proxy_fleet_unrecorded_total",
 		Help: "Requests forwarded on a view another proxy extended before their guarded publish after forwarding: recorded as requests that failed open (their facts, no application, no model request; Config.Fleet).",
 	})
-	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm, m.first, m.unrecorded)
+	m.advanced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_advances_total",
+		Help: "Times the proxy fed a session's state what other proxies of the fleet appended, from its tail of the log, between the session's requests (Config.Fleet); the next request's catch-up then has less or nothing to feed.",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm, m.first, m.unrecorded, m.advanced)
 	return m
 }
 
@@ -808,6 +949,12 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 func (m *Metrics) fleetStage(stage string, start time.Time) {
 	if m != nil {
 		m.fleet.stages.WithLabelValues(stage).Observe(time.Since(start).Seconds())
+	}
+}
+
+func (m *Metrics) advanced() {
+	if m != nil {
+		m.fleet.advanced.Inc()
 	}
 }
 

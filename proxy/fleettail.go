@@ -58,6 +58,11 @@ type fleetTail struct {
 	warmBytes, warmLimit int
 	cancel               context.CancelFunc
 	done                 chan struct{}
+	// dirty are the held sessions the tail kept events of since the
+	// proxy last took them (takeDirty); wake tells the proxy's advance
+	// loop (advanceLoop) that there are some.
+	dirty map[sessionKey]struct{}
+	wake  chan struct{}
 }
 
 // tailSession is what the tail holds of one session: its events since
@@ -92,7 +97,12 @@ func (p *Proxy) startTail() *fleetTail {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &fleetTail{sessions: map[sessionKey]*tailSession{}, warmLimit: warmBytes, cancel: cancel, done: make(chan struct{})}
+	t := &fleetTail{sessions: map[sessionKey]*tailSession{}, warmLimit: warmBytes, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p.adv.Add(1)
+	go func() {
+		defer p.adv.Done()
+		p.advanceLoop(ctx, t)
+	}()
 	go func() {
 		defer close(t.done)
 		for ctx.Err() == nil {
@@ -189,7 +199,31 @@ func (t *fleetTail) deliver(seq uint64, tenant, session string, e *events.Event)
 		ts.broken, ts.evs = true, nil
 	default:
 		ts.evs = append(ts.evs, *e)
+		if !ts.fresh {
+			if t.dirty == nil {
+				t.dirty = map[sessionKey]struct{}{}
+			}
+			t.dirty[k] = struct{}{}
+			// (wake is nil for a tail no proxy advances from)
+			select {
+			case t.wake <- struct{}{}:
+			default:
+			}
+		}
 	}
+}
+
+// takeDirty returns the sessions marked dirty since the last call and
+// forgets them.
+func (t *fleetTail) takeDirty() []sessionKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]sessionKey, 0, len(t.dirty))
+	for k := range t.dirty {
+		keys = append(keys, k)
+	}
+	clear(t.dirty)
+	return keys
 }
 
 // keepWarm keeps an event of a session the proxy does not hold (ts nil,
@@ -366,8 +400,33 @@ func (t *fleetTail) after(tenant, session string, have, last uint64) ([]events.E
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.seq < last {
+		return nil, false
+	}
+	return t.kept(tenant, session, have)
+}
+
+// since returns the session's facts and applications after stream
+// sequence have (the state's last fact) that the tail delivered so far,
+// in log order, when it can vouch that the state and they hold every
+// event of the session through the last one (running, the session
+// neither broken nor fresh nor warm), and drops what it held through
+// have: an advance between requests (advance). Unlike after it needs no
+// last fact from the log: it takes what the tail has, which a request's
+// catch-up completes.
+func (t *fleetTail) since(tenant, session string, have uint64) ([]events.Event, bool) {
+	if t == nil {
+		return nil, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kept(tenant, session, have)
+}
+
+// kept is since; caller holds t.mu.
+func (t *fleetTail) kept(tenant, session string, have uint64) ([]events.Event, bool) {
 	ts := t.sessions[tailKey(tenant, session)]
-	if !t.ready || t.seq < last || ts == nil || ts.broken || ts.fresh || ts.warm {
+	if !t.ready || ts == nil || ts.broken || ts.fresh || ts.warm {
 		return nil, false
 	}
 	i := 0

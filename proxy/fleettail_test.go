@@ -95,6 +95,15 @@ func TestFleetTail(t *testing.T) {
 				if got != st.want {
 					t.Fatalf("%s: pending after %d = %q, want %q", st.name, st.have, got, st.want)
 				}
+				if st.last != 0 {
+					continue
+				}
+				// What an advance takes (since) is what a catch-up takes
+				// once the tail delivered the log's last fact.
+				evs, ok = tl.since("", "s", st.have)
+				if got := map[bool]string{true: ids(evs), false: "-"}[ok]; got != st.want {
+					t.Fatalf("%s: since %d = %q, want %q", st.name, st.have, got, st.want)
+				}
 			}
 		})
 	}
@@ -102,6 +111,31 @@ func TestFleetTail(t *testing.T) {
 	nilTail.watch("", "s")
 	if _, ok := nilTail.after("", "s", 0, 0); ok {
 		t.Error("a proxy without a tail vouched for events")
+	}
+}
+
+// TestFleetTailDirty: the tail names the sessions it kept events of for
+// the proxy's advance (takeDirty) once each, and only those it vouches
+// for (not fresh, not warm).
+func TestFleetTailDirty(t *testing.T) {
+	ev := func(seq uint64) *events.Event { return &events.Event{ID: fmt.Sprintf("e%d", seq), Seq: seq} }
+	tl := &fleetTail{sessions: map[sessionKey]*tailSession{}, wake: make(chan struct{}, 1)}
+	tl.watch("", "fresh") // before the tail ran: fresh
+	tl.started()
+	tl.watch("", "s")
+	tl.deliver(1, events.DefaultTenant, "s", ev(1))
+	tl.deliver(2, events.DefaultTenant, "fresh", ev(2))
+	tl.deliver(3, events.DefaultTenant, "s", ev(3))
+	select {
+	case <-tl.wake:
+	default:
+		t.Fatal("the tail kept events of a held session and did not wake the advance")
+	}
+	if got := tl.takeDirty(); len(got) != 1 || got[0] != (sessionKey{events.DefaultTenant, "s"}) {
+		t.Fatalf("dirty = %v, want the held session once", got)
+	}
+	if got := tl.takeDirty(); len(got) != 0 {
+		t.Fatalf("dirty again = %v, want none", got)
 	}
 }
 

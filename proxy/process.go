@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -386,7 +387,8 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState,
 			if caughtUp {
 				return nil
 			}
-			return p.catchUp(ctx, fb, tenant, session, st, early.forLoad(tenant, session, st))
+			last, since := early.forLoad(tenant, session)
+			return p.catchUp(ctx, fb, tenant, session, st, last, since)
 		}
 		if fleet {
 			// The state is built from the tail's warm copy or read whole
@@ -397,7 +399,7 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState,
 					return err
 				}
 			}
-			return p.catchUp(ctx, fb, tenant, session, st, last)
+			return p.catchUp(ctx, fb, tenant, session, st, last, math.MaxUint64)
 		}
 		return p.loadMem(ctx, lb.ReadSession, tenant, session, st)
 	}

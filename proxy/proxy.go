@@ -46,6 +46,9 @@ type Proxy struct {
 
 	// tail follows the log in a fleet (fleettail.go); nil otherwise.
 	tail *fleetTail
+	// adv tracks the tail's advance loop (advanceLoop), which Close waits
+	// for.
+	adv sync.WaitGroup
 
 	// recordGo starts a pending record's goroutine (record.go); nil: a
 	// plain go statement. Tests set it to hold the goroutine back.
@@ -87,6 +90,7 @@ func (b *background) add() bool {
 // (http.Server.Shutdown), before the Backend closes.
 func (p *Proxy) Close(ctx context.Context) error {
 	p.tail.stop()
+	p.adv.Wait()
 	b := &p.bg
 	b.mu.Lock()
 	b.closed = true
@@ -138,6 +142,10 @@ type sessState struct {
 	// (record.go); whoever takes mu next runs it first (lock). Only
 	// set while mu is free.
 	pending func()
+	// advancing is set while an advance between requests holds mu
+	// (fleet.go, advance): a request arriving then still starts its early
+	// read of the log (startEarlyRead).
+	advancing atomic.Bool
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the

@@ -86,12 +86,19 @@ type FleetRow struct {
 	// the log instead of reading the log.
 	CatchUps int `json:"catch_ups"`
 	Tailed   int `json:"tailed"`
+	// Advances is how many times a proxy fed a session's state what
+	// other proxies appended from its tail between the session's
+	// requests (proxy/fleet.go, advance).
+	Advances int `json:"advances"`
 	// NodeCPUMsPerRequest is the CPU time (user and system) the three
 	// nodes spent over the step, per request, when they run as
 	// processes of their own; ProcessCPUMsPerRequest the bench
 	// process's (proxies, workers, upstream, agents).
 	NodeCPUMsPerRequest    float64 `json:"node_cpu_ms_per_request,omitempty"`
 	ProcessCPUMsPerRequest float64 `json:"process_cpu_ms_per_request"`
+	// NATSPerRequest is the step's NATS messages per request by kind,
+	// when counted (PRUNESCHED_LOAD_NATS).
+	NATSPerRequest string `json:"nats_per_request,omitempty"`
 	// OK says the step met the goals: added p99 <= 10 ms, < 1% failing
 	// open.
 	OK bool `json:"ok"`
@@ -201,9 +208,12 @@ func (b *runner) fleet(ctx context.Context) error {
 			return err
 		}
 		b.res.Fleet = append(b.res.Fleet, row)
-		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; CPU per request: nodes %.2f ms, this process %.2f ms; %d session reads, %d catch-ups (%d from the tail), %d races, %d published first, %d unrecorded; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
-			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.NodeCPUMsPerRequest, row.ProcessCPUMsPerRequest, row.Rebuilds, row.CatchUps, row.Tailed, row.Races, row.PublishFirst, row.Unrecorded,
+		b.progress("fleet: %d agents: %d requests, added p50 %.2f ms p99 %.2f ms, %.2f%% failed open, %.1f requests/s, %.0f facts/s (%.0f events/s), RSS %.0f MB (this process), nodes' peak RSS %s; CPU per request: nodes %.2f ms, this process %.2f ms; %d session reads, %d catch-ups (%d from the tail), %d advances from the tail, %d races, %d published first, %d unrecorded; stage means ms: %s; fleet stages (mean / p99 ms, times): %s",
+			row.Agents, row.Requests, row.AddedP50Ms, row.AddedP99Ms, row.FailOpenPct, row.RequestsPerS, row.FactsPerS, row.EventsPerS, row.RSSMB, nodeRSS(row.NodePeakRSSMB), row.NodeCPUMsPerRequest, row.ProcessCPUMsPerRequest, row.Rebuilds, row.CatchUps, row.Tailed, row.Advances, row.Races, row.PublishFirst, row.Unrecorded,
 			stageSummary(row.StageMeanMs), fleetStageSummary(row))
+		if row.NATSPerRequest != "" {
+			b.progress("fleet: %d agents: NATS messages per request: %s", row.Agents, row.NATSPerRequest)
+		}
 		if !row.OK && k >= 3 {
 			break
 		}
@@ -448,6 +458,15 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 			}
 		}
 	}
+	// With PRUNESCHED_LOAD_NATS set, the step's NATS messages are counted
+	// by kind (natsKind) and reported per request.
+	var nc *natsCounter
+	if os.Getenv(loadNATSEnv) != "" {
+		if nc, err = countNATS(r.svc.Store.JS().Conn()); err != nil {
+			return FleetRow{}, err
+		}
+		defer nc.stop()
+	}
 	cpuBefore, nodeCPUBefore := processCPU(), r.nodesCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -510,7 +529,8 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 		EventsPerS: float64(endSeq-startSeq) / wall, FactsPerS: float64(endFacts-startFacts) / wall,
 		RequestsPerS: float64(after.requests-before.requests) / wall,
 		Races:        int(after.races - before.races), CatchUps: int(after.catchUps - before.catchUps), Tailed: int(after.tailed - before.tailed),
-		PublishFirst: int(after.first - before.first), Unrecorded: int(after.unrecorded - before.unrecorded)}
+		PublishFirst: int(after.first - before.first), Unrecorded: int(after.unrecorded - before.unrecorded),
+		Advances: int(after.advances - before.advances)}
 	for _, n := range r.nodes {
 		peak, err := rssmeter.ReadPeakRSS(n.cmd.Process.Pid)
 		if err != nil {
@@ -528,6 +548,11 @@ func (r *fleetBench) step(ctx context.Context, k int, seqs [][]replay.Turn) (Fle
 		}
 	}
 	row.OK = row.AddedP99Ms <= 10 && row.FailOpenPct < 1
+	if nc != nil {
+		// The log writes of the step's last requests settle first.
+		time.Sleep(time.Second)
+		row.NATSPerRequest = perRequest(nc.take(), row.Requests)
+	}
 	stAfter := r.stages()
 	row.StageMeanMs = stAfter.meanSince(stBefore)
 	row.StageP99Ms = stAfter.quantileSince(stBefore, 0.99)
@@ -608,7 +633,7 @@ func postTurn(ctx context.Context, client *http.Client, base string, api replay.
 // the added-latency histogram's cumulative buckets.
 type fleetCounts struct {
 	requests, failOpen, races, catchUps, tailed float64
-	first, unrecorded                           float64
+	first, unrecorded, advances                 float64
 	bounds                                      []float64
 	cum                                         []float64
 	count                                       float64
@@ -633,6 +658,7 @@ func (r *fleetBench) snapshot() fleetCounts {
 			"prunesched_proxy_fleet_tailed_catchups_total": &c.tailed,
 			"prunesched_proxy_fleet_publish_first_total":   &c.first,
 			"prunesched_proxy_fleet_unrecorded_total":      &c.unrecorded,
+			"prunesched_proxy_fleet_advances_total":        &c.advances,
 		}
 		for _, mf := range mfs {
 			if sum, ok := counters[mf.GetName()]; ok {

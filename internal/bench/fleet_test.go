@@ -339,17 +339,24 @@ func (fp *fleetProxy) holdNow() { fp.expireHold.Store(true) }
 func (r *fleetRig) sum(name string) float64 {
 	total := 0.0
 	for _, fp := range r.proxies {
-		mfs, err := fp.reg.Gather()
-		if err != nil {
-			r.t.Fatal(err)
+		total += r.sumOf(fp, name)
+	}
+	return total
+}
+
+// sumOf is sum for one proxy of the rig.
+func (r *fleetRig) sumOf(fp *fleetProxy, name string) float64 {
+	mfs, err := fp.reg.Gather()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
 		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				total += m.GetCounter().GetValue()
-			}
+		for _, m := range mf.GetMetric() {
+			total += m.GetCounter().GetValue()
 		}
 	}
 	return total
@@ -518,6 +525,15 @@ func fleetPolicy(t *testing.T) policy.Policy {
 	return p
 }
 
+// alternationLimit is how many requests of each sequence the
+// alternation tests replay (fewer under the race detector or -short).
+func alternationLimit() int {
+	if raceEnabled || testing.Short() {
+		return 24
+	}
+	return 40
+}
+
 // TestFleetAlternates sends each real request sequence through two, then
 // three proxies of a fleet in turn (a balancer without session affinity)
 // and through one proxy: the bodies forwarded, the decisions and the log
@@ -526,11 +542,7 @@ func fleetPolicy(t *testing.T) policy.Policy {
 // non-race stage).
 func TestFleetAlternates(t *testing.T) {
 	t.Parallel()
-	limit := 40
-	if raceEnabled || testing.Short() {
-		limit = 24
-	}
-	seqs := fleetSequences(t, 2, limit)
+	seqs := fleetSequences(t, 2, alternationLimit())
 	pol := fleetPolicy(t)
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d-proxies", n), func(t *testing.T) {
@@ -542,14 +554,57 @@ func TestFleetAlternates(t *testing.T) {
 				compareRuns(t, session, len(turns), base, fleet)
 			}
 			mustHavePruned(t, checkFleet(t, base, fleet))
-			if c := fleet.sum("prunesched_proxy_fleet_catchups_total"); c == 0 {
-				t.Fatal("no proxy caught up with the log: the alternation was not exercised")
+			// What another proxy appended is taken at the request
+			// (a catch-up) or before it, as the tail delivers it (an
+			// advance): which one, the timing decides.
+			if c := fleet.sum("prunesched_proxy_fleet_catchups_total") + fleet.sum("prunesched_proxy_fleet_advances_total"); c == 0 {
+				t.Fatal("no proxy took what another appended: the alternation was not exercised")
 			}
 			if c := fleet.sum("prunesched_proxy_fleet_warm_starts_total"); c == 0 {
 				t.Fatal("no proxy built a session it met for the first time from its tail's warm copy")
 			}
 		})
 	}
+}
+
+// TestFleetAdvances: requests alternate between two proxies, and each
+// is sent only once the proxy it goes to has fed its state what the
+// other appended since, from its tail of the log, between the requests
+// (proxy/fleet.go, advance): the request's catch-up then finds its state
+// current or nearly. The bodies forwarded and the log equal one proxy's.
+func TestFleetAdvances(t *testing.T) {
+	t.Parallel()
+	seqs := fleetSequences(t, 2, alternationLimit())
+	pol := fleetPolicy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.HangDeadline)
+	defer cancel()
+	replaced := 0.0
+	for session, turns := range seqs {
+		base, fleet := startFleet(t, pol, 1, true), startFleet(t, pol, 2, false)
+		base.sendAll(ctx, session, turns, 0, base.roundRobin)
+		advances := func(fp *fleetProxy) float64 { return fleet.sumOf(fp, "prunesched_proxy_fleet_advances_total") }
+		var mark float64 // the next proxy's advances before the last send
+		for n, turn := range turns {
+			fp := fleet.roundRobin(n)
+			// The other proxy answered request n-1; from the session's
+			// third request fp holds the session, and its tail advances
+			// it past request n-1 (the wait ends with the test's
+			// deadline at the latest).
+			for n >= 2 && advances(fp) == mark && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			mark = advances(fleet.roundRobin(n + 1))
+			if err := fleet.send(ctx, fp, replay.Anthropic, session, n, n, turn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("a proxy never advanced its state from its tail")
+		}
+		compareRuns(t, session, len(turns), base, fleet)
+		replaced += checkFleet(t, base, fleet)
+	}
+	mustHavePruned(t, replaced)
 }
 
 // TestFleetPublishesAfterForwarding: a fleet proxy publishes a request's
