@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -292,6 +293,10 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 		r.close()
 		return nil, fmt.Errorf("fleet: start the workers: %w", err)
 	}
+	if err := r.waitWorkers(ctx); err != nil {
+		r.close()
+		return nil, err
+	}
 	up, err := r.serve(http.HandlerFunc(r.up.upstream))
 	if err != nil {
 		r.close()
@@ -334,6 +339,43 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 		r.urls = append(r.urls, u)
 	}
 	return r, nil
+}
+
+// waitWorkers returns once the workers consume every partition (each
+// partition's shared durable exists). They start in the background:
+// each partition's shape claimed in a replicated key-value bucket, then
+// its R3 durable created, each a proposal of the cluster's meta group
+// that every node applies. Without the wait that start-up ran inside the
+// first step (K = 1) and was priced as its requests' (its nodes' CPU per
+// request and, in some runs, its slowest request).
+func (r *fleetBench) waitWorkers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st := r.svc.Store
+	stream, err := st.JS().Stream(ctx, events.StreamName)
+	if err != nil {
+		return fmt.Errorf("fleet: wait for the workers: %w", err)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for p := range st.Partitions() {
+		name := pipeline.DurableName(pipeline.DurableJudge, p)
+		for {
+			_, err := stream.Consumer(ctx, name)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("fleet: wait for the workers' consumer %s: %w", name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("fleet: wait for the workers' consumer %s: %w", name, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
 }
 
 // startCluster starts three JetStream nodes routed on loopback, in this
