@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -351,22 +350,18 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 func (r *fleetBench) waitWorkers(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	st := r.svc.Store
-	stream, err := st.JS().Stream(ctx, events.StreamName)
-	if err != nil {
-		return fmt.Errorf("fleet: wait for the workers: %w", err)
-	}
+	lg := &pipeline.Log{Store: r.svc.Store}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for p := range st.Partitions() {
+	for p := range lg.Partitions() {
 		name := pipeline.DurableName(pipeline.DurableJudge, p)
 		for {
-			_, err := stream.Consumer(ctx, name)
-			if err == nil {
-				break
+			ok, err := lg.HasConsumer(ctx, name)
+			if err != nil {
+				return fmt.Errorf("fleet: wait for the workers: %w", err)
 			}
-			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return fmt.Errorf("fleet: wait for the workers' consumer %s: %w", name, err)
+			if ok {
+				break
 			}
 			select {
 			case <-ctx.Done():
