@@ -28,6 +28,21 @@ func relayedStore(t *testing.T, e *Embedded) (*Store, *jsasktest.Relay) {
 	return s, r
 }
 
+// stateOf stores a session on e and creates a durable named durable
+// over the stream, nothing acknowledged: state for the waits to ask.
+func stateOf(t testing.TB, ctx context.Context, e *Embedded, durable string) (string, []events.Event, jetstream.Consumer) {
+	t.Helper()
+	s := openStore(t, connectAdmin(t, e), Config{Tokens: lenCounter{}})
+	session := uniqueSession(durable)
+	stored, err := s.Append(ctx, sessionEvents("", session))
+	testutil.NoError(t, err)
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.SubjectPrefix + ".>",
+	})
+	testutil.NoError(t, err)
+	return session, stored, cons
+}
+
 // The waits' state requests (a consumer's progress, the stream's last
 // sequence, a session's last event) outlive a request that gets no
 // answer: each is sent again and the later answer is taken, where a
@@ -36,17 +51,10 @@ func relayedStore(t *testing.T, e *Embedded) (*Store, *jsasktest.Relay) {
 func TestStateRequestsAskAgain(t *testing.T) {
 	t.Parallel()
 	e := startEmbedded(t, "", false)
-	setup := openStore(t, connectAdmin(t, e), Config{Tokens: lenCounter{}})
 	ctx := testCtx(t)
-	session := uniqueSession("ask")
-	stored, err := setup.Append(ctx, sessionEvents("", session))
-	testutil.NoError(t, err)
+	session, stored, cons := stateOf(t, ctx, e, "asked")
 	last := stored[len(stored)-1].Seq
-	// A durable that acknowledged the first two facts.
-	cons, err := setup.js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
-		Durable: "asked", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.SubjectPrefix + ".>",
-	})
-	testutil.NoError(t, err)
+	// The durable acknowledges the first two facts.
 	batch, err := cons.Fetch(2)
 	testutil.NoError(t, err)
 	for m := range batch.Messages() {
@@ -135,13 +143,7 @@ func BenchmarkStateRequests(b *testing.B) {
 	e := startEmbedded(b, "", false)
 	s := openStore(b, connectAdmin(b, e), Config{Tokens: lenCounter{}})
 	ctx := testCtx(b)
-	session := uniqueSession("bench")
-	_, err := s.Append(ctx, sessionEvents("", session))
-	testutil.NoError(b, err)
-	_, err = s.js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
-		Durable: "bench", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.SubjectPrefix + ".>",
-	})
-	testutil.NoError(b, err)
+	session, _, _ := stateOf(b, ctx, e, "bench")
 	b.Run("LastSeq", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
