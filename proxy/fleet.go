@@ -851,8 +851,8 @@ func JoinFleet(ctx context.Context, js jetstream.JetStream, key []byte, replicas
 	// The fleet's fingerprint is read at the bucket's stream leader, asked
 	// again while unanswered: a key-value get may be answered by a replica
 	// (the bucket allows direct gets), and one behind the leader that
-	// refused the create would not have the key yet, which refused a
-	// proxy with the right key.
+	// refused the create may not have the key yet: "key not found" would
+	// refuse a proxy with the right key.
 	theirs, err := jsask.Ask(ctx, jsask.DefaultAgain, func(ctx context.Context) (string, error) {
 		_, data, err := jsask.LastAtLeader(ctx, js, "KV_"+FleetBucket, "$KV."+FleetBucket+"."+fleetKeyEntry, true)
 		return string(data), err

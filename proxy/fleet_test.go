@@ -54,8 +54,8 @@ func TestJoinFleetRefusesAnotherKey(t *testing.T) {
 
 // TestJoinFleetReadsTheKeyAtTheLeader: a proxy joining a fleet reads the
 // fleet's key fingerprint at the bucket's stream leader (a key-value get
-// may be answered by a replica, and one behind the leader did not hold
-// the key yet: the proxy refused to start with the right key), and asks
+// may be answered by a replica, and one behind the leader may not hold
+// the key yet: the proxy would refuse to start with the right key), and asks
 // again when the read goes unanswered (the leader being elected).
 func TestJoinFleetReadsTheKeyAtTheLeader(t *testing.T) {
 	t.Parallel()
