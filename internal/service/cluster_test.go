@@ -640,8 +640,15 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	// The meta leader can be elected before it knows every peer (a loaded
-	// machine): the stream's three replicas are placed once it does.
+	return srvs, urls, openClusterStore(t, ctx, nc)
+}
+
+// openClusterStore opens the store with three replicas on nc, asking
+// again while the cluster is not ready: the meta leader can be elected
+// before it knows every peer (a loaded machine), and the stream's three
+// replicas are placed once it does.
+func openClusterStore(t *testing.T, ctx context.Context, nc *nats.Conn) *store.Store {
+	t.Helper()
 	var st *store.Store
 	testutil.Eventually(t, func() error {
 		var err error
@@ -650,8 +657,7 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 		})
 		return err
 	}, testutil.Within(time.Minute), testutil.Until(ctx))
-
-	return srvs, urls, st
+	return st
 }
 
 // waitFleetIdle waits until the fleet is idle (fleetIdle).
@@ -729,9 +735,17 @@ func TestClusterWaitsOutliveLeaderElection(t *testing.T) {
 			&events.Message{Item: fmt.Sprintf("m%d", i), Role: events.RoleUser, Text: "hello"}))
 	}
 	appendRetry(t, ctx, st, evs)
-	stored, err := bounded(ctx, func(ctx context.Context) ([]events.Event, error) { return st.ReadSession(ctx, "", session) })
-	testutil.NoError(t, err)
-	testutil.Equal(t, len(stored), len(evs))
+	// Set-up requests are asked again whole: a young cluster on a loaded
+	// machine can take longer than requestTimeout to answer one.
+	var stored []events.Event
+	testutil.Eventually(t, func() error {
+		var err error
+		stored, err = bounded(ctx, func(ctx context.Context) ([]events.Event, error) { return st.ReadSession(ctx, "", session) })
+		if err == nil && len(stored) != len(evs) {
+			err = fmt.Errorf("read %d events, want %d", len(stored), len(evs))
+		}
+		return err
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
 	last := stored[len(stored)-1].Seq
 
 	// A replicated durable that acknowledged the first two events, and its
@@ -794,10 +808,7 @@ func TestClusterWaitsOutliveLeaderElection(t *testing.T) {
 	nc, err := nats.Connect(first.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	testutil.NoError(t, err)
 	t.Cleanup(nc.Close)
-	waiter, err := bounded(ctx, func(ctx context.Context) (*store.Store, error) {
-		return store.Open(ctx, nc, store.Config{Replicas: 3}, nil)
-	})
-	testutil.NoError(t, err)
+	waiter := openClusterStore(t, ctx, nc)
 
 	var down []downNode
 	for _, s := range srvs {
