@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
@@ -476,19 +475,17 @@ func (p *Pipeline) WaitIdle(ctx context.Context) error {
 }
 
 // consumerDone reports whether the durable has nothing pending or
-// unacknowledged; found is false when the stream has no such durable.
+// unacknowledged (store.ConsumerLag is 0: one request, asked again while
+// unanswered); found is false when the stream has no such durable.
 func (p *Pipeline) consumerDone(ctx context.Context, durable string) (done, found bool, err error) {
-	c, err := p.Store.JS().Consumer(ctx, events.StreamName, durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+	lag, err := p.Store.ConsumerLag(ctx, durable)
+	if errors.Is(err, store.ErrNotFound) {
 		return false, false, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("consumer %s: %w", durable, err)
+		return false, false, err
 	}
-	// The lookup fetched the consumer's info: asking again would double
-	// the server's work (a consumer info request copies its state).
-	info := c.CachedInfo()
-	return info.NumPending == 0 && info.NumAckPending == 0, true, nil
+	return lag == 0, true, nil
 }
 
 // WaitSession blocks until the session's facts have been judged and

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask"
 	"github.com/prunesched/prunesched/scheduler"
 )
 
@@ -847,11 +848,19 @@ func JoinFleet(ctx context.Context, js jetstream.JetStream, key []byte, replicas
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("join the fleet: store the key fingerprint in %s: %w", FleetBucket, err)
 	}
-	e, err := kv.Get(ctx, fleetKeyEntry)
+	// The fleet's fingerprint is read at the bucket's stream leader, asked
+	// again while unanswered: a key-value get may be answered by a replica
+	// (the bucket allows direct gets), and one behind the leader that
+	// refused the create may not have the key yet: "key not found" would
+	// refuse a proxy with the right key.
+	theirs, err := jsask.Ask(ctx, jsask.DefaultAgain, func(ctx context.Context) (string, error) {
+		_, data, err := jsask.LastAtLeader(ctx, js, "KV_"+FleetBucket, "$KV."+FleetBucket+"."+fleetKeyEntry, true)
+		return string(data), err
+	})
 	if err != nil {
 		return fmt.Errorf("join the fleet: read the key fingerprint in %s: %w", FleetBucket, err)
 	}
-	if theirs := string(e.Value()); theirs != mine {
+	if theirs != mine {
 		return fmt.Errorf("join the fleet: %w (fingerprint %s, the fleet's %s in bucket %s): copy proxy-identity.key from a running proxy's --data directory to this one's (mode 0600) and start it again (docs/operating.md)",
 			ErrFleetKey, mine, theirs, FleetBucket)
 	}

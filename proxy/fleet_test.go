@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask/jsasktest"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
 
@@ -49,6 +50,35 @@ func TestJoinFleetRefusesAnotherKey(t *testing.T) {
 	err = JoinFleet(ctx, js, nil, 1)
 	testutil.True(t, errors.Is(err, ErrFleetKey), "a random key joined: %v", err)
 	testutil.True(t, KeyFingerprint(key) != KeyFingerprint(other) && len(KeyFingerprint(key)) == 16, "fingerprints")
+}
+
+// TestJoinFleetReadsTheKeyAtTheLeader: a proxy joining a fleet reads the
+// fleet's key fingerprint at the bucket's stream leader (a key-value get
+// may be answered by a replica, and one behind the leader may not hold
+// the key yet: the proxy would refuse to start with the right key), and asks
+// again when the read goes unanswered (the leader being elected).
+func TestJoinFleetReadsTheKeyAtTheLeader(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	svc, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Policy: testPolicy(t)})
+	testutil.NoError(t, err)
+	t.Cleanup(svc.Close)
+	key, err := NewIdentityKey()
+	testutil.NoError(t, err)
+	other, err := NewIdentityKey()
+	testutil.NoError(t, err)
+	testutil.NoError(t, JoinFleet(ctx, svc.Store.JS(), key, 1))
+
+	nc := svc.Store.JS().Conn()
+	r := jsasktest.Start(t, nc)
+	leaderGet := "STREAM.MSG.GET.KV_" + FleetBucket
+	r.Arm(jsasktest.FirstOf(leaderGet))
+	js := r.JetStream(t, nc)
+	testutil.NoError(t, JoinFleet(ctx, js, key, 1))
+	testutil.True(t, r.Count(leaderGet) >= 2, "%d reads at the leader, want the unanswered one and another", r.Count(leaderGet))
+	err = JoinFleet(ctx, js, other, 1)
+	testutil.True(t, errors.Is(err, ErrFleetKey), "another key joined: %v", err)
 }
 
 // TestNoWorkerBounded: with no eligibility or scheduler worker running

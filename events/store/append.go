@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask"
 )
 
 // Append stores a batch of events in order and returns them in stored form
@@ -207,7 +207,9 @@ func (s *Store) LastSeq(ctx context.Context, tenant, session string, kind events
 	if err != nil {
 		return 0, fmt.Errorf("last seq: %w", err)
 	}
-	m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	m, err := jsask.Ask(ctx, s.cfg.RequestAgain, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return s.stream.GetLastMsgForSubject(ctx, subj)
+	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, nil
@@ -249,53 +251,27 @@ func (s *Store) lastSeqLeader(ctx context.Context, subj string) (uint64, error) 
 }
 
 // lastAtLeader returns the last message on subj (a subject or a filter)
-// in stream as the stream's leader holds it: the JetStream API's message
-// get, never a direct get (which any replica answers, and one behind the
-// leader misses what was just stored). It returns the message's sequence
-// and, when data is true, its payload. No message is
-// jetstream.ErrMsgNotFound. Without a deadline on ctx it waits at most
-// Config.PublishTimeout.
+// in stream as the stream's leader holds it (jsask.LastAtLeader: never a
+// direct get, which a replica behind the leader would answer), sent
+// again every Config.RequestAgain while unanswered (jsask.Ask). It
+// returns the message's sequence and, when data is true, its payload. No
+// message is jetstream.ErrMsgNotFound. Without a deadline on ctx it waits
+// at most Config.PublishTimeout.
 func (s *Store) lastAtLeader(ctx context.Context, stream, subj string, data bool) (uint64, []byte, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subj})
-	if err != nil {
-		return 0, nil, err
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.PublishTimeout)
 		defer cancel()
 	}
-	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("get at the leader: %w", err)
+	type msg struct {
+		seq  uint64
+		data []byte
 	}
-	var resp struct {
-		Message *struct {
-			Seq  uint64          `json:"seq"`
-			Data json.RawMessage `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, nil, fmt.Errorf("get at the leader: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return 0, nil, jetstream.ErrMsgNotFound
-	case resp.Error != nil:
-		return 0, nil, fmt.Errorf("get at the leader: %w", resp.Error)
-	case resp.Message == nil:
-		return 0, nil, fmt.Errorf("get at the leader: %w", jetstream.ErrInvalidJetStreamResponse)
-	}
-	var payload []byte
-	if data && len(resp.Message.Data) > 0 {
-		if err := json.Unmarshal(resp.Message.Data, &payload); err != nil {
-			return 0, nil, fmt.Errorf("get at the leader: %w", err)
-		}
-	}
-	return resp.Message.Seq, payload, nil
+	m, err := jsask.Ask(ctx, s.cfg.RequestAgain, func(ctx context.Context) (msg, error) {
+		seq, data, err := jsask.LastAtLeader(ctx, s.js, stream, subj, data)
+		return msg{seq, data}, err
+	})
+	return m.seq, m.data, err
 }
 
 // FirstSeq returns the stream sequence of the first event of a session on
@@ -309,7 +285,9 @@ func (s *Store) FirstSeq(ctx context.Context, tenant, session string, kind event
 	if err != nil {
 		return 0, fmt.Errorf("first seq: %w", err)
 	}
-	m, err := s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	m, err := jsask.Ask(ctx, s.cfg.RequestAgain, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, nil

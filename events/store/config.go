@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask"
 )
 
 // DefaultBlobBucket is the object store bucket holding tool outputs by
@@ -76,6 +77,19 @@ type Config struct {
 	// rendering a bundle at request time. Default 64 MB; negative disables
 	// it.
 	BlobCacheBytes int64
+	// RequestAgain is how long a request for state that a wait polls (a
+	// durable consumer's progress, the stream's last sequence, a
+	// session's last event) waits for its answer before it is sent again;
+	// the first answer to any of the requests is taken. Such a request is
+	// answered by the leader of the consumer's or the stream's Raft group,
+	// and while the group elects one (start-up, a node lost) nothing
+	// answers: without asking again, one lost request held the wait until
+	// its whole deadline. A request is sent again only under a context
+	// with a deadline, until that deadline: under one without, it is sent
+	// once, bounded by the JetStream client's default timeout as before
+	// (LastSeqLeader's is bounded by PublishTimeout, and asked again
+	// within it). Default DefaultRequestAgain.
+	RequestAgain time.Duration
 }
 
 // ConnectTimeout bounds opening a NATS connection (nats.Timeout). nats.go's
@@ -96,6 +110,7 @@ const (
 	DefaultReadBufferBytes = 64 << 20
 	DefaultBlobCacheBytes  = 64 << 20
 	DefaultIDCacheEntries  = 1 << 18
+	DefaultRequestAgain    = jsask.DefaultAgain
 )
 
 func (c *Config) setDefaults() {
@@ -131,6 +146,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BlobCacheBytes == 0 {
 		c.BlobCacheBytes = DefaultBlobCacheBytes
+	}
+	if c.RequestAgain == 0 {
+		c.RequestAgain = DefaultRequestAgain
 	}
 }
 
@@ -169,6 +187,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 0 || c.Partitions > events.MaxPartitions {
 		errs = append(errs, fmt.Errorf("partitions: %d out of range 1-%d", c.Partitions, events.MaxPartitions))
+	}
+	if c.RequestAgain < 0 {
+		errs = append(errs, fmt.Errorf("request again: negative (%s)", c.RequestAgain))
 	}
 	if c.ReadBufferBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("read buffer bytes: %d, want at least 1 MB", c.ReadBufferBytes))

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask"
 )
 
 // Handler processes one event delivered to a worker. Returning an error asks
@@ -392,10 +393,14 @@ func (s *Store) ConsumerLag(ctx context.Context, durable string) (uint64, error)
 // consumerInfo is a durable consumer's state as the server has it now:
 // the look-up of the consumer fetches its info, so it is one request to
 // the server (a second Info would double the server's work and the wait,
-// and the pipeline's waits poll it). A missing consumer is an error
-// wrapping ErrNotFound.
+// and the pipeline's waits poll it), sent again every
+// Config.RequestAgain while unanswered (jsask.Ask: the consumer's leader
+// answers it, and none does while its group elects one). A missing
+// consumer is an error wrapping ErrNotFound.
 func (s *Store) consumerInfo(ctx context.Context, durable string) (*jetstream.ConsumerInfo, error) {
-	cons, err := s.js.Consumer(ctx, events.StreamName, durable)
+	cons, err := jsask.Ask(ctx, s.cfg.RequestAgain, func(ctx context.Context) (jetstream.Consumer, error) {
+		return s.js.Consumer(ctx, events.StreamName, durable)
+	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, fmt.Errorf("consumer %s: %w", durable, ErrNotFound)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/internal/jsask"
 )
 
 // SessionRef names one session present on the log.
@@ -193,8 +194,13 @@ func (s *Store) sessionsOn(ctx context.Context, filter string) ([]SessionRef, er
 }
 
 // StreamLastSeq returns the event stream's last sequence (0 when empty).
+// The stream's leader answers; the request is sent again every
+// Config.RequestAgain while unanswered (jsask.Ask), so a wait polling it
+// outlives the stream's leader election.
 func (s *Store) StreamLastSeq(ctx context.Context) (uint64, error) {
-	info, err := s.stream.Info(ctx)
+	info, err := jsask.Ask(ctx, s.cfg.RequestAgain, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return s.stream.Info(ctx)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("stream last seq: %w", err)
 	}

@@ -95,18 +95,7 @@ func tryStartCluster(t *testing.T) ([]*server.Server, error) {
 		}
 	}
 	for i, p := range ports {
-		opts := &server.Options{
-			ServerName: fmt.Sprintf("ps-n%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)),
-			MaxPayload: store.DefaultMaxPayload,
-			NoSigs:     true,
-			NoLog:      true,
-			Cluster:    server.ClusterOpts{Name: "prunesched", Host: "127.0.0.1", Port: p},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		}
+		opts := nodeOptions(fmt.Sprintf("ps-n%d", i+1), filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)), -1, p, routes)
 		srv, err := server.NewServer(opts)
 		if err != nil {
 			stop()
@@ -122,6 +111,24 @@ func tryStartCluster(t *testing.T) ([]*server.Server, error) {
 		}
 	}
 	return srvs, nil
+}
+
+// nodeOptions are the options of one node of the test cluster: named
+// name, storing under dir, its client listener on clientPort (-1: any
+// free one), its route listener on port, routes to every node's.
+func nodeOptions(name, dir string, clientPort, port int, routes []string) *server.Options {
+	return &server.Options{
+		ServerName: name,
+		Host:       "127.0.0.1",
+		Port:       clientPort,
+		JetStream:  true,
+		StoreDir:   dir,
+		MaxPayload: store.DefaultMaxPayload,
+		NoSigs:     true,
+		NoLog:      true,
+		Cluster:    server.ClusterOpts{Name: "prunesched", Host: "127.0.0.1", Port: port},
+		Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+	}
 }
 
 func clusterURLs(srvs []*server.Server) string {
@@ -633,8 +640,15 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	// The meta leader can be elected before it knows every peer (a loaded
-	// machine): the stream's three replicas are placed once it does.
+	return srvs, urls, openClusterStore(t, ctx, nc)
+}
+
+// openClusterStore opens the store with three replicas on nc, asking
+// again while the cluster is not ready: the meta leader can be elected
+// before it knows every peer (a loaded machine), and the stream's three
+// replicas are placed once it does.
+func openClusterStore(t *testing.T, ctx context.Context, nc *nats.Conn) *store.Store {
+	t.Helper()
 	var st *store.Store
 	testutil.Eventually(t, func() error {
 		var err error
@@ -643,8 +657,7 @@ func clusterStore(t *testing.T, ctx context.Context) ([]*server.Server, string, 
 		})
 		return err
 	}, testutil.Within(time.Minute), testutil.Until(ctx))
-
-	return srvs, urls, st
+	return st
 }
 
 // waitFleetIdle waits until the fleet is idle (fleetIdle).
@@ -661,4 +674,183 @@ func waitFleetIdle(t *testing.T, ctx context.Context, st *store.Store, projector
 		return nil
 	}, testutil.Within(3*time.Minute), testutil.Until(ctx))
 
+}
+
+// downNode is a node of the test cluster shut down, with what starting it
+// again on the same store and route port needs.
+type downNode struct {
+	name, dir  string
+	clientPort int
+	port       int
+	routes     []string
+}
+
+// shutdownNode shuts srv, one of srvs, down (its Raft leaderships stepped
+// down, as a clean shutdown does) and returns what restarting it needs.
+func shutdownNode(srv *server.Server, srvs []*server.Server) downNode {
+	d := downNode{name: srv.Name(), dir: srv.StoreDir(), clientPort: srv.Addr().(*net.TCPAddr).Port, port: srv.ClusterAddr().Port}
+	if filepath.Base(d.dir) == server.JetStreamStoreDir {
+		d.dir = filepath.Dir(d.dir) // the server adds it again
+	}
+	for _, s := range srvs {
+		d.routes = append(d.routes, fmt.Sprintf("nats-route://%s", s.ClusterAddr()))
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	return d
+}
+
+// restart starts the node again, on the same ports, and shuts it down at
+// cleanup.
+func (d downNode) restart(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(nodeOptions(d.name, d.dir, d.clientPort, d.port, d.routes))
+	if err != nil {
+		t.Fatalf("restart %s: %v", d.name, err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatalf("restart %s: not ready (route port %d taken?)", d.name, d.port)
+	}
+	return srv
+}
+
+// TestClusterWaitsOutliveLeaderElection: a wait's state requests (a
+// durable's ack floor, the stream's last sequence) sent while the Raft
+// groups that answer them have no leader are answered once a leader is
+// elected, instead of failing at the caller's deadline. The cluster is
+// shut down and one node started again: alone it has no quorum, its
+// groups elect no leader and it answers nothing. The requests are sent to
+// it then; a second node is started, and the groups elect leaders.
+func TestClusterWaitsOutliveLeaderElection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	srvs, _, st := clusterStore(t, ctx)
+
+	session := "waits-" + events.NewID()[:8]
+	var evs []events.Event
+	for i := range 4 {
+		evs = append(evs, events.New(fmt.Sprintf("e%d", i), "", session, time.Date(2026, 12, 1, 10, 0, i, 0, time.UTC),
+			&events.Message{Item: fmt.Sprintf("m%d", i), Role: events.RoleUser, Text: "hello"}))
+	}
+	appendRetry(t, ctx, st, evs)
+	// Set-up requests are asked again whole: a young cluster on a loaded
+	// machine can take longer than requestTimeout to answer one.
+	var stored []events.Event
+	testutil.Eventually(t, func() error {
+		var err error
+		stored, err = bounded(ctx, func(ctx context.Context) ([]events.Event, error) { return st.ReadSession(ctx, "", session) })
+		if err == nil && len(stored) != len(evs) {
+			err = fmt.Errorf("read %d events, want %d", len(stored), len(evs))
+		}
+		return err
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+	last := stored[len(stored)-1].Seq
+
+	// A replicated durable that acknowledged the first two events, and its
+	// leader.
+	const durable = "waited"
+	var leader string
+	testutil.Eventually(t, func() error {
+		ci, err := bounded(ctx, func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+			c, err := st.JS().CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+				Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.SubjectPrefix + ".>",
+			})
+			if err != nil {
+				return nil, err
+			}
+			return c.Info(ctx)
+		})
+		if err != nil {
+			return err
+		}
+		if ci.Cluster == nil || ci.Cluster.Leader == "" || len(ci.Cluster.Replicas) != 2 {
+			return errors.New("the durable has no leader or not three replicas yet")
+		}
+		leader = ci.Cluster.Leader
+		return nil
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+	testutil.Eventually(t, func() error {
+		floor, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+			c, err := st.JS().Consumer(ctx, events.StreamName, durable)
+			if err != nil {
+				return 0, err
+			}
+			if c.CachedInfo().AckFloor.Stream >= stored[1].Seq {
+				return c.CachedInfo().AckFloor.Stream, nil
+			}
+			batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				return 0, err
+			}
+			for m := range batch.Messages() {
+				if err := m.DoubleAck(ctx); err != nil {
+					return 0, err
+				}
+			}
+			return 0, batch.Error()
+		})
+		if err != nil {
+			return err
+		}
+		if floor != stored[1].Seq {
+			return fmt.Errorf("ack floor %d, want %d", floor, stored[1].Seq)
+		}
+		return nil
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+
+	// The survivor: a node other than the leader. The waiting store talks
+	// to it alone, so each request it sends reaches a node of the groups.
+	// The waiting store talks to one node only, reconnecting to it when it
+	// is started again.
+	first := srvs[2]
+	nc, err := nats.Connect(first.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	testutil.NoError(t, err)
+	t.Cleanup(nc.Close)
+	waiter := openClusterStore(t, ctx, nc)
+
+	var down []downNode
+	for _, s := range srvs {
+		down = append(down, shutdownNode(s, srvs))
+	}
+	down[2].restart(t)
+	t.Logf("cluster shut down (the durable's leader was %s); %s started again alone", leader, down[2].name)
+	testutil.Eventually(t, func() error {
+		if !nc.IsConnected() {
+			return errors.New("not reconnected")
+		}
+		return nil
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+
+	sent := nc.Stats().OutMsgs
+	type answer struct {
+		v   uint64
+		err error
+	}
+	floorc, lastc := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		v, err := waiter.AckFloor(ctx, durable)
+		floorc <- answer{v, err}
+	}()
+	go func() {
+		v, err := waiter.StreamLastSeq(ctx)
+		lastc <- answer{v, err}
+	}()
+	// Both requests went out while no group could elect a leader.
+	testutil.Eventually(t, func() error {
+		if n := nc.Stats().OutMsgs - sent; n < 2 {
+			return fmt.Errorf("%d requests sent", n)
+		}
+		return nil
+	}, testutil.Within(time.Minute), testutil.Until(ctx))
+	down[0].restart(t)
+	t.Logf("started %s again", down[0].name)
+
+	floor := <-floorc
+	testutil.NoError(t, floor.err)
+	testutil.Equal(t, floor.v, stored[1].Seq, "ack floor")
+	lastSeq := <-lastc
+	testutil.NoError(t, lastSeq.err)
+	testutil.Equal(t, lastSeq.v, last, "stream last seq")
 }
