@@ -982,11 +982,12 @@ const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
 // reading the whole session, the first time the proxy meets it without a
 // warm copy or after a lost race); when the session is built as the
 // request arrives (earlyBuild) these three run beside the body's read
-// and parse, and load waits only for what is left of them. publish (the guarded publish of a
-// request's facts and application: after forwarding, part of the log
-// write, or, another request of the session in flight, before it, part
-// of append) and hold (after the response: its end held until the log
-// holds the request's writes and its record).
+// and parse, and load waits only for what is left of them. publish
+// (the guarded publish of a request's facts and application: after
+// forwarding, part of the log write, or, another request of the
+// session in flight, before it, part of append) and hold (after the
+// response: its end held until the log holds the request's writes and
+// its record).
 const (
 	StageCatchUp = "catch_up"
 	StageRebuild = "rebuild"
