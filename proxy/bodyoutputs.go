@@ -30,6 +30,13 @@ type bodyOutputs struct {
 	// it the outputs it fetched, and no request (conv nil).
 	byHash map[string]string
 	next   int
+	// later, when not nil, gives the request's conversation once its
+	// body is parsed (nil: none will be): a session's state built while
+	// the body is still read and parsed (earlyBuild) waits for it at the
+	// first output it reads, at most until done ends, then reads the
+	// blob store.
+	later <-chan *conversation
+	done  <-chan struct{}
 }
 
 // output returns the request's tool output with content address h.
@@ -39,6 +46,13 @@ func (b *bodyOutputs) output(h string) (string, bool) {
 	}
 	if s, ok := b.byHash[h]; ok {
 		return s, true
+	}
+	if b.later != nil {
+		select {
+		case b.conv = <-b.later:
+		case <-b.done:
+		}
+		b.later = nil
 	}
 	if b.conv == nil {
 		return "", false

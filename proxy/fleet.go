@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,7 +42,9 @@ import (
 //     request usually finds its state current. A session the proxy meets for the
 //     first time is built from its tail's warm copy when the log's first
 //     fact of the session says the copy holds it all (warmStart), else
-//     read whole (rebuild); either is then caught up the same way. Outputs
+//     read whole (rebuild); either is then caught up the same way, and
+//     starts as the request's headers arrive when they name the session
+//     (earlyBuild), while the body is read and parsed. Outputs
 //     fed by reference that span references read are taken from the
 //     request, which resends them (bodyOutputs), not from the blob store.
 //  2. Publish behind forwarding, guarded. The request is decided in
@@ -424,10 +427,13 @@ type firstFacter interface {
 // warmStart builds the session's state in memory from the tail's warm
 // copy (fleettail.go) when the log says the copy holds the session from
 // its first fact, instead of reading the whole session: one request
-// (the first fact's sequence) in place of a read. The catch-up that
-// follows brings the state up to the log's last fact, as after a read.
-// It reports false, having changed nothing, when there is no such copy.
-// Caller holds st.mu; the session's write queue is drained.
+// (the first fact's sequence) in place of a read. The state is fed the
+// copy while that request is out, and kept only once the log's answer
+// says the copy holds the session whole (a state fed a part is
+// dropped, unused). The catch-up that follows brings the state up to
+// the log's last fact, as after a read. It reports false, having
+// changed nothing, when there is no such copy. Caller holds st.mu; the
+// session's write queue is drained.
 func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessState) bool {
 	ff, ok := p.cfg.Backend.(firstFacter)
 	if !ok {
@@ -438,13 +444,22 @@ func (p *Proxy) warmStart(ctx context.Context, tenant, session string, st *sessS
 		return false
 	}
 	defer p.met.fleetStage(StageWarmStart, time.Now())
-	seq, err := ff.FirstFactSeq(ctx, tenant, session)
-	if err != nil || seq != first {
+	type answer struct {
+		seq uint64
+		err error
+	}
+	asked := make(chan answer, 1)
+	go func() {
+		seq, err := ff.FirstFactSeq(ctx, tenant, session)
+		asked <- answer{seq, err}
+	}()
+	m, last := p.buildMem(tenant, session, st, evs)
+	if a := <-asked; a.err != nil || a.seq != first {
 		// Older than the copy (or not known to the replica that
 		// answered): read from the log.
 		return false
 	}
-	p.fillMem(tenant, session, st, evs)
+	st.install(m, last)
 	p.tail.adopt(tenant, session)
 	p.met.warmStarted()
 	return true
@@ -470,14 +485,66 @@ type earlyRead struct {
 	queued                  uint64
 	// last waits for the read's answer; nil when none was started.
 	last func() (uint64, error)
+	// build is the session's state built as the request arrived, when
+	// the proxy held none current to read for (startEarlyBuild); nil
+	// when none was started.
+	build *earlyBuild
+}
+
+// earlyBuild is the load of a session's state (a warm start from the
+// tail's copy, or a read of the whole session, then the catch-up: load)
+// started as a request's headers arrived, when they name a session the
+// proxy holds no current state of (the session's first request at this
+// proxy, or the first after its state went stale), so that the load's
+// round trips to the log and its feeding of the cores run while the
+// body is read and parsed instead of after. It holds the session's lock
+// from before startEarlyRead returns until it ends: the request's lane
+// and load wait for it, and then find the state loaded and caught up
+// with the log's last fact as read after the request arrived, as the
+// load they would have run leaves it (built). It feeds what the load
+// would feed, in the same order, so the decisions are the same. The
+// outputs its span references read come from the request's body once
+// parsed (bodyOutputs.later: give), as a load during the request takes
+// them; a body that does not parse leaves them to the blob store. A
+// build that fails (or panics) marks the state stale: the request's
+// load builds it again, and fails open if that fails too.
+type earlyBuild struct {
+	st *sessState
+	// conv takes the request's parsed conversation, or nil (give).
+	conv chan *conversation
+	gave sync.Once
+	// ok says the build succeeded; set before the lock is let go.
+	ok atomic.Bool
+}
+
+// give hands the early build, if any, the request's parsed conversation
+// (nil: the body did not parse, or was not read); only the first call
+// counts. Call it as soon as the body is parsed or known not to be, and
+// before taking the session's lock: the build may wait for it holding
+// that lock.
+func (e *earlyRead) give(c *conversation) {
+	if e == nil || e.build == nil {
+		return
+	}
+	b := e.build
+	b.gave.Do(func() { b.conv <- c })
+}
+
+// built says the early build loaded st, the request's state, and caught
+// it up with the log after the request arrived: a load of st during the
+// request need not ask the log again (as after the lane's load).
+func (e *earlyRead) built(st *sessState) bool {
+	return e != nil && e.build != nil && e.build.st == st && e.build.ok.Load()
 }
 
 // startEarlyRead starts an earlyRead when the proxy is in a fleet, the
 // request's headers name its session, and the proxy holds that
 // session's state current and idle (loaded, not stale, no write
-// queued, no other request in it); otherwise it returns one that
-// started no read (the request's load then reads as before), or nil
-// outside a fleet.
+// queued, no other request in it); when it holds none of it, or one
+// not loaded or stale, and no other request or advance is in it, it
+// starts building it instead (startEarlyBuild); otherwise it returns
+// one that started nothing (the request's load then reads as before),
+// or nil outside a fleet.
 func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	if _, fleet := p.fleet(); !fleet {
 		return nil
@@ -491,12 +558,19 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 	st := p.sessions[sessionKey{e.tenant, e.session}]
 	p.mu.Unlock()
 	if st == nil {
+		if st = p.state(e.tenant, e.session); st.tryLock() {
+			p.startEarlyBuild(ctx, e, st)
+		}
 		return e
 	}
 	var current bool
 	switch {
 	case st.tryLock():
-		current = st.loaded && st.mem != nil && !st.q.isStale() && st.q.idle()
+		if !st.loaded || st.mem == nil || st.q.isStale() {
+			p.startEarlyBuild(ctx, e, st)
+			return e
+		}
+		current = st.q.idle()
 		e.queued = st.q.last()
 		st.mu.Unlock()
 	case st.advancing.Load():
@@ -508,6 +582,42 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 		e.last = p.lastFactSoon(context.WithoutCancel(ctx), e.tenant, e.session)
 	}
 	return e
+}
+
+// startEarlyBuild starts the early build of the session e names into
+// st, whose lock the caller holds and hands over: the build lets it go
+// when it ends. It is bounded as a request's work is
+// (Config.RecordTimeout), and Close waits for it.
+func (p *Proxy) startEarlyBuild(ctx context.Context, e *earlyRead, st *sessState) {
+	if !p.bg.add() {
+		st.mu.Unlock()
+		return
+	}
+	b := &earlyBuild{st: st, conv: make(chan *conversation, 1)}
+	e.build = b
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
+	stopOnClose := context.AfterFunc(p.bg.ctx, cancel)
+	tenant, session := e.tenant, e.session
+	go func() {
+		defer p.bg.wg.Done()
+		defer stopOnClose()
+		defer cancel()
+		defer st.mu.Unlock()
+		defer func() { st.body = nil }()
+		defer func() {
+			if v := recover(); v != nil {
+				st.q.markStale()
+				p.log.Error("proxy: building a session's state as its request arrived panicked; the request builds it again", "session", session, "panic", v)
+			}
+		}()
+		st.body = &bodyOutputs{later: b.conv, done: bctx.Done()}
+		if err := p.load(bctx, tenant, session, st, false, nil); err != nil {
+			st.q.markStale()
+			p.log.Warn("proxy: building a session's state as its request arrived failed; the request builds it again", "session", session, "err", err)
+			return
+		}
+		b.ok.Store(true)
+	}()
 }
 
 // identity is the request's tenant, base session and its source
@@ -879,11 +989,14 @@ const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
 // fact), catch_up (part of load: asking the log for the session's last
 // fact and reading what other proxies appended), rebuild (part of load:
 // reading the whole session, the first time the proxy meets it without a
-// warm copy or after a lost race), publish (the guarded publish of a
-// request's facts and application: after forwarding, part of the log
-// write, or, another request of the session in flight, before it, part
-// of append) and hold (after the response: its end held until the log
-// holds the request's writes and its record).
+// warm copy or after a lost race); when the session is built as the
+// request arrives (earlyBuild) these three run beside the body's read
+// and parse, and load waits only for what is left of them. publish
+// (the guarded publish of a request's facts and application: after
+// forwarding, part of the log write, or, another request of the
+// session in flight, before it, part of append) and hold (after the
+// response: its end held until the log holds the request's writes and
+// its record).
 const (
 	StageCatchUp = "catch_up"
 	StageRebuild = "rebuild"

@@ -194,21 +194,7 @@ func TestFleetAsksTheLeaderOnce(t *testing.T) {
 	// has asked the leader.
 	send := func(url, session string, n int, asked chan struct{}) string {
 		t.Helper()
-		var rd io.Reader = strings.NewReader(body(n))
-		if asked != nil {
-			pr, pw := io.Pipe()
-			go func() {
-				select {
-				case <-asked:
-					_, _ = io.WriteString(pw, body(n))
-					pw.Close()
-				case <-ctx.Done():
-					pw.CloseWithError(ctx.Err())
-				}
-			}()
-			rd = pr
-		}
-		return postSession(t, ctx, f, url, session, rd)
+		return postSession(t, ctx, f, url, session, bodyAfter(ctx, body(n), asked))
 	}
 	one, _ := start(false)
 	a, ca := start(true)
@@ -233,6 +219,168 @@ func TestFleetAsksTheLeaderOnce(t *testing.T) {
 		testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
 		testutil.True(t, lc.reads.Load()-before == 1, "request %d asked the leader %d times", n, lc.reads.Load()-before)
 	}
+}
+
+// bodyAfter is a request body that a client sends only once ready
+// receives (nil: at once).
+func bodyAfter(ctx context.Context, body string, ready <-chan struct{}) io.Reader {
+	if ready == nil {
+		return strings.NewReader(body)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		select {
+		case <-ready:
+			_, _ = io.WriteString(pw, body)
+			pw.Close()
+		case <-ctx.Done():
+			pw.CloseWithError(ctx.Err())
+		}
+	}()
+	return pr
+}
+
+// buildWatcher is a fleet proxy's Backend that tells when a session's
+// state is being built (its warm start asks for the session's first
+// fact, its rebuild reads the session at the leader), and counts the
+// reads of the session's last fact at the leader and of whole sessions.
+// With older, it answers that a session's first fact is older than any
+// the proxy's tail saw (a session that began before it ran).
+type buildWatcher struct {
+	*service.ProxyBackend
+	// building receives a value at each build, when there is room.
+	building        chan struct{}
+	reads, rebuilds atomic.Int64
+	older           bool
+}
+
+func (b *buildWatcher) built() {
+	select {
+	case b.building <- struct{}{}:
+	default:
+	}
+}
+
+func (b *buildWatcher) FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	b.built()
+	seq, err := b.ProxyBackend.FirstFactSeq(ctx, tenant, session)
+	if b.older && seq > 1 {
+		seq = 1
+	}
+	return seq, err
+}
+
+func (b *buildWatcher) ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error) {
+	b.built()
+	b.rebuilds.Add(1)
+	return b.ProxyBackend.ReadSessionLeader(ctx, tenant, session)
+}
+
+func (b *buildWatcher) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	b.reads.Add(1)
+	return b.ProxyBackend.LastFactSeq(ctx, tenant, session)
+}
+
+// TestFleetBuildsAsTheHeadersArrive: a session's first request at a
+// proxy of a fleet has its state built as its headers arrive, before its
+// body (earlyBuild): each such request's body is sent only once the
+// proxy has started building the session (a new session read from the
+// log at a; a warm start from the tail's copy at b; a read of the whole
+// session at c, which started after the session did; their span
+// references wait for the body's outputs: TestBodyOutputsLater). The
+// request asks the leader for the session's last fact once, as without
+// the early build. The forwarded bodies are those of one proxy.
+func TestFleetBuildsAsTheHeadersArrive(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	watch := func() *buildWatcher {
+		return &buildWatcher{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), building: make(chan struct{}, 1)}
+	}
+	one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	wa, wb, wc := watch(), watch(), watch()
+	a, _ := r.start(wa, true)
+	b, _ := r.start(wb, true)
+	var c string
+	order := []*buildWatcher{wa, wb, wc, wa, wb, wc}
+	for n := range order {
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+		w := order[n]
+		url := map[*buildWatcher]string{wa: a, wb: b}[w]
+		if w == wc {
+			if c == "" {
+				// c starts after the session did: no warm copy.
+				c, _ = r.start(wc, true)
+			}
+			url = c
+		}
+		var ready chan struct{}
+		if n < 3 {
+			// The session's first request at this proxy.
+			ready = w.building
+		}
+		reads := w.reads.Load()
+		got := postSession(t, ctx, f, url, "fleet", bodyAfter(ctx, rereadBody(n), ready))
+		testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+		testutil.True(t, w.reads.Load()-reads == 1, "request %d asked the leader %d times", n, w.reads.Load()-reads)
+	}
+}
+
+// TestFleetWarmCopyRefused: a proxy whose warm copy of a session the
+// log says is not whole (the session's first fact is older than the
+// copy's) feeds the copy while it asks, then drops what it fed and reads
+// the session from the log: its forwarded bodies are those of one proxy.
+func TestFleetWarmCopyRefused(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	a, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+	wb := &buildWatcher{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), older: true}
+	b, bpx := r.start(wb, true)
+	for n := range 4 {
+		url := a
+		if n%2 == 1 {
+			url = b
+		}
+		if n == 1 {
+			last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, "fleet", events.KindFact)
+			testutil.NoError(t, err)
+			r.tailAt(bpx, last)
+			_, _, warm := bpx.tail.warmed(events.DefaultTenant, "fleet")
+			testutil.True(t, warm, "b's tail holds no warm copy of the session")
+		}
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+		got := postSession(t, ctx, f, url, "fleet", strings.NewReader(rereadBody(n)))
+		testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+	}
+	testutil.True(t, wb.rebuilds.Load() == 1, "b read the session whole %d times, want once (its warm copy refused)", wb.rebuilds.Load())
+}
+
+// TestFleetBuildWithoutBody: a session's state built as a request's
+// headers arrived, whose body then does not parse, is built all the
+// same (its outputs read from the blob store): the request goes upstream
+// unchanged, and the session's next request at that proxy is decided on
+// the state built, as by one proxy.
+func TestFleetBuildWithoutBody(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	wa, wb := &buildWatcher{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline)}, &buildWatcher{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), building: make(chan struct{}, 1)}
+	a, _ := r.start(wa, true)
+	b, _ := r.start(wb, true)
+	for n := range 2 {
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+		got := postSession(t, ctx, f, a, "fleet", strings.NewReader(rereadBody(n)))
+		testutil.True(t, got == want, "request %d at a: the fleet forwarded another body than one proxy", n)
+	}
+	broken := `{"model":"m","messages":[`
+	got := postSession(t, ctx, f, b, "fleet", bodyAfter(ctx, broken, wb.building))
+	testutil.True(t, got == broken, "a body that does not parse was changed: %s", got)
+	want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(2)))
+	got = postSession(t, ctx, f, b, "fleet", strings.NewReader(rereadBody(2)))
+	testutil.True(t, got == want, "request 2 at b: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", got, want)
 }
 
 // rereadBody is an Anthropic request whose conversation reads one file n

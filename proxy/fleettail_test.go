@@ -252,3 +252,33 @@ func TestBodyOutputs(t *testing.T) {
 		t.Fatal("no request, yet an output")
 	}
 }
+
+// TestBodyOutputsLater: outputs asked for before the request's body is
+// parsed (an early build) wait for the parsed conversation and are found
+// there; a body that will not be parsed, or a build whose time ran out,
+// finds none (the blob store then answers).
+func TestBodyOutputsLater(t *testing.T) {
+	conv := &conversation{blocks: []*block{{kind: bToolResult, text: "an output"}}}
+	h := events.HashString("an output")
+	later := make(chan *conversation, 1)
+	b := &bodyOutputs{later: later, done: make(chan struct{})}
+	found := make(chan bool)
+	go func() {
+		_, ok := b.output(h)
+		found <- ok
+	}()
+	later <- conv
+	if !<-found {
+		t.Fatal("the output given later was not found")
+	}
+	none := make(chan *conversation, 1)
+	none <- nil
+	if _, ok := (&bodyOutputs{later: none, done: make(chan struct{})}).output(h); ok {
+		t.Fatal("no body, yet an output")
+	}
+	done := make(chan struct{})
+	close(done)
+	if _, ok := (&bodyOutputs{later: make(chan *conversation), done: done}).output(h); ok {
+		t.Fatal("the build's time ran out, yet an output")
+	}
+}

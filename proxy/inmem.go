@@ -125,6 +125,15 @@ func (p *Proxy) loadMem(ctx context.Context, read func(ctx context.Context, tena
 // order, as loadMem reads them. Caller holds st.mu; the session's write
 // queue is empty.
 func (p *Proxy) fillMem(tenant, session string, st *sessState, evs []events.Event) {
+	m, last := p.buildMem(tenant, session, st, evs)
+	st.install(m, last)
+}
+
+// buildMem feeds a new in-memory state of the session its events in log
+// order (fillMem), and returns it with the stream sequence of its last
+// fact, without installing it: it changes nothing in st (a warm start
+// builds it while the log is asked whether it may). Caller holds st.mu.
+func (p *Proxy) buildMem(tenant, session string, st *sessState, evs []events.Event) (*memState, uint64) {
 	m := p.newMem(tenant, session, st)
 	var last uint64
 	scheduler.Replay(evs, 0, scheduler.Replayer{
@@ -134,6 +143,13 @@ func (p *Proxy) fillMem(tenant, session string, st *sessState, evs []events.Even
 			last = max(last, e.Seq)
 		},
 	})
+	return m, last
+}
+
+// install makes m, fed the session's events through its last fact last
+// (buildMem), the session's state. Caller holds st.mu; the session's
+// write queue is empty.
+func (st *sessState) install(m *memState, last uint64) {
 	clear(st.known)
 	clear(st.counts)
 	for _, it := range m.proj.Items() {

@@ -67,10 +67,14 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	// Each stage's time goes to prunesched_proxy_stage_seconds, failed or
 	// not.
 	t := time.Now()
+	// The early build, if any, gets the parsed body below, or nothing
+	// when the parse panics.
+	defer early.give(nil)
 	// Text the parse would change (not UTF-8, a lone surrogate) is never
 	// recorded altered: the request goes upstream untouched (fail open).
 	// The parse checks it (parseChecked).
 	conv, err := parseCheckedLater(api, body, &p.parses, true)
+	early.give(conv)
 	t = p.met.stage(api, StageParse, t)
 	if err != nil {
 		return nil, staged(StageParse, err)
@@ -80,7 +84,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	}
 	tenant, base, source := early.identity(p, h, conv)
 	pl := &plan{api: api, tenant: tenant, source: source, at: at, conv: conv, req: "preq-" + events.NewID()}
-	st, session, caughtUp, err := p.lane(ctx, tenant, base, conv)
+	st, session, caughtUp, err := p.lane(ctx, tenant, base, conv, early)
 	if err != nil {
 		p.met.stage(api, StageLoad, t)
 		return nil, staged(StageLoad, err)
@@ -310,8 +314,10 @@ func (p *Proxy) sweep(now time.Time) int {
 // same client session: a subagent, a restarted or host-compacted
 // conversation). caughtUp says the lane loaded the session it returns
 // for this request (in a fleet: caught up with the log after the request
-// arrived), so the request's own load need not ask the log again.
-func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) (st *sessState, session string, caughtUp bool, err error) {
+// arrived), so the request's own load need not ask the log again; early
+// is the request's earlyRead (nil: none), which the base session's load
+// takes as the request's own would.
+func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation, early *earlyRead) (st *sessState, session string, caughtUp bool, err error) {
 	st = p.state(tenant, base)
 	first := c.firstUserItem()
 	if first == "" {
@@ -321,7 +327,7 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation) 
 	loaded := false
 	if !p.knowsWithoutLoad(st, first) {
 		st.body = &bodyOutputs{conv: c}
-		err = p.load(ctx, tenant, base, st, false, nil)
+		err = p.load(ctx, tenant, base, st, false, early)
 		st.body = nil
 		loaded = err == nil
 	}
@@ -371,7 +377,9 @@ func (c *conversation) firstUserItem() string {
 // says a load during this request did so already (the lane's), and only
 // the session's queued writes are waited for (the request's earlyRead,
 // early, then serves nothing: the lane's load took the log's answer);
-// early, when not nil, is the request's earlyRead. Caller holds st.mu.
+// early, when not nil, is the request's earlyRead: its last fact read
+// serves the catch-up, and when its early build loaded st (earlyBuild)
+// st is caught up as after the lane's load. Caller holds st.mu.
 func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
 	if lb, ok := p.inMemory(); ok {
 		fb, fleet := p.fleet()
@@ -384,7 +392,7 @@ func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState,
 			return fmt.Errorf("load session %s: %w", session, err)
 		}
 		if fleet && st.loaded && st.mem != nil && !st.q.isStale() {
-			if caughtUp {
+			if caughtUp || early.built(st) {
 				return nil
 			}
 			last, since := early.forLoad(tenant, session)

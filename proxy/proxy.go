@@ -245,10 +245,18 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		httplimit.StreamWrite(w, 0)
 		// In a fleet the log is asked for the session's last fact while
 		// the body is read and parsed (earlyRead).
+		// A session it holds no current state of is built meanwhile
+		// (earlyBuild), which waits for the parsed body at the first
+		// output it reads: a body that will not be parsed says so at
+		// once (give).
 		early := p.startEarlyRead(r.Context(), r.Header)
+		defer early.give(nil)
 		readStart := time.Now()
 		rb, over, err := httplimit.ReadBodyOrStream(w, r, p.cfg.Bodies, p.cfg.MaxBodyBytes)
 		p.met.stage(api, StageRead, readStart)
+		if over != nil || err != nil {
+			early.give(nil)
+		}
 		if over != nil {
 			p.forwardOver(w, r, api, over)
 			return
@@ -294,6 +302,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		outcome := "passthrough"
 		body, encoded, err := decodeBody(raw, r.Header.Get("Content-Encoding"), p.bodyLimit())
 		if err != nil {
+			early.give(nil)
 			p.failOpen(api, StageDecode, err)
 			outcome = "fail_open"
 		} else {
