@@ -104,12 +104,12 @@ func (s *Session) Snapshot() Snapshot {
 func (sn Snapshot) Len() int { return len(sn.items) }
 
 // Pruned returns copies of the snapshot's pruned items that carry a
-// placeholder, in bundle order: what a proxy splices into a client's own
-// request, without copying the other items.
+// placeholder or span references (Spans), in bundle order: what a proxy
+// splices into a client's own request, without copying the other items.
 func (sn Snapshot) Pruned() []BundleItem {
 	var out []BundleItem
 	for _, bi := range sn.items {
-		if bi.Pruned && bi.Placeholder != "" {
+		if bi.Pruned && (bi.Placeholder != "" || len(bi.Spans) > 0) {
 			out = append(out, *bi)
 		}
 	}
@@ -366,6 +366,16 @@ func (bi *BundleItem) output(ctx context.Context, blobs BlobGetter) (string, err
 		return "", fmt.Errorf("output of item %s (%s): %w", bi.ID, bi.Hash, err)
 	}
 	return string(data), nil
+}
+
+// SpanSaved is what the item's applied span references keep out of the
+// context, as their mark counted it (Mark.TokensEstimated); 0 without
+// Spans.
+func (bi *BundleItem) SpanSaved() int {
+	if len(bi.Spans) == 0 {
+		return 0
+	}
+	return bi.spanSaved
 }
 
 // withSpans is an output with its span references applied (Spans), or

@@ -268,6 +268,17 @@ func ownRaw(val []byte) []byte {
 	return bytes.Clone(val)
 }
 
+// spanText is a tool result's output as its fact holds it
+// (payloadText), when span references may be spliced into it: false for
+// content blocks that are not all text (an image would be lost with the
+// array a span reference replaces by a string).
+func (b *block) spanText() (string, bool) {
+	if b.raw != nil && b.rawArr {
+		return textParts(b.raw)
+	}
+	return b.payloadText(), true
+}
+
 // payloadText is the text or output of a block about to be appended,
 // decoded from raw.
 func (b *block) payloadText() string {
@@ -315,24 +326,34 @@ func (c *conversation) setCache(parts ...cacheCount) {
 // blocks joined with newlines when all are text, else the raw JSON (an
 // image's bytes are not text, but their identity is what L0 compares).
 func flattenContent(raw []byte) string {
+	if s, ok := textParts(raw); ok {
+		return s
+	}
+	return string(raw)
+}
+
+// textParts is the text of an array of content blocks that are all text,
+// joined by newlines; false when raw is not such an array (an image, a
+// part of another type, or not an array).
+func textParts(raw []byte) (string, bool) {
 	els, err := scanArray(raw, 0)
 	if err != nil {
-		return string(raw)
+		return "", false
 	}
 	var parts []string
 	for _, e := range els {
 		ms, err := scanObject(e.val, 0)
 		if err != nil {
-			return string(raw)
+			return "", false
 		}
 		switch str(get(ms, "type")) {
 		case "text", "input_text", "output_text":
 			parts = append(parts, str(get(ms, "text")))
 		default:
-			return string(raw)
+			return "", false
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), true
 }
 
 // toolInput returns args as a JSON value for ToolCall.Input: the raw JSON

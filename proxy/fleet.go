@@ -317,6 +317,9 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 		st.q.markStale()
 		return
 	}
+	if st.contentFailed() != nil {
+		return // marked stale: the request's load rebuilds it
+	}
 	p.met.advanced()
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/prunesched/prunesched/internal/jsask/jsasktest"
 	"github.com/prunesched/prunesched/internal/testutil"
 	"github.com/prunesched/prunesched/policy"
+	"github.com/prunesched/prunesched/projections"
 
 	"github.com/prunesched/prunesched/internal/service"
 )
@@ -578,4 +580,124 @@ func TestFleetConfigRefused(t *testing.T) {
 			testutil.True(t, err != nil && strings.Contains(err.Error(), c.want), "error %v, want one containing %q", err, c.want)
 		})
 	}
+}
+
+// blobFailing is a buildWatcher whose blob store fails while fail is set.
+type blobFailing struct {
+	*buildWatcher
+	fail  atomic.Bool
+	fails atomic.Int64
+}
+
+func (b *blobFailing) Blob(ctx context.Context, hash string) ([]byte, error) {
+	if b.fail.Load() {
+		b.fails.Add(1)
+		return nil, errors.New("injected blob store failure")
+	}
+	return b.buildWatcher.Blob(ctx, hash)
+}
+
+// TestFleetContentFailureDropsState: a proxy whose cores could not read a
+// stored output while building a session's state (its request's body did
+// not parse, and the blob store failed) judged that output's span
+// references without it, which the log does not say. It drops the
+// state instead of deciding on it: the session's next request there,
+// the blob store back, is decided as by one proxy.
+func TestFleetContentFailureDropsState(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	a, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+	wb := &blobFailing{buildWatcher: &buildWatcher{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), building: make(chan struct{}, 1)}}
+	b, _ := r.start(wb, true)
+	for n := range 3 {
+		want := postSession(t, ctx, f, one, "one", strings.NewReader(spanBody(n)))
+		got := postSession(t, ctx, f, a, "fleet", strings.NewReader(spanBody(n)))
+		testutil.True(t, got == want, "request %d at a: the fleet forwarded another body than one proxy", n)
+	}
+	wb.fail.Store(true)
+	broken := `{"model":"m","messages":[`
+	got := postSession(t, ctx, f, b, "fleet", bodyAfter(ctx, broken, wb.building))
+	testutil.True(t, got == broken, "a body that does not parse was changed: %s", got)
+	testutil.True(t, wb.fails.Load() > 0, "the build read no output from the blob store")
+	wb.fail.Store(false)
+	want := postSession(t, ctx, f, one, "one", strings.NewReader(spanBody(3)))
+	got = postSession(t, ctx, f, b, "fleet", strings.NewReader(spanBody(3)))
+	testutil.True(t, got == want, "request 3 at b: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", got, want)
+}
+
+// spanBody is an Anthropic request whose conversation reads a file whole
+// and then, from its second request on, reads part of it again (a span
+// reference to the first read), n turns in all.
+func spanBody(n int) string {
+	lines := func(from, to int) string {
+		var b strings.Builder
+		for i := from; i <= to; i++ {
+			fmt.Fprintf(&b, `%6d→\tfunc handler%d(w http.ResponseWriter, r *http.Request) { serve(w, r, %d) }\n`, i, i, i)
+		}
+		return b.String()
+	}
+	msgs := `{"role":"user","content":"hello"}`
+	for i := range n {
+		input, out := `{"file_path":"/a.go"}`, lines(1, 60)
+		if i > 0 {
+			input, out = fmt.Sprintf(`{"file_path":"/a.go","offset":%d,"limit":30}`, 10+i), lines(10+i, 39+i)
+		}
+		msgs += fmt.Sprintf(`,{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"Read","input":%s}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%s"}]}`, i, input, i, out)
+	}
+	return `{"model":"m","max_tokens":10,"tools":[{"name":"Read"}],"messages":[` + msgs + `]}`
+}
+
+// TestProxySplicesSpanReferences: a read whose lines repeat an earlier
+// read's, pruned by a span reference (L1, partial), goes upstream with
+// each run replaced by its reference line and the rest verbatim, the
+// same text a rendering of the log gives the item
+// (projections.BundleItem.RenderedText), and counted as kept out.
+func TestProxySplicesSpanReferences(t *testing.T) {
+	t.Parallel()
+	r := newFleetRig(t)
+	ctx, svc, f := r.ctx, r.svc, r.f
+	url, px := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+	var got string
+	for n := range 3 {
+		got = postSession(t, ctx, f, url, "one", strings.NewReader(spanBody(n)))
+	}
+	testutil.NoError(t, px.Flush(ctx))
+	testutil.NoError(t, svc.Pipeline.WaitIdle(ctx))
+	var sent struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	testutil.NoError(t, json.Unmarshal([]byte(got), &sent))
+	var results []struct {
+		ID      string `json:"tool_use_id"`
+		Content string `json:"content"`
+	}
+	last := sent.Messages[len(sent.Messages)-1].Content
+	testutil.NoError(t, json.Unmarshal(last, &results))
+	testutil.True(t, len(results) == 1 && results[0].ID == "t1", "last message: %s", last)
+	var session string
+	px.mu.Lock()
+	for k := range px.sessions {
+		session = k.session
+	}
+	px.mu.Unlock()
+	var want string
+	var spans int
+	svc.Pipeline.Projection.View(events.DefaultTenant, session, func(s *projections.Session) {
+		for _, bi := range s.Snapshot().Bundle().Items {
+			if bi.ID != "t1" {
+				continue
+			}
+			spans = len(bi.Spans)
+			var err error
+			want, err = bi.RenderedText(ctx, svc.Store)
+			testutil.NoError(t, err)
+		}
+	})
+	testutil.True(t, spans > 0, "t1 has no applied span reference in the log's projection")
+	testutil.True(t, strings.Contains(results[0].Content, "[prunesched: lines"), "t1 went upstream without its reference line:\n%s", results[0].Content)
+	testutil.True(t, results[0].Content == want, "t1 upstream:\n%s\nthe log's rendering:\n%s", results[0].Content, want)
 }

@@ -58,6 +58,38 @@ type memState struct {
 	// request, the assistant's answer) has not followed yet: in a fleet,
 	// another request of the session is in flight (fleet.go, rule 2).
 	open bool
+	// contentErr is the first failure of the cores to read a stored
+	// output (noteContent); the state then no longer decides as the log
+	// does (sessState.contentFailed).
+	contentErr error
+}
+
+// noteContent keeps the first failure of the cores to read a stored
+// output (decide.Session.ContentErr). The eligibility core then judged
+// the output as if it were not stored, which the log does not say: the
+// pipeline's worker judges such a fact again, and the proxy drops the
+// state and rebuilds it (sessState.contentFailed) instead of deciding on
+// it.
+func (m *memState) noteContent() {
+	if err := m.cores.ContentErr(); err != nil && m.contentErr == nil {
+		m.contentErr = err
+	}
+}
+
+// contentFailed marks the state stale and returns an error when its cores
+// failed to read a stored output (memState.noteContent): the session's
+// next load rebuilds it from the log, and nothing is decided on it (a
+// request fails open). Caller holds st.mu.
+func (st *sessState) contentFailed() error {
+	if st.mem == nil {
+		return nil
+	}
+	st.mem.noteContent()
+	if st.mem.contentErr == nil {
+		return nil
+	}
+	st.q.markStale()
+	return fmt.Errorf("session state dropped: %w", st.mem.contentErr)
 }
 
 // inMemory returns the backend's log access when the proxy decides in
@@ -169,6 +201,7 @@ func (st *sessState) install(m *memState, last uint64) {
 func (m *memState) feed(fact events.Event) {
 	m.open = opensRequest(fact)
 	marks, app := m.cores.Feed(fact)
+	m.noteContent()
 	if app != nil {
 		m.proj.Observe(*app)
 	}

@@ -194,6 +194,11 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 		pl.write.decided = false
 		return nil, staged(StageTimeout, errBudget)
 	}
+	if err := st.contentFailed(); err != nil {
+		// The request's own facts met an output the cores could not
+		// read: nothing is decided on the state.
+		return nil, staged(StageDecide, err)
+	}
 	pl.write.facts = st.mem.cores.Facts()
 	pl.app = st.mem.decide(pl.at, pl.req)
 	pl.write.app = pl.app
@@ -370,7 +375,17 @@ func (c *conversation) firstUserItem() string {
 	return ""
 }
 
-// load fills st from the log the first time the proxy sees the session
+// load is loadState, refusing a state whose cores failed to read a
+// stored output (sessState.contentFailed): it is marked stale, so the
+// next load rebuilds it, and the load fails.
+func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
+	if err := p.loadState(ctx, tenant, session, st, caughtUp, early); err != nil {
+		return err
+	}
+	return st.contentFailed()
+}
+
+// loadState fills st from the log the first time the proxy sees the session
 // (after a restart the log, not the proxy, knows what was appended).
 // In a fleet every load ends caught up with the session's last fact as
 // the stream's leader gives it after the call began (catchUp); caughtUp
@@ -380,7 +395,7 @@ func (c *conversation) firstUserItem() string {
 // early, when not nil, is the request's earlyRead: its last fact read
 // serves the catch-up, and when its early build loaded st (earlyBuild)
 // st is caught up as after the lane's load. Caller holds st.mu.
-func (p *Proxy) load(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
+func (p *Proxy) loadState(ctx context.Context, tenant, session string, st *sessState, caughtUp bool, early *earlyRead) error {
 	if lb, ok := p.inMemory(); ok {
 		fb, fleet := p.fleet()
 		if !fleet && st.loaded && st.mem != nil && !st.q.isStale() {
@@ -680,6 +695,23 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		part := "output"
 		switch b.kind {
 		case bToolResult:
+			if len(bi.Spans) > 0 {
+				// A span reference: the client's own output with each
+				// run replaced by its reference line, the rest verbatim.
+				out, ok := b.spanText()
+				if !ok {
+					continue
+				}
+				r, err := placeholder.ApplySpans(out, bi.Spans)
+				if err != nil {
+					// Not the lines the reference names: sent whole,
+					// as a rendering of the log does (BundleItem.withSpans).
+					continue
+				}
+				repl = quote(r)
+				pl.saved += bi.SpanSaved()
+				break
+			}
 			repl = quote(bi.Placeholder)
 		case bText:
 			repl, part = quote(bi.Placeholder), "text"

@@ -70,6 +70,9 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			// The request's outputs are indexed for span references
 			// here, after its response, not before forwarding it.
 			st.mem.cores.IndexSpans()
+			if cerr := st.contentFailed(); cerr != nil {
+				p.log.Warn("proxy: span references could not read a stored output; the session's next request rebuilds its state", "api", pl.api, "session", pl.session, "err", cerr)
+			}
 		}
 		p.met.stage(pl.api, StageRecord, start)
 		if err != nil {

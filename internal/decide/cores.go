@@ -70,6 +70,13 @@ func (s *Session) ObserveApplication(app events.Event) { s.sched.ObserveDecided(
 // the path of the request that fed the outputs. It changes no decision.
 func (s *Session) IndexSpans() { s.elig.IndexSpans() }
 
+// ContentErr returns the first failure to read a stored output since the
+// previous call, and forgets it (eligibility.Core.ContentErr). After one,
+// the eligibility core judged that output as if it were not stored, which
+// the log does not say: the session's marks may differ from the workers',
+// so a caller that must decide as the log does drops the session.
+func (s *Session) ContentErr() error { return s.elig.ContentErr() }
+
 // Facts is the number of facts fed.
 func (s *Session) Facts() int { return s.sched.Facts() }
 
