@@ -2,8 +2,6 @@
 
 package events
 
-import "encoding/json"
-
 // The field tables of the fast decoder, in struct field order (the order
 // json.Marshal writes).
 
@@ -88,7 +86,7 @@ var toolCallFields = []fastField[ToolCall]{
 	fStr("item", func(v *ToolCall) *string { return &v.Item }),
 	fStr("call_id", func(v *ToolCall) *string { return &v.CallID }),
 	fStr("tool", func(v *ToolCall) *string { return &v.Tool }),
-	fRaw("input", func(v *ToolCall) *json.RawMessage { return &v.Input }),
+	fToolCallInput(),
 	fInt("input_tokens", func(v *ToolCall) *int { return &v.InputTokens }),
 	fInt("input_tokens_exact", func(v *ToolCall) *int { return &v.InputTokensExact }),
 }

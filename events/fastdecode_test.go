@@ -545,6 +545,35 @@ func TestFObjs(t *testing.T) {
 	}
 }
 
+// TestFRaw: the generic json.RawMessage decoder fastgen writes (no field
+// uses it now) copies a valid value and refuses an invalid one; the tool
+// call's input decoder, which leaves the check to ToolCall.validate, takes
+// the same extent, and an event with invalid input is refused by the
+// fast path (Validate) and by Decode.
+func TestFRaw(t *testing.T) {
+	type holder struct{ R json.RawMessage }
+	f := fRaw("r", func(v *holder) *json.RawMessage { return &v.R })
+	for in, valid := range map[string]bool{`{"a":[1,"x"]}`: true, `null`: true, `"s"`: true, `12`: true, `{"a":}`: false, `[1,]`: false, `tru`: false} {
+		var got holder
+		p := fastParser{b: []byte(in)}
+		if ok := f.dec(&p, &got); ok != valid || valid && (string(got.R) != in || p.i != len(in)) {
+			t.Fatalf("fRaw %s: %v %q, want %v", in, ok, got.R, valid)
+		}
+		var call ToolCall
+		p = fastParser{b: []byte(in)}
+		if !fToolCallInput().dec(&p, &call) || string(call.Input) != in {
+			t.Fatalf("fToolCallInput %s: %q", in, call.Input)
+		}
+		ev := `{"v":1,"id":"e1","type":"tool_call","session":"s","time":"2026-01-02T03:04:05Z","data":{"item":"c1/input","call_id":"c1","tool":"Read","input":` + in + `}}`
+		if _, ok := decodeFast([]byte(ev)); ok != valid {
+			t.Fatalf("decodeFast with input %s: %v, want %v", in, ok, valid)
+		}
+		if _, err := Decode([]byte(ev)); (err == nil) != valid {
+			t.Fatalf("Decode with input %s: %v", in, err)
+		}
+	}
+}
+
 // TestFastDecodeApplicationRoom: applications of none, one (what
 // appAlloc has room for) and more marks, plain or escaped, decode on the
 // fast path to what the strict decoder gives, through Decode and a

@@ -136,7 +136,7 @@ type ToolCall struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
 	// Input is the tool's arguments as a JSON value (usually an object).
-	Input json.RawMessage `json:"input"`
+	Input json.RawMessage `json:"input" fastdecode:"fToolCallInput"`
 	// InputTokens is filled once when the event enters the log: the count
 	// decisions use.
 	InputTokens int `json:"input_tokens,omitempty"`
