@@ -527,7 +527,7 @@ func withoutExactCount(d events.Payload) events.Payload {
 func fleetSequences(t *testing.T, max, limit int) map[string][]replay.Turn {
 	t.Helper()
 	out := map[string][]replay.Turn{}
-	for _, s := range sharedSessions(t) {
+	for _, s := range sharedSessions(t, importers.FormatClaudeCode) {
 		if s.format != importers.FormatClaudeCode || len(out) >= max {
 			continue
 		}
