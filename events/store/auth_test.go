@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,11 +26,63 @@ func TestEmbeddedListensNowhereByDefault(t *testing.T) {
 	testutil.Equal(t, e.ClientURL(), "")
 	testutil.True(t, e.Server().Addr() == nil, "server listens on %v", e.Server().Addr())
 	// In-process without credentials is refused too.
-	_, err := nats.Connect("", nats.InProcessServer(e.Server()))
-	testutil.Error(t, err)
+	_, err := nats.Connect("", nats.InProcessServer(unblockedPipe{e.Server()}))
+	testutil.Error(t, err, nats.ErrAuthorization)
 	nc, err := e.Connect("test")
 	testutil.NoError(t, err)
 	nc.Close()
+}
+
+// unblockedPipe hands the client an in-process connection whose writes
+// never block. Over the bare pipe a refused client waits ten seconds
+// for its error: the client is still writing its PING when the server,
+// which has read CONNECT, writes -ERR; neither reads until the server's
+// write deadline closes the pipe, and the client then sees a closed
+// pipe instead of the authorization error.
+type unblockedPipe struct{ srv *server.Server }
+
+func (p unblockedPipe) InProcessConn() (net.Conn, error) {
+	c, err := p.srv.InProcessConn()
+	if err != nil {
+		return nil, err
+	}
+	u := &unblockedConn{Conn: c, out: make(chan []byte, 16), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case b := <-u.out:
+				if _, err := c.Write(b); err != nil {
+					return
+				}
+			case <-u.done:
+				return
+			}
+		}
+	}()
+	return u, nil
+}
+
+// unblockedConn queues its writes for a goroutine that writes them in
+// order (see unblockedPipe).
+type unblockedConn struct {
+	net.Conn
+	out  chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+func (u *unblockedConn) Write(b []byte) (int, error) {
+	select {
+	case u.out <- append([]byte(nil), b...):
+		return len(b), nil
+	case <-u.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (u *unblockedConn) Close() error {
+	u.once.Do(func() { close(u.done) })
+	return u.Conn.Close()
 }
 
 // TestEmbeddedRefusesUnauthenticatedClients: with a TCP listener, a client

@@ -250,8 +250,12 @@ func applications(t *testing.T, evs []events.Event) []string {
 // PRUNESCHED_REPLAY_ALL=1 replays every request.
 func TestInMemoryDecidesAsTheLog(t *testing.T) {
 	t.Parallel()
-	sessions := sharedSessions(t)
 	small := raceEnabled || testing.Short()
+	var formats []string // all
+	if small {
+		formats = []string{importers.FormatClaudeCode}
+	}
+	sessions := sharedSessions(t, formats...)
 	limit := 60
 	if small {
 		limit = 12
@@ -553,7 +557,7 @@ func TestEvictedSessionDecidesTheSame(t *testing.T) {
 // sequence (Anthropic Messages, not streamed), its first limit requests.
 func claudeCodeTurns(t *testing.T, limit int) []replay.Turn {
 	t.Helper()
-	for _, s := range sharedSessions(t) {
+	for _, s := range sharedSessions(t, importers.FormatClaudeCode) {
 		if s.index == 0 && s.format == importers.FormatClaudeCode {
 			return s.seq.Head(limit).Build(replay.Anthropic, false)
 		}
