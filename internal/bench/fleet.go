@@ -29,6 +29,7 @@ import (
 	"github.com/prunesched/prunesched/internal/bench/replay"
 	rssmeter "github.com/prunesched/prunesched/internal/bench/rss"
 	"github.com/prunesched/prunesched/internal/importers"
+	"github.com/prunesched/prunesched/internal/jsask"
 	"github.com/prunesched/prunesched/internal/service"
 	"github.com/prunesched/prunesched/pipeline"
 	"github.com/prunesched/prunesched/proxy"
@@ -352,8 +353,8 @@ const workersStart = time.Minute
 // It lists the stream's consumers (the meta group's leader answers)
 // rather than asking each durable for its state: that request goes to
 // the durable's own leader and is not answered while its group elects
-// one, which took over a minute under -race. Each list is bounded on
-// its own and asked again. The bench measures; it does not check the
+// one, which took over a minute under -race. A list left unanswered is
+// asked again (missingConsumers). The bench measures; it does not check the
 // workers: when they are not all listed within workersStart, it says so
 // and goes on, the first step then pricing the rest of their start-up.
 func (b *runner) waitWorkers(ctx context.Context, st *store.Store) {
@@ -380,23 +381,28 @@ func (b *runner) waitWorkers(ctx context.Context, st *store.Store) {
 }
 
 // missingConsumers counts the consumers in want that the event stream
-// does not list; a list not answered within a few seconds is an error.
+// does not list. A list left unanswered is asked again, as the store's
+// state requests are (jsask.Ask), until ctx ends.
 func missingConsumers(ctx context.Context, st *store.Store, want map[string]bool) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	stream, err := st.JS().Stream(ctx, events.StreamName)
-	if err != nil {
-		return len(want), fmt.Errorf("stream %s: %w", events.StreamName, err)
-	}
-	names := stream.ConsumerNames(ctx)
-	missing := len(want)
-	for name := range names.Name() {
-		if want[name] {
-			missing--
+	missing, err := jsask.Ask(ctx, store.DefaultRequestAgain, func(ctx context.Context) (int, error) {
+		stream, err := st.JS().Stream(ctx, events.StreamName)
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", events.StreamName, err)
 		}
-	}
-	if err := names.Err(); err != nil {
-		return len(want), fmt.Errorf("list consumers: %w", err)
+		names := stream.ConsumerNames(ctx)
+		missing := len(want)
+		for name := range names.Name() {
+			if want[name] {
+				missing--
+			}
+		}
+		if err := names.Err(); err != nil {
+			return 0, fmt.Errorf("list consumers: %w", err)
+		}
+		return missing, nil
+	})
+	if err != nil {
+		return len(want), err
 	}
 	return missing, nil
 }
