@@ -14,6 +14,21 @@ import (
 // with a *LineTooLongError (HTTP 413) before it is decoded.
 const MaxLineBytes = 64 << 20
 
+// LineLimit is a bound on one JSONL line, and one element of a JSON array
+// of events, in bytes: its methods decode as the package's functions do,
+// which use MaxLineBytes, under that bound instead. It lets a server take
+// a smaller bound from its configuration, and tests check the rule without
+// 64 MiB inputs. Zero or less is MaxLineBytes.
+type LineLimit int
+
+// bytes is the bound in bytes.
+func (l LineLimit) bytes() int {
+	if l <= 0 {
+		return MaxLineBytes
+	}
+	return int(l)
+}
+
 // LineError locates a decoding error in a JSONL input.
 type LineError struct {
 	File string
@@ -103,6 +118,8 @@ type LineTooLongError struct {
 	// Bytes is the line's length; 0 when only known to be over the limit
 	// (read from a stream).
 	Bytes int64
+	// Limit is the bound it went over (zero: MaxLineBytes).
+	Limit LineLimit
 	// What names the unit: "line" or "element".
 	What string
 }
@@ -110,10 +127,21 @@ type LineTooLongError struct {
 // Error names the length (when known), the limit and the unit; a
 // LineError or the array decoder adds the line or element.
 func (e *LineTooLongError) Error() string {
+	limit := LineLimit(e.Limit.bytes())
 	if e.Bytes > 0 {
-		return fmt.Sprintf("%d bytes over the %d MiB %s limit", e.Bytes, MaxLineBytes>>20, e.What)
+		return fmt.Sprintf("%d bytes over the %s %s limit", e.Bytes, limit, e.What)
 	}
-	return fmt.Sprintf("over the %d MiB %s limit", MaxLineBytes>>20, e.What)
+	return fmt.Sprintf("over the %s %s limit", limit, e.What)
+}
+
+// String names the bound as the errors do: "64 MiB", or "1000-byte" when
+// it is not a whole number of MiB.
+func (l LineLimit) String() string {
+	n := l.bytes()
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d-byte", n)
 }
 
 // DecodeJSONL reads the native session format: one event per line, blank
@@ -122,8 +150,15 @@ func (e *LineTooLongError) Error() string {
 // MaxLineBytes is a *LineError wrapping a *LineTooLongError. Event ids must
 // be unique within a session.
 func DecodeJSONL(r io.Reader, file string) ([]Event, error) {
+	return LineLimit(MaxLineBytes).DecodeJSONL(r, file)
+}
+
+// DecodeJSONL is the function DecodeJSONL under the bound l.
+func (l LineLimit) DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), MaxLineBytes)
+	// The scanner's buffer holds a line and its newline: a line of
+	// exactly the bound fits, as it does in DecodeJSONLBytes.
+	sc.Buffer(make([]byte, 0, min(64*1024, l.bytes()+1)), l.bytes()+1)
 	d := lineDecoder{file: file, seen: map[string]int{}}
 	for sc.Scan() {
 		if err := d.line(sc.Bytes()); err != nil {
@@ -132,7 +167,7 @@ func DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			err = &LineTooLongError{What: "line"}
+			err = &LineTooLongError{Limit: l, What: "line"}
 		}
 		return nil, &LineError{File: file, Line: d.n + 1, Err: err}
 	}
@@ -143,6 +178,11 @@ func DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 // decoded where they lie, never copied, and a line over MaxLineBytes is
 // refused with its length before it is decoded.
 func DecodeJSONLBytes(b []byte, file string) ([]Event, error) {
+	return LineLimit(MaxLineBytes).DecodeJSONLBytes(b, file)
+}
+
+// DecodeJSONLBytes is the function DecodeJSONLBytes under the bound l.
+func (l LineLimit) DecodeJSONLBytes(b []byte, file string) ([]Event, error) {
 	d := lineDecoder{file: file, seen: map[string]int{}}
 	for len(b) > 0 {
 		line := b
@@ -151,8 +191,8 @@ func DecodeJSONLBytes(b []byte, file string) ([]Event, error) {
 		} else {
 			b = nil
 		}
-		if len(line) > MaxLineBytes {
-			return nil, &LineError{File: file, Line: d.n + 1, Err: &LineTooLongError{Bytes: int64(len(line)), What: "line"}}
+		if len(line) > l.bytes() {
+			return nil, &LineError{File: file, Line: d.n + 1, Err: &LineTooLongError{Bytes: int64(len(line)), Limit: l, What: "line"}}
 		}
 		if err := d.line(line); err != nil {
 			return nil, err
@@ -196,7 +236,13 @@ func (d *lineDecoder) line(raw []byte) error {
 // is decoded; elements are decoded where they lie, never copied. Errors
 // name the element: "event[3]: ...".
 func DecodeJSONArray(b []byte) ([]Event, error) {
-	spans, err := arraySpans(b)
+	return LineLimit(MaxLineBytes).DecodeJSONArray(b)
+}
+
+// DecodeJSONArray is the function DecodeJSONArray under the bound l on
+// each element.
+func (l LineLimit) DecodeJSONArray(b []byte) ([]Event, error) {
+	spans, err := arraySpans(b, l)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +257,9 @@ func DecodeJSONArray(b []byte) ([]Event, error) {
 	return out, nil
 }
 
-// arraySpans returns the spans of the elements of the JSON array b.
-func arraySpans(b []byte) ([][2]int, error) {
+// arraySpans returns the spans of the elements of the JSON array b,
+// refusing an element over limit.
+func arraySpans(b []byte, limit LineLimit) ([][2]int, error) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return nil, fmt.Errorf("body: invalid JSON at byte %d: want an array of events", i)
@@ -227,8 +274,8 @@ func arraySpans(b []byte) ([][2]int, error) {
 		if end < 0 {
 			return nil, fmt.Errorf("body: invalid JSON at byte %d: event[%d] does not end", i, n)
 		}
-		if end-i > MaxLineBytes {
-			return nil, fmt.Errorf("event[%d]: %w", n, &LineTooLongError{Bytes: int64(end - i), What: "element"})
+		if end-i > limit.bytes() {
+			return nil, fmt.Errorf("event[%d]: %w", n, &LineTooLongError{Bytes: int64(end - i), Limit: limit, What: "element"})
 		}
 		spans = append(spans, [2]int{i, end})
 		i = skipWS(b, end)

@@ -109,26 +109,79 @@ func TestDecodeJSONLBytesSame(t *testing.T) {
 	}
 }
 
-// TestLineOverLimit: a line over MaxLineBytes is a *LineTooLongError
-// naming its line, its length and the limit, from memory and from a
-// stream, and an array element over it too.
+// TestLineOverLimit: a line over the bound is a *LineTooLongError naming
+// its line, its length and the bound, from memory and from a stream, and
+// an array element over it too; a line or element of exactly the bound
+// decodes. The rule is checked under a small LineLimit (64 MiB inputs
+// cost seconds and a gigabyte under -race); TestLineLimitIs64MiB checks
+// that the package's functions apply MaxLineBytes.
 func TestLineOverLimit(t *testing.T) {
 	t.Parallel()
+	const limit = LineLimit(1000)
+	// sized is a tool result of id e2, n bytes long.
+	sized := func(n int) string {
+		s := strings.Replace(string(resultWith(`"output":""`)), `"id":"e1"`, `"id":"e2"`, 1)
+		return strings.Replace(s, `"output":""`, `"output":"`+strings.Repeat("x", n-len(s))+`"`, 1)
+	}
 	good := string(resultWith(`"output":"a"`))
-	long := `{"v":1,"output":"` + strings.Repeat("x", MaxLineBytes) + `"}`
+	fits, long := sized(int(limit)), sized(int(limit)+1)
+	if len(fits) != int(limit) || len(long) != int(limit)+1 {
+		t.Fatalf("lines of %d and %d bytes", len(fits), len(long))
+	}
+	for _, in := range []string{good + "\n\n" + fits + "\n", good + "\n" + fits} {
+		if evs, err := limit.DecodeJSONLBytes([]byte(in), ""); err != nil || len(evs) != 2 {
+			t.Fatalf("bytes, a line of the limit: %d events, %v", len(evs), err)
+		}
+		if evs, err := limit.DecodeJSONL(strings.NewReader(in), "f"); err != nil || len(evs) != 2 {
+			t.Fatalf("reader, a line of the limit: %d events, %v", len(evs), err)
+		}
+	}
+	if evs, err := limit.DecodeJSONArray([]byte("[" + good + ",\n" + fits + "]")); err != nil || len(evs) != 2 {
+		t.Fatalf("array, an element of the limit: %d events, %v", len(evs), err)
+	}
 	in := good + "\n\n" + long + "\n"
-	_, err := DecodeJSONLBytes([]byte(in), "")
+	_, err := limit.DecodeJSONLBytes([]byte(in), "")
 	var tl *LineTooLongError
-	if !errors.As(err, &tl) || err.Error() != fmt.Sprintf("line 3: %d bytes over the 64 MiB line limit", len(long)) {
+	if !errors.As(err, &tl) || err.Error() != "line 3: 1001 bytes over the 1000-byte line limit" {
 		t.Fatalf("bytes: %v", err)
 	}
-	_, err = DecodeJSONL(strings.NewReader(in), "f")
-	if !errors.As(err, &tl) || err.Error() != "f:3: over the 64 MiB line limit" {
+	_, err = limit.DecodeJSONL(strings.NewReader(in), "f")
+	if !errors.As(err, &tl) || err.Error() != "f:3: over the 1000-byte line limit" {
 		t.Fatalf("reader: %v", err)
 	}
-	_, err = DecodeJSONArray([]byte("[" + good + ",\n" + long + "]"))
-	if !errors.As(err, &tl) || err.Error() != fmt.Sprintf("event[1]: %d bytes over the 64 MiB element limit", len(long)) {
+	_, err = limit.DecodeJSONArray([]byte("[" + good + ",\n" + long + "]"))
+	if !errors.As(err, &tl) || err.Error() != "event[1]: 1001 bytes over the 1000-byte element limit" {
 		t.Fatalf("array: %v", err)
+	}
+	// A bound of whole MiB is named in MiB, and no bound is MaxLineBytes.
+	for l, want := range map[LineLimit]string{2 << 20: "2 MiB", 0: "64 MiB", (1 << 20) + 1: "1048577-byte"} {
+		if got := l.String(); got != want {
+			t.Errorf("LineLimit(%d) = %q, want %q", int(l), got, want)
+		}
+	}
+	if got := (&LineTooLongError{What: "line"}).Error(); got != "over the 64 MiB line limit" {
+		t.Errorf("error without a limit: %q", got)
+	}
+}
+
+// TestLineLimitIs64MiB: the package's decoders, and a zero LineLimit (a
+// server's default), refuse a line over MaxLineBytes, which is 64 MiB.
+// One line of that size is built, on the cheapest path (found too long
+// before it is decoded); the rule itself is TestLineOverLimit's.
+func TestLineLimitIs64MiB(t *testing.T) {
+	t.Parallel()
+	if MaxLineBytes != 64<<20 {
+		t.Fatalf("MaxLineBytes = %d, want 64 MiB", MaxLineBytes)
+	}
+	long := bytes.Repeat([]byte("x"), MaxLineBytes+1)
+	_, err := DecodeJSONLBytes(long, "")
+	var tl *LineTooLongError
+	if !errors.As(err, &tl) || err.Error() != fmt.Sprintf("line 1: %d bytes over the 64 MiB line limit", MaxLineBytes+1) {
+		t.Fatalf("bytes: %v", err)
+	}
+	_, err = LineLimit(0).DecodeJSONLBytes(long, "")
+	if !errors.As(err, &tl) || err.Error() != fmt.Sprintf("line 1: %d bytes over the 64 MiB line limit", MaxLineBytes+1) {
+		t.Fatalf("zero limit: %v", err)
 	}
 }
 

@@ -61,6 +61,10 @@ type Config struct {
 	// MaxBodyBytes bounds one request body (0: MaxBodyBytes); a larger body
 	// gets 413 naming the limit.
 	MaxBodyBytes int64
+	// LineLimit bounds one JSONL line, and one element of a JSON array of
+	// events, of a body (zero: events.MaxLineBytes); a larger one gets 413
+	// naming the limit.
+	LineLimit events.LineLimit
 	// Bodies is the byte budget shared by every request body being read
 	// at once (shared with the proxy when both run in one process); nil is
 	// unlimited. See httplimit.Budget.

@@ -22,7 +22,7 @@ func TestDecodeBody(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			evs, err := decodeBody([]byte(tc.body))
+			evs, err := decodeBody([]byte(tc.body), 0)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)

@@ -25,14 +25,14 @@ type AppendResult struct {
 
 // decodeBody reads events from a JSONL body, or a JSON array of events.
 // Lines and array elements are decoded where they lie in the body, and
-// either over events.MaxLineBytes is refused (413, decodeStatus) before it
-// is decoded.
-func decodeBody(body []byte) ([]events.Event, error) {
+// either over limit (Config.LineLimit) is refused (413, decodeStatus)
+// before it is decoded.
+func decodeBody(body []byte, limit events.LineLimit) ([]events.Event, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return events.DecodeJSONArray(trimmed)
+		return limit.DecodeJSONArray(trimmed)
 	}
-	return events.DecodeJSONLBytes(body, "request body")
+	return limit.DecodeJSONLBytes(body, "request body")
 }
 
 // decodeStatus is the status of a body that did not decode: 413 for a
@@ -93,7 +93,7 @@ func (s *Server) appendEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Release()
-	evs, err := decodeBody(body.Bytes)
+	evs, err := decodeBody(body.Bytes, s.cfg.LineLimit)
 	if err != nil {
 		writeError(w, decodeStatus(err), err)
 		return

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/internal/api"
 	"github.com/prunesched/prunesched/internal/httpguard"
@@ -73,6 +74,10 @@ type Config struct {
 	// read at once; nil makes one of httplimit.DefaultInflightBodyBytes.
 	// The proxy passes its own so both share one.
 	Bodies *httplimit.Budget
+	// LineLimit bounds one JSONL line, or one element of a JSON array of
+	// events, of an API request body (see api.Config.LineLimit); zero
+	// keeps events.MaxLineBytes.
+	LineLimit events.LineLimit
 	// ProjectionBytes is the projection's memory budget for idle sessions
 	// (see pipeline.Config.ProjectionBytes); zero keeps the default.
 	ProjectionBytes int64

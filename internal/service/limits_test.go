@@ -195,14 +195,17 @@ func hashOf(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// TestOverLongLineIs413: a JSONL line over the 64 MiB line limit is
-// answered 413 naming the line, its length and the limit (it was 400
-// "bufio.Scanner: token too long"), and so is an array element over it;
-// nothing of either batch is stored, and what was stored before is
-// unchanged.
+// TestOverLongLineIs413: a JSONL line over the line limit is answered 413
+// naming the line, its length and the limit (it was 400 "bufio.Scanner:
+// token too long"), and so is an array element over it; nothing of either
+// batch is stored, and what was stored before is unchanged. The service
+// runs with a 1000-byte limit (Config.LineLimit): lines over the default
+// 64 MiB cost seconds and a gigabyte under -race, and that the decoders
+// default to 64 MiB is events.TestLineLimitIs64MiB's.
 func TestOverLongLineIs413(t *testing.T) {
 	t.Parallel()
-	svc := startCfg(t, Config{})
+	const limit = 1000
+	svc := startCfg(t, Config{LineLimit: limit})
 	base := "http://" + svc.HTTPAddr
 	line := func(id, text string) string {
 		return `{"v":1,"id":"` + id + `","type":"message","session":"long","time":"2026-11-30T10:00:00Z","data":{"item":"` + id + `","role":"user","text":"` + text + `"}}`
@@ -210,14 +213,14 @@ func TestOverLongLineIs413(t *testing.T) {
 	if code, body := httpDo(t, "POST", base+"/v1/events", []byte(line("m0", "before"))); code != http.StatusOK {
 		t.Fatalf("first append: %d %s", code, body)
 	}
-	long := line("m2", strings.Repeat("x", events.MaxLineBytes))
+	long := line("m2", strings.Repeat("x", limit))
 	code, body := httpDo(t, "POST", base+"/v1/events", []byte(line("m1", "a")+"\n\n"+long+"\n"))
-	want := fmt.Sprintf("request body:3: %d bytes over the 64 MiB line limit", len(long))
+	want := fmt.Sprintf("request body:3: %d bytes over the 1000-byte line limit", len(long))
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), want) {
 		t.Fatalf("over-long line: %d %.300s; want 413 %q", code, body, want)
 	}
 	code, body = httpDo(t, "POST", base+"/v1/events", []byte("["+line("m1", "a")+","+long+"]"))
-	want = fmt.Sprintf("event[1]: %d bytes over the 64 MiB element limit", len(long))
+	want = fmt.Sprintf("event[1]: %d bytes over the 1000-byte element limit", len(long))
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), want) {
 		t.Fatalf("over-long array element: %d %.300s; want 413 %q", code, body, want)
 	}

@@ -91,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}()
 	if cfg.HTTPListen != "" {
-		s.API, err = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics, Bodies: cfg.Bodies})
+		s.API, err = api.New(api.Config{Pipeline: s.Pipeline, Store: st, Tokens: s.Tokens, Registry: s.Registry, NC: s.NC, Logger: logger.With("component", "api"), Auth: cfg.Auth, OpenMetrics: cfg.OpenMetrics, Bodies: cfg.Bodies, LineLimit: cfg.LineLimit})
 		if err != nil {
 			s.Close()
 			return nil, err
