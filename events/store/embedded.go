@@ -171,6 +171,13 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig, logger *slog.Logger)
 		SyncInterval: cfg.SyncInterval,
 		MaxPayload:   cfg.MaxPayload,
 		NoSigs:       true, // the host process owns signal handling
+		// The server's first PING to a client comes 2 s after it connects
+		// (an RTT sample) unless this is set; when the client's handshake
+		// (CONNECT, PING, wait for PONG) takes longer, as on a loaded
+		// machine under -race, the client reads that PING first and fails
+		// "nats: expected 'PONG', got 'PING'" (nats-server issue 1174).
+		// Without it the first PING comes at the PingInterval.
+		DisableShortFirstPing: true,
 		Users: []*server.User{
 			{Username: AdminUser, Password: string(adminHash),
 				AllowedConnectionTypes: map[string]struct{}{connTypeInProcess: {}}},
