@@ -281,8 +281,19 @@ func (p *Proxy) advanceLoop(ctx context.Context, t *fleetTail) {
 // loaded, current and without queued writes. The outputs the events
 // name that span references read are fetched from the blob store
 // before the lock is taken (the request that resends them is not there
-// yet); an output that cannot be fetched leaves the feeding to the
-// request.
+// yet).
+//
+// An advance that gives way to the session's holder (its lock held, a
+// write queued) runs again once the holder lets go: the lock's holder as
+// it unlocks (sessState.unlock) and a queued write as it ends (enqueue)
+// call freed, which marks the session dirty again for this loop. So the
+// state does not wait for the tail's next event of the session (often
+// the next request's own) to take what arrived while the session was
+// busy, no request waits for it (it still only tries the lock), and
+// nothing loops: each run again follows a holder letting go. One whose
+// outputs could not be fetched runs again the same way, or at the
+// tail's next event; a state not loaded or stale is left to the
+// request's load, which rebuilds it.
 func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	st := p.held(tenant, session)
 	if st == nil {
@@ -292,6 +303,9 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	if !ok || len(evs) == 0 {
 		return
 	}
+	// Marked before the lock and the queue are looked at: a holder that
+	// lets go after the look found it (and any later) runs this again.
+	st.again.Store(&advanceAgain{t: p.tail, k: tailKey(tenant, session)})
 	// A blob store that does not answer holds up this loop, not a
 	// request: bounded as a record is.
 	fctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
@@ -300,12 +314,18 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	if !ok || !st.tryLock() {
 		return
 	}
+	// Its own letting go does not run it again (st.mu, not unlock).
 	defer st.mu.Unlock()
 	st.advancing.Store(true)
 	defer st.advancing.Store(false)
-	if !st.loaded || st.mem == nil || st.q.isStale() || !st.q.idle() {
+	if !st.loaded || st.mem == nil || st.q.isStale() {
+		st.again.Store(nil)
 		return
 	}
+	if !st.q.idle() {
+		return
+	}
+	st.again.Store(nil)
 	have := st.q.last()
 	if evs, ok = p.tail.since(tenant, session, have); !ok || len(evs) == 0 {
 		return
@@ -321,6 +341,33 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 		return // marked stale: the request's load rebuilds it
 	}
 	p.met.advanced()
+}
+
+// advanceAgain names the session an advance gave way on, for the one
+// who lets go of it (freed).
+type advanceAgain struct {
+	t *fleetTail
+	k sessionKey
+}
+
+// unlock lets go of the session's lock, and has an advance that gave way
+// to the holder run again (freed). Every holder but an advance lets go
+// this way.
+func (st *sessState) unlock() {
+	st.mu.Unlock()
+	st.freed()
+}
+
+// freed says the holder of the session (its lock, or a queued write) let
+// go of it: an advance that gave way meanwhile (again) is marked to run
+// again.
+func (st *sessState) freed() {
+	if st.again.Load() == nil {
+		return
+	}
+	if a := st.again.Swap(nil); a != nil {
+		a.t.redo(a.k)
+	}
 }
 
 // held is the state of a session the proxy holds, or nil (none is
@@ -575,7 +622,7 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 		}
 		current = st.q.idle()
 		e.queued = st.q.last()
-		st.mu.Unlock()
+		st.unlock()
 	case st.advancing.Load():
 		// An advance holds the state, which it found current; the state's
 		// last fact now is a lower bound of what it will hold.
@@ -593,7 +640,7 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 // (Config.RecordTimeout), and Close waits for it.
 func (p *Proxy) startEarlyBuild(ctx context.Context, e *earlyRead, st *sessState) {
 	if !p.bg.add() {
-		st.mu.Unlock()
+		st.unlock()
 		return
 	}
 	b := &earlyBuild{st: st, conv: make(chan *conversation, 1)}
@@ -605,7 +652,7 @@ func (p *Proxy) startEarlyBuild(ctx context.Context, e *earlyRead, st *sessState
 		defer p.bg.wg.Done()
 		defer stopOnClose()
 		defer cancel()
-		defer st.mu.Unlock()
+		defer st.unlock()
 		defer func() { st.body = nil }()
 		defer func() {
 			if v := recover(); v != nil {

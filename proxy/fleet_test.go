@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/jsask/jsasktest"
@@ -700,4 +701,83 @@ func TestProxySplicesSpanReferences(t *testing.T) {
 	testutil.True(t, spans > 0, "t1 has no applied span reference in the log's projection")
 	testutil.True(t, strings.Contains(results[0].Content, "[prunesched: lines"), "t1 went upstream without its reference line:\n%s", results[0].Content)
 	testutil.True(t, results[0].Content == want, "t1 upstream:\n%s\nthe log's rendering:\n%s", results[0].Content, want)
+}
+
+// TestFleetAdvanceRunsAgain: an advance that gives way to the session's
+// holder (its lock held, a write queued) while the tail delivers what
+// another proxy appended runs again once the holder lets go, without
+// waiting for the tail's next event of the session: the next request's
+// catch-up then finds the state current (feeds nothing), and its body is
+// one proxy's.
+func TestFleetAdvanceRunsAgain(t *testing.T) {
+	t.Parallel()
+	holds := []struct {
+		name string
+		// hold blocks b's state and returns what lets it go.
+		hold func(px *Proxy, st *sessState) (release func())
+	}{
+		{"lock", func(px *Proxy, st *sessState) func() {
+			st.lock()
+			return st.unlock
+		}},
+		{"queued-write", func(px *Proxy, st *sessState) func() {
+			// A write that waits for its request's fate.
+			w := &logWrite{fate: make(chan bool, 1), wrote: make(chan struct{})}
+			px.enqueue(st, w)
+			return func() { w.fate <- false }
+		}},
+	}
+	for _, h := range holds {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			r := newFleetRig(t)
+			ctx, svc, f := r.ctx, r.svc, r.f
+			one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+			a, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+			b, bpx := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+			send := func(url string, n int) {
+				t.Helper()
+				want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+				got := postSession(t, ctx, f, url, "fleet", strings.NewReader(rereadBody(n)))
+				testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+			}
+			send(a, 0)
+			send(b, 1)
+			var key sessionKey
+			bpx.mu.Lock()
+			for k := range bpx.sessions {
+				key = k
+			}
+			st := bpx.sessions[key]
+			bpx.mu.Unlock()
+			waitFor := func(what string, cond func() bool) {
+				t.Helper()
+				for !cond() {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("%s: never", what)
+					case <-time.After(time.Millisecond):
+					}
+				}
+			}
+			advances := func() float64 { return promtest.ToFloat64(bpx.met.fleet.advanced) }
+			catchUps := func() float64 { return promtest.ToFloat64(bpx.met.fleet.catchUps) }
+			// b's own request is in its state (its tail may deliver it
+			// later: nothing to advance).
+			release := h.hold(bpx, st)
+			before := advances()
+			send(a, 2)
+			last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, key.session, events.KindFact)
+			testutil.NoError(t, err)
+			r.tailAt(bpx, last)
+			// The tail delivered request 2 to b, whose advance gave way.
+			waitFor("an advance gave way", func() bool { return st.again.Load() != nil })
+			testutil.True(t, advances() == before, "b advanced while its session was held")
+			release()
+			waitFor("the advance ran again", func() bool { return advances() > before })
+			caught := catchUps()
+			send(b, 3)
+			testutil.True(t, catchUps() == caught, "b's catch-up fed what the advance should have")
+		})
+	}
 }

@@ -91,7 +91,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	}
 	pl.session, pl.st = session, st
 	st.lock()
-	defer st.mu.Unlock()
+	defer st.unlock()
 	st.body = &bodyOutputs{conv: conv}
 	defer func() { st.body = nil }()
 	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
@@ -302,12 +302,12 @@ func (p *Proxy) sweep(now time.Time) int {
 			// A record still pending, or its log writes still running:
 			// the state is the only record of what they will write until
 			// they are done.
-			st.mu.Unlock()
+			st.unlock()
 			continue
 		}
 		delete(p.sessions, k)
 		p.tail.forget(k.tenant, k.session)
-		st.mu.Unlock()
+		st.unlock()
 		n++
 	}
 	return n
@@ -338,7 +338,7 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation, 
 	}
 	_, has := st.known[first]
 	empty := len(st.known) == 0
-	st.mu.Unlock()
+	st.unlock()
 	if err != nil {
 		return nil, "", false, err
 	}

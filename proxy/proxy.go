@@ -146,6 +146,10 @@ type sessState struct {
 	// (fleet.go, advance): a request arriving then still starts its early
 	// read of the log (startEarlyRead).
 	advancing atomic.Bool
+	// again is an advance that gave way to the session's holder (its
+	// lock, or a queued write) and is to run once the holder lets go
+	// (fleet.go, freed); nil when none waits.
+	again atomic.Pointer[advanceAgain]
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
