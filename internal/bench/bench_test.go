@@ -58,6 +58,11 @@ func TestSmokeShape(t *testing.T) {
 			if row.Trace != sr.label() || row.NewOutputKiB != float64(sr.outputBytes)/1024 || (row.WindowTokens != 0) != sr.windowed {
 				t.Errorf("proxy_replay row %d: %s, new output %g KiB, window %d; want %s", 6+i, row.Trace, row.NewOutputKiB, row.WindowTokens, sr.label())
 			}
+			// The 200 KiB row within the window goes through a
+			// compaction (a new conversation under the same session).
+			if sr.windowed && sr.outputBytes == 200<<10 && row.Compactions == 0 {
+				t.Errorf("proxy_replay row %s: no compaction, want the client to have compacted", row.Trace)
+			}
 		}
 	}
 	// proxy-load: two levels in smoke mode, every request of every
