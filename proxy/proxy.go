@@ -226,6 +226,11 @@ type plan struct {
 	// write is the request's queued log write when it was decided in
 	// memory (inmem.go); settle says whether its decision went upstream.
 	write *logWrite
+	// confirm, when not nil, waits for the read of the session's last
+	// fact the request was decided before (fleet.go, decideBeforeRead)
+	// and says whether it may go as decided (errNotCurrent: decide it
+	// again).
+	confirm func() error
 }
 
 var errBudget = errors.New("time budget exceeded")
