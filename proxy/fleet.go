@@ -37,7 +37,10 @@ import (
 //     its tail of the log when the tail delivered that fact (fleettail.go:
 //     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
-//     as a rebuild would (catchUp). Between requests the proxy does that
+//     as a rebuild would (catchUp). When that read is still out and the
+//     tail vouches for the session, the request is decided meanwhile and
+//     sent only once the answer shows the state was current, else decided
+//     again after a rebuild (decideBeforeRead). Between requests the proxy does that
 //     feeding as its tail delivers the events (advance), so that the
 //     request usually finds its state current. A session the proxy meets for the
 //     first time is built from its tail's warm copy when the log's first
