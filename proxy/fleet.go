@@ -37,7 +37,10 @@ import (
 //     its tail of the log when the tail delivered that fact (fleettail.go:
 //     one ordered consumer per proxy), else reads them from the log, and
 //     feeds them, the applications at the positions they were decided at,
-//     as a rebuild would (catchUp). Between requests the proxy does that
+//     as a rebuild would (catchUp). When that read is still out and the
+//     tail vouches for the session, the request is decided meanwhile and
+//     sent only once the answer shows the state was current, else decided
+//     again after a rebuild (decideBeforeRead). Between requests the proxy does that
 //     feeding as its tail delivers the events (advance), so that the
 //     request usually finds its state current. A session the proxy meets for the
 //     first time is built from its tail's warm copy when the log's first
@@ -159,7 +162,11 @@ func (p *Proxy) fleet() (fleetBackend, bool) {
 // request's facts): it holds everything the log held when the read was
 // answered, after the request arrived, and is current. Else the leader
 // is asked now.
-func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error), since uint64) error {
+//
+// spec, when not nil, is the request's earlyRead whose read is early:
+// when that read has not answered yet and the tail vouches for the
+// session, the catch-up does not wait for it (decideBeforeRead).
+func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error), since uint64, spec *earlyRead) error {
 	defer p.met.fleetStage(StageCatchUp, time.Now())
 	read := func() (uint64, error) { return p.cfg.Backend.LastFactSeq(ctx, tenant, session) }
 	if p.tail.arm(tenant, session) {
@@ -168,6 +175,11 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	var last uint64
 	var err error
 	have := st.q.last()
+	if early != nil && spec.unanswered() {
+		if done, err := p.decideBeforeRead(ctx, fb, tenant, session, st, early, min(since, have), spec); done {
+			return err
+		}
+	}
 	if early != nil {
 		if last, err = early(); err == nil && last < min(since, have) {
 			early = nil
@@ -201,6 +213,59 @@ func (p *Proxy) catchUp(ctx context.Context, fb fleetBackend, tenant, session st
 	p.tail.complete(tenant, session)
 	p.met.caughtUp()
 	return nil
+}
+
+// errNotCurrent says a request decided before the read of the session's
+// last fact answered (decideBeforeRead) was decided on a state the log
+// had passed: it is decided again, after a load that waits for the log.
+var errNotCurrent = errors.New("the session's state was behind the log when the request was decided")
+
+// decideBeforeRead lets the request be decided while the read of the
+// session's last fact at the stream's leader, sent as the request
+// arrived (earlyRead), is still out, when the tail vouches for the
+// session: the state takes what the tail delivered after its last fact
+// (as an advance does), and the request goes on to its decision and
+// rendering at once. The read is waited for before anything goes
+// upstream (earlyRead.confirmed, processMem): when it says the log held
+// no fact past the state's (its answer between floor and the state's
+// last fact, as catchUp takes it), the decision is the one a catch-up
+// that waited would have let the request make, on the same state;
+// otherwise (the tail had not delivered all the log held, or the read
+// failed or answered older than floor) the decision is dropped unsent,
+// the state marked stale, and the request decided again after a load
+// that rebuilds it from the log (errNotCurrent; nothing was written).
+// So the round trip to the leader overlaps the in-memory work of
+// feeding the request's facts, deciding and rendering, instead of
+// coming before it, and no decision changes. done is false when the
+// catch-up must go on as without spec (the tail does not vouch for the
+// session). Caller holds st.mu; the session's write queue is drained.
+func (p *Proxy) decideBeforeRead(ctx context.Context, fb fleetBackend, tenant, session string, st *sessState, early func() (uint64, error), floor uint64, spec *earlyRead) (done bool, err error) {
+	have := st.q.last()
+	evs, ok := p.tail.since(tenant, session, have)
+	if !ok {
+		return false, nil
+	}
+	if len(evs) > 0 {
+		if !p.takeLog(tenant, session, st, have, evs) {
+			return true, p.rebuild(ctx, fb, tenant, session, st)
+		}
+		p.met.tailed()
+		p.met.caughtUp()
+	}
+	spec.confirm = func() error {
+		defer p.met.fleetStage(StageReadWait, time.Now())
+		last, err := early()
+		if err != nil {
+			return fmt.Errorf("%w: read the last fact of %s: %w", errNotCurrent, session, err)
+		}
+		if last < floor || last > st.q.last() {
+			p.met.fleetCount(func(f *fleetMetrics) prometheus.Counter { return f.behind })
+			return errNotCurrent
+		}
+		p.met.fleetCount(func(f *fleetMetrics) prometheus.Counter { return f.early })
+		return nil
+	}
+	return true, nil
 }
 
 // takeLog feeds the state the session's facts and applications the log
@@ -281,8 +346,19 @@ func (p *Proxy) advanceLoop(ctx context.Context, t *fleetTail) {
 // loaded, current and without queued writes. The outputs the events
 // name that span references read are fetched from the blob store
 // before the lock is taken (the request that resends them is not there
-// yet); an output that cannot be fetched leaves the feeding to the
-// request.
+// yet).
+//
+// An advance that gives way to the session's holder (its lock held, a
+// write queued) runs again once the holder lets go: the lock's holder as
+// it unlocks (sessState.unlock) and a queued write as it ends (enqueue)
+// call freed, which marks the session dirty again for this loop. So the
+// state does not wait for the tail's next event of the session (often
+// the next request's own) to take what arrived while the session was
+// busy, no request waits for it (it still only tries the lock), and
+// nothing loops: each run again follows a holder letting go. One whose
+// outputs could not be fetched runs again the same way, or at the
+// tail's next event; a state not loaded or stale is left to the
+// request's load, which rebuilds it.
 func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	st := p.held(tenant, session)
 	if st == nil {
@@ -292,6 +368,9 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	if !ok || len(evs) == 0 {
 		return
 	}
+	// Marked before the lock and the queue are looked at: a holder that
+	// lets go after the look found it (and any later) runs this again.
+	st.again.Store(&advanceAgain{t: p.tail, k: tailKey(tenant, session)})
 	// A blob store that does not answer holds up this loop, not a
 	// request: bounded as a record is.
 	fctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
@@ -300,12 +379,18 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 	if !ok || !st.tryLock() {
 		return
 	}
+	// Its own letting go does not run it again (st.mu, not unlock).
 	defer st.mu.Unlock()
 	st.advancing.Store(true)
 	defer st.advancing.Store(false)
-	if !st.loaded || st.mem == nil || st.q.isStale() || !st.q.idle() {
+	if !st.loaded || st.mem == nil || st.q.isStale() {
+		st.again.Store(nil)
 		return
 	}
+	if !st.q.idle() {
+		return
+	}
+	st.again.Store(nil)
 	have := st.q.last()
 	if evs, ok = p.tail.since(tenant, session, have); !ok || len(evs) == 0 {
 		return
@@ -321,6 +406,33 @@ func (p *Proxy) advance(ctx context.Context, tenant, session string) {
 		return // marked stale: the request's load rebuilds it
 	}
 	p.met.advanced()
+}
+
+// advanceAgain names the session an advance gave way on, for the one
+// who lets go of it (freed).
+type advanceAgain struct {
+	t *fleetTail
+	k sessionKey
+}
+
+// unlock lets go of the session's lock, and has an advance that gave way
+// to the holder run again (freed). Every holder but an advance lets go
+// this way.
+func (st *sessState) unlock() {
+	st.mu.Unlock()
+	st.freed()
+}
+
+// freed says the holder of the session (its lock, or a queued write) let
+// go of it: an advance that gave way meanwhile (again) is marked to run
+// again.
+func (st *sessState) freed() {
+	if st.again.Load() == nil {
+		return
+	}
+	if a := st.again.Swap(nil); a != nil {
+		a.t.redo(a.k)
+	}
 }
 
 // held is the state of a session the proxy holds, or nil (none is
@@ -488,6 +600,12 @@ type earlyRead struct {
 	queued                  uint64
 	// last waits for the read's answer; nil when none was started.
 	last func() (uint64, error)
+	// answered is closed once the read answered.
+	answered <-chan struct{}
+	// confirm, set by a catch-up that did not wait for the read
+	// (decideBeforeRead), waits for it and says whether the request may
+	// go as decided; nil when the catch-up waited.
+	confirm func() error
 	// build is the session's state built as the request arrived, when
 	// the proxy held none current to read for (startEarlyBuild); nil
 	// when none was started.
@@ -575,14 +693,14 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 		}
 		current = st.q.idle()
 		e.queued = st.q.last()
-		st.mu.Unlock()
+		st.unlock()
 	case st.advancing.Load():
 		// An advance holds the state, which it found current; the state's
 		// last fact now is a lower bound of what it will hold.
 		current, e.queued = true, st.q.last()
 	}
 	if current {
-		e.last = p.lastFactSoon(context.WithoutCancel(ctx), e.tenant, e.session)
+		e.last, e.answered = p.lastFactRead(context.WithoutCancel(ctx), e.tenant, e.session)
 	}
 	return e
 }
@@ -593,7 +711,7 @@ func (p *Proxy) startEarlyRead(ctx context.Context, h http.Header) *earlyRead {
 // (Config.RecordTimeout), and Close waits for it.
 func (p *Proxy) startEarlyBuild(ctx context.Context, e *earlyRead, st *sessState) {
 	if !p.bg.add() {
-		st.mu.Unlock()
+		st.unlock()
 		return
 	}
 	b := &earlyBuild{st: st, conv: make(chan *conversation, 1)}
@@ -605,7 +723,7 @@ func (p *Proxy) startEarlyBuild(ctx context.Context, e *earlyRead, st *sessState
 		defer p.bg.wg.Done()
 		defer stopOnClose()
 		defer cancel()
-		defer st.mu.Unlock()
+		defer st.unlock()
 		defer func() { st.body = nil }()
 		defer func() {
 			if v := recover(); v != nil {
@@ -651,19 +769,49 @@ func (e *earlyRead) forLoad(tenant, session string) (func() (uint64, error), uin
 // (catchUp), so that the read runs while the proxy builds the session's
 // state from its tail or the log.
 func (p *Proxy) lastFactSoon(ctx context.Context, tenant, session string) func() (uint64, error) {
-	type answer struct {
-		seq uint64
-		err error
-	}
-	ch := make(chan answer, 1)
+	wait, _ := p.lastFactRead(ctx, tenant, session)
+	return wait
+}
+
+// lastFactRead is lastFactSoon; answered is closed once the read
+// answered.
+func (p *Proxy) lastFactRead(ctx context.Context, tenant, session string) (wait func() (uint64, error), answered <-chan struct{}) {
+	var seq uint64
+	var err error
+	done := make(chan struct{})
 	go func() {
-		seq, err := p.cfg.Backend.LastFactSeq(ctx, tenant, session)
-		ch <- answer{seq, err}
+		defer close(done)
+		seq, err = p.cfg.Backend.LastFactSeq(ctx, tenant, session)
 	}()
-	return sync.OnceValues(func() (uint64, error) {
-		a := <-ch
-		return a.seq, a.err
-	})
+	return func() (uint64, error) {
+		<-done
+		return seq, err
+	}, done
+}
+
+// unanswered says the early read was started and has not answered yet.
+func (e *earlyRead) unanswered() bool {
+	if e == nil || e.answered == nil {
+		return false
+	}
+	select {
+	case <-e.answered:
+		return false
+	default:
+		return true
+	}
+}
+
+// confirmed takes the early read's confirmation of a decision made
+// before it answered (decideBeforeRead) for the given session, if any
+// (nil: the decision needs none).
+func (e *earlyRead) confirmed(tenant, session string) func() error {
+	if e == nil || e.confirm == nil || e.tenant != tenant || e.session != session {
+		return nil
+	}
+	c := e.confirm
+	e.confirm = nil
+	return c
 }
 
 // last is the stream sequence of the last fact the session's state holds.
@@ -997,9 +1145,11 @@ const FleetStageSecondsMetric = "prunesched_proxy_fleet_stage_seconds"
 // and parse, and load waits only for what is left of them. publish
 // (the guarded publish of a request's facts and application: after
 // forwarding, part of the log write, or, another request of the
-// session in flight, before it, part of append) and hold (after the
+// session in flight, before it, part of append), hold (after the
 // response: its end held until the log holds the request's writes and
-// its record).
+// its record) and read_wait (at the end of render, before forwarding:
+// a request decided before the read of the session's last fact
+// answered waits for it there; decideBeforeRead).
 const (
 	StageCatchUp = "catch_up"
 	StageRebuild = "rebuild"
@@ -1007,14 +1157,18 @@ const (
 	StageHold    = "hold"
 	// StageWarmStart is the stage named warm_start above.
 	StageWarmStart = "warm_start"
+	// StageReadWait is the stage named read_wait above.
+	StageReadWait = "read_wait"
 )
 
 // FleetStages are the stages of FleetStageSecondsMetric in the order a
 // request meets them.
-var FleetStages = []string{StageWarmStart, StageCatchUp, StageRebuild, StagePublish, StageHold}
+var FleetStages = []string{StageWarmStart, StageCatchUp, StageRebuild, StageReadWait, StagePublish, StageHold}
 
 // fleetMetrics count what a proxy of a fleet did to stay in step.
 type fleetMetrics struct {
+	early      prometheus.Counter
+	behind     prometheus.Counter
 	advanced   prometheus.Counter
 	first      prometheus.Counter
 	unrecorded prometheus.Counter
@@ -1066,7 +1220,15 @@ func newFleetMetrics(reg prometheus.Registerer) *fleetMetrics {
 		Name: "prunesched_proxy_fleet_advances_total",
 		Help: "Times the proxy fed a session's state what other proxies of the fleet appended, from its tail of the log, between the session's requests (Config.Fleet); the next request's catch-up then has less or nothing to feed.",
 	})
-	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm, m.first, m.unrecorded, m.advanced)
+	m.early = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_decided_before_read_total",
+		Help: "Requests decided while the read of the session's last fact at the stream's leader was out, the read then saying the state was current (Config.Fleet).",
+	})
+	m.behind = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prunesched_proxy_fleet_read_behind_total",
+		Help: "Requests decided while the read of the session's last fact was out whose read then showed the log past the state (or failed): decided again, unsent, after a rebuild (Config.Fleet).",
+	})
+	reg.MustRegister(m.catchUps, m.races, m.held, m.stages, m.tailed, m.warm, m.first, m.unrecorded, m.advanced, m.early, m.behind)
 	return m
 }
 
@@ -1080,6 +1242,13 @@ func (m *Metrics) fleetStage(stage string, start time.Time) {
 func (m *Metrics) advanced() {
 	if m != nil {
 		m.fleet.advanced.Inc()
+	}
+}
+
+// fleetCount adds one to the fleet counter which picks.
+func (m *Metrics) fleetCount(which func(*fleetMetrics) prometheus.Counter) {
+	if m != nil {
+		which(m.fleet).Inc()
 	}
 }
 

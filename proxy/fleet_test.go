@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/internal/jsask/jsasktest"
@@ -700,4 +702,201 @@ func TestProxySplicesSpanReferences(t *testing.T) {
 	testutil.True(t, spans > 0, "t1 has no applied span reference in the log's projection")
 	testutil.True(t, strings.Contains(results[0].Content, "[prunesched: lines"), "t1 went upstream without its reference line:\n%s", results[0].Content)
 	testutil.True(t, results[0].Content == want, "t1 upstream:\n%s\nthe log's rendering:\n%s", results[0].Content, want)
+}
+
+// TestFleetAdvanceRunsAgain: an advance that gives way to the session's
+// holder (its lock held, a write queued) while the tail delivers what
+// another proxy appended runs again once the holder lets go, without
+// waiting for the tail's next event of the session: the next request's
+// catch-up then finds the state current (feeds nothing), and its body is
+// one proxy's.
+func TestFleetAdvanceRunsAgain(t *testing.T) {
+	t.Parallel()
+	holds := []struct {
+		name string
+		// hold blocks b's state and returns what lets it go.
+		hold func(px *Proxy, st *sessState) (release func())
+	}{
+		{"lock", func(px *Proxy, st *sessState) func() {
+			st.lock()
+			return st.unlock
+		}},
+		{"queued-write", func(px *Proxy, st *sessState) func() {
+			// A write that waits for its request's fate.
+			w := &logWrite{fate: make(chan bool, 1), wrote: make(chan struct{})}
+			px.enqueue(st, w)
+			return func() { w.fate <- false }
+		}},
+	}
+	for _, h := range holds {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			r := newFleetRig(t)
+			ctx, svc, f := r.ctx, r.svc, r.f
+			one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+			a, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+			b, bpx := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+			send := func(url string, n int) {
+				t.Helper()
+				want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+				got := postSession(t, ctx, f, url, "fleet", strings.NewReader(rereadBody(n)))
+				testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+			}
+			send(a, 0)
+			send(b, 1)
+			var key sessionKey
+			bpx.mu.Lock()
+			for k := range bpx.sessions {
+				key = k
+			}
+			st := bpx.sessions[key]
+			bpx.mu.Unlock()
+			waitFor := func(what string, cond func() bool) {
+				t.Helper()
+				for !cond() {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("%s: never", what)
+					case <-time.After(time.Millisecond):
+					}
+				}
+			}
+			advances := func() float64 { return promtest.ToFloat64(bpx.met.fleet.advanced) }
+			catchUps := func() float64 { return promtest.ToFloat64(bpx.met.fleet.catchUps) }
+			// b's own request is in its state (its tail may deliver it
+			// later: nothing to advance).
+			release := h.hold(bpx, st)
+			before := advances()
+			send(a, 2)
+			last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, key.session, events.KindFact)
+			testutil.NoError(t, err)
+			r.tailAt(bpx, last)
+			// The tail delivered request 2 to b, whose advance gave way.
+			waitFor("an advance gave way", func() bool { return st.again.Load() != nil })
+			testutil.True(t, advances() == before, "b advanced while its session was held")
+			release()
+			waitFor("the advance ran again", func() bool { return advances() > before })
+			caught := catchUps()
+			send(b, 3)
+			testutil.True(t, catchUps() == caught, "b's catch-up fed what the advance should have")
+		})
+	}
+}
+
+// lateReader is a fleet proxy's Backend whose first read of a session's
+// last fact once gate is set answers only after the proxy decided a
+// request (the decide stage observed more than before times), and whose
+// tail holds back its
+// deliveries while paused is set.
+type lateReader struct {
+	*service.ProxyBackend
+	px      atomic.Pointer[Proxy]
+	gate    atomic.Bool
+	before  atomic.Uint64
+	paused  atomic.Bool
+	resumed chan struct{}
+}
+
+func (b *lateReader) decided() uint64 {
+	var m dto.Metric
+	_ = b.px.Load().met.stages.WithLabelValues(string(APIAnthropic), StageDecide).(prometheus.Metric).Write(&m)
+	return m.GetHistogram().GetSampleCount()
+}
+
+func (b *lateReader) LastFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	if b.gate.Swap(false) {
+		for b.decided() == b.before.Load() {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return b.ProxyBackend.LastFactSeq(ctx, tenant, session)
+}
+
+func (b *lateReader) TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error {
+	return b.ProxyBackend.TailFactsAndApplications(ctx, started, want, func(seq uint64, tenant, session string, e *events.Event) {
+		if b.paused.Load() {
+			select {
+			case <-b.resumed:
+			case <-ctx.Done():
+			}
+		}
+		fn(seq, tenant, session, e)
+	})
+}
+
+// TestFleetDecidesBeforeTheRead: a request whose proxy holds the
+// session's state is decided while the read of the session's last fact
+// at the stream's leader is still out (the read answers only once the
+// proxy decided), and goes upstream once the read says the state was
+// current: the body one proxy forwards. When the proxy's tail had not
+// delivered what another proxy appended (held back), the read shows the
+// log past the state: the decision is dropped unsent and the request
+// decided again on the log, the same body again.
+func TestFleetDecidesBeforeTheRead(t *testing.T) {
+	t.Parallel()
+	for _, behind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("behind=%v", behind), func(t *testing.T) {
+			t.Parallel()
+			r := newFleetRig(t)
+			ctx, svc, f := r.ctx, r.svc, r.f
+			one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
+			a, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), true)
+			lr := &lateReader{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), resumed: make(chan struct{})}
+			b, bpx := r.start(lr, true)
+			lr.px.Store(bpx)
+			send := func(url string, n int) {
+				t.Helper()
+				want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
+				got := postSession(t, ctx, f, url, "fleet", strings.NewReader(rereadBody(n)))
+				testutil.True(t, got == want, "request %d: the fleet forwarded another body than one proxy:\n%s\nwant\n%s", n, got, want)
+			}
+			count := func(c prometheus.Counter) float64 { return promtest.ToFloat64(c) }
+			send(a, 0)
+			send(b, 1)
+			if behind {
+				lr.paused.Store(true)
+			}
+			send(a, 2)
+			if !behind {
+				// b's state takes request 2 from its tail before request 3.
+				last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, sessionOf(bpx), events.KindFact)
+				testutil.NoError(t, err)
+				r.tailAt(bpx, last)
+				for bpx.held(events.DefaultTenant, sessionOf(bpx)).q.last() != last {
+					select {
+					case <-ctx.Done():
+						t.Fatal("b never advanced past request 2")
+					case <-time.After(time.Millisecond):
+					}
+				}
+			}
+			lr.before.Store(lr.decided())
+			lr.gate.Store(true)
+			send(b, 3)
+			if behind {
+				close(lr.resumed)
+				testutil.True(t, count(bpx.met.fleet.behind) == 1 && count(bpx.met.fleet.early) == 0,
+					"read behind %v, decided before the read %v; want 1, 0", count(bpx.met.fleet.behind), count(bpx.met.fleet.early))
+			} else {
+				testutil.True(t, count(bpx.met.fleet.early) == 1 && count(bpx.met.fleet.behind) == 0,
+					"decided before the read %v, read behind %v; want 1, 0", count(bpx.met.fleet.early), count(bpx.met.fleet.behind))
+			}
+			send(a, 4)
+			send(b, 5)
+		})
+	}
+}
+
+// sessionOf is the one session px holds.
+func sessionOf(px *Proxy) string {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for k := range px.sessions {
+		return k.session
+	}
+	return ""
 }

@@ -200,17 +200,31 @@ func (t *fleetTail) deliver(seq uint64, tenant, session string, e *events.Event)
 	default:
 		ts.evs = append(ts.evs, *e)
 		if !ts.fresh {
-			if t.dirty == nil {
-				t.dirty = map[sessionKey]struct{}{}
-			}
-			t.dirty[k] = struct{}{}
-			// (wake is nil for a tail no proxy advances from)
-			select {
-			case t.wake <- struct{}{}:
-			default:
-			}
+			t.markDirty(k)
 		}
 	}
+}
+
+// markDirty has the proxy's advance loop advance the session. Caller
+// holds t.mu.
+func (t *fleetTail) markDirty(k sessionKey) {
+	if t.dirty == nil {
+		t.dirty = map[sessionKey]struct{}{}
+	}
+	t.dirty[k] = struct{}{}
+	// (wake is nil for a tail no proxy advances from)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// redo has the proxy's advance loop advance the session again: an
+// advance gave way to the session's holder, which let go (freed).
+func (t *fleetTail) redo(k sessionKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markDirty(k)
 }
 
 // takeDirty returns the sessions marked dirty since the last call and

@@ -535,6 +535,9 @@ func (p *Proxy) enqueue(st *sessState, w *logWrite) {
 		if tracked {
 			defer p.bg.wg.Done()
 		}
+		// Once the write is done (after close), an advance that gave way
+		// to it runs again.
+		defer st.freed()
 		defer close(done)
 		if prev != nil {
 			<-prev
@@ -796,7 +799,7 @@ func (p *Proxy) Flush(ctx context.Context) error {
 		// A record holding the lock queues its write before it lets go;
 		// one left pending runs here.
 		st.lock()
-		st.mu.Unlock()
+		st.unlock()
 		if _, err := st.q.drain(ctx); err != nil {
 			return fmt.Errorf("proxy: flush: %w", err)
 		}

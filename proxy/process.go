@@ -91,7 +91,7 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	}
 	pl.session, pl.st = session, st
 	st.lock()
-	defer st.mu.Unlock()
+	defer st.unlock()
 	st.body = &bodyOutputs{conv: conv}
 	defer func() { st.body = nil }()
 	if _, fleet := p.fleet(); fleet && st.loaded && st.mem != nil {
@@ -105,13 +105,22 @@ func (p *Proxy) process(ctx, decideCtx context.Context, api API, h http.Header, 
 	if st.mem != nil {
 		// In a fleet a request decided on a view another proxy extended
 		// meanwhile is decided again on the log (fleet.go).
+		// A request decided before the read of the session's last fact
+		// answered, on a state the log had passed, is decided again as
+		// its first attempt (decideBeforeRead).
+		confirm := early.confirmed(tenant, session)
 		for attempt := 1; ; attempt++ {
 			try := *pl
+			try.confirm, confirm = confirm, nil
 			out, err := p.processMem(ctx, &try, h, t, abandoned, attempt)
-			if !errors.Is(err, errRace) {
+			switch {
+			case errors.Is(err, errNotCurrent):
+				attempt--
+			case errors.Is(err, errRace):
+				p.met.raced()
+			default:
 				return out, err
 			}
-			p.met.raced()
 			t = time.Now()
 			err = p.load(ctx, tenant, session, st, false, nil)
 			t = p.met.stage(api, StageLoad, t)
@@ -208,6 +217,13 @@ func (p *Proxy) processMem(ctx context.Context, pl *plan, h http.Header, t time.
 	if err != nil {
 		return nil, staged(StageRender, err)
 	}
+	if pl.confirm != nil {
+		if err := pl.confirm(); err != nil {
+			pl.write.dropped = true
+			st.q.markStale()
+			return nil, err
+		}
+	}
 	if fb, fleet := p.fleet(); fleet {
 		if st.body != nil {
 			pl.write.early = st.body.early
@@ -302,12 +318,12 @@ func (p *Proxy) sweep(now time.Time) int {
 			// A record still pending, or its log writes still running:
 			// the state is the only record of what they will write until
 			// they are done.
-			st.mu.Unlock()
+			st.unlock()
 			continue
 		}
 		delete(p.sessions, k)
 		p.tail.forget(k.tenant, k.session)
-		st.mu.Unlock()
+		st.unlock()
 		n++
 	}
 	return n
@@ -338,7 +354,7 @@ func (p *Proxy) lane(ctx context.Context, tenant, base string, c *conversation, 
 	}
 	_, has := st.known[first]
 	empty := len(st.known) == 0
-	st.mu.Unlock()
+	st.unlock()
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -411,7 +427,7 @@ func (p *Proxy) loadState(ctx context.Context, tenant, session string, st *sessS
 				return nil
 			}
 			last, since := early.forLoad(tenant, session)
-			return p.catchUp(ctx, fb, tenant, session, st, last, since)
+			return p.catchUp(ctx, fb, tenant, session, st, last, since, early)
 		}
 		if fleet {
 			// The state is built from the tail's warm copy or read whole
@@ -422,7 +438,7 @@ func (p *Proxy) loadState(ctx context.Context, tenant, session string, st *sessS
 					return err
 				}
 			}
-			return p.catchUp(ctx, fb, tenant, session, st, last, math.MaxUint64)
+			return p.catchUp(ctx, fb, tenant, session, st, last, math.MaxUint64, nil)
 		}
 		return p.loadMem(ctx, lb.ReadSession, tenant, session, st)
 	}

@@ -146,6 +146,10 @@ type sessState struct {
 	// (fleet.go, advance): a request arriving then still starts its early
 	// read of the log (startEarlyRead).
 	advancing atomic.Bool
+	// again is an advance that gave way to the session's holder (its
+	// lock, or a queued write) and is to run once the holder lets go
+	// (fleet.go, freed); nil when none waits.
+	again atomic.Pointer[advanceAgain]
 }
 
 // Bounds of the proxy's per-session memory. The state is a cache of the
@@ -222,6 +226,11 @@ type plan struct {
 	// write is the request's queued log write when it was decided in
 	// memory (inmem.go); settle says whether its decision went upstream.
 	write *logWrite
+	// confirm, when not nil, waits for the read of the session's last
+	// fact the request was decided before (fleet.go, decideBeforeRead)
+	// and says whether it may go as decided (errNotCurrent: decide it
+	// again).
+	confirm func() error
 }
 
 var errBudget = errors.New("time budget exceeded")

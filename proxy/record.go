@@ -103,14 +103,14 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			ran.Store(true)
 			run()
 		}
-		st.mu.Unlock()
+		st.unlock()
 		p.goRecord(func() {
 			defer p.bg.wg.Done()
 			if ran.Load() {
 				return // the session's next request ran it
 			}
 			st.lock()
-			st.mu.Unlock()
+			st.unlock()
 		})
 		return
 	}
@@ -122,7 +122,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			st.lock()
 			close(locked)
 		}
-		defer st.mu.Unlock()
+		defer st.unlock()
 		run()
 	}()
 	wait := locked
