@@ -1,0 +1,383 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/prunesched/prunesched/internal/jsonplain"
+	"github.com/prunesched/prunesched/placeholder"
+	"github.com/prunesched/prunesched/projections"
+)
+
+// Span references (L1, partial prunes) are rendered from the client's own
+// output at every request, since the client resends the conversation. The
+// rule is projections.BundleItem.RenderSpans: the output with each run
+// replaced by its reference line, or whole when the runs do not match.
+// The slow way to follow it decodes the client's JSON string, splits and
+// hashes its lines and quotes the result. The fast way (spanRuns) reads
+// the JSON string as it is: when every byte of it is what quote would
+// write for its text, quote(RenderSpans(text)) is the client's bytes with
+// each run's bytes replaced by its quoted reference line, so the proxy
+// edits those bytes in the body (spanEdits) and copies nothing else. The
+// runs are hashed once per item and client bytes: sessState.spans keeps
+// the verdict and the runs' offsets, keyed by item and a fingerprint of
+// the bytes and the spans. FuzzSpanRuns checks the fast way against the
+// slow one.
+
+// spanVerdict is what the proxy keeps of one span item between requests:
+// for the client's value and the item's spans with fingerprint fp,
+// whether the spans apply and, when the fast way read the value, where
+// each run sits in it.
+type spanVerdict struct {
+	fp      uint64
+	applies bool
+	// fast is true when spanRuns read the value; at then holds, when
+	// applies, each span's run as start and end offsets in the value (the
+	// JSON string literal with its quotes), and fixes says whether the
+	// value holds escapes quote writes otherwise (found again by
+	// scanSpans at each use: they are not kept).
+	fast  bool
+	fixes bool
+	at    []int
+}
+
+// maxSpanVerdicts bounds a session's span verdicts: past it they are
+// dropped and found again (a cache of the client's bytes, not state).
+const maxSpanVerdicts = 1 << 13
+
+// rememberSpan keeps item's verdict. Caller holds st.mu.
+func (st *sessState) rememberSpan(item string, v spanVerdict) {
+	if st.spans == nil || len(st.spans) >= maxSpanVerdicts {
+		st.spans = make(map[string]spanVerdict)
+	}
+	st.spans[item] = v
+}
+
+// spanFingerprint identifies a client's value and the spans applied to
+// it: the verdict on them holds as long as both are the same. The seed is
+// the proxy's, so a client cannot choose values that collide.
+func spanFingerprint(seed maphash.Seed, val []byte, spans []placeholder.Span) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], maphash.Bytes(seed, val))
+	h.Write(w[:])
+	for _, s := range spans {
+		binary.LittleEndian.PutUint64(w[:], uint64(s.From)<<32|uint64(uint32(s.To)))
+		h.Write(w[:])
+		h.WriteString(s.Hash)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
+}
+
+// spanEdits returns the edits that render tool result b, pruned by span
+// references (bi.Spans), in pl's body, where its value sits at
+// [start,end): the rule of projections.BundleItem.RenderSpans. It returns
+// false when the spans do not apply and the output goes whole. Caller
+// holds pl.st.mu.
+func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start, end int) ([]edit, bool) {
+	val := pl.conv.body[start:end]
+	fp := spanFingerprint(p.spanSeed, val, bi.Spans)
+	v, hit := pl.st.spans[b.item]
+	var fixes []edit
+	if !hit || v.fp != fp {
+		v = spanVerdict{fp: fp}
+		if b.raw != nil && !b.rawArr && bytes.Equal(b.raw, val) {
+			v.at, fixes, v.applies, v.fast = spanRuns(val, bi.Spans)
+			v.fixes = len(fixes) > 0
+		}
+		if !v.fast {
+			r, ok := spanSlow(b, bi)
+			v.applies = ok
+			pl.st.rememberSpan(b.item, v)
+			if !ok {
+				return nil, false
+			}
+			return []edit{{start: start, end: end, repl: r}}, true
+		}
+		pl.st.rememberSpan(b.item, v)
+	} else if v.applies && v.fast && v.fixes {
+		_, _, fixes, _ = scanSpans(val, bi.Spans) // the same bytes: the same runs
+	}
+	if !v.applies {
+		return nil, false
+	}
+	if !v.fast {
+		r, ok := spanSlow(b, bi)
+		if !ok {
+			return nil, false
+		}
+		return []edit{{start: start, end: end, repl: r}}, true
+	}
+	return valueEdits(bi.Spans, v.at, fixes, start), true
+}
+
+// valueEdits are the edits that render a value that starts at start in
+// the body: its escapes that quote writes otherwise (fixes, offsets in
+// the value) and each span's run, at offsets at in the value, replaced by
+// its quoted reference line.
+func valueEdits(spans []placeholder.Span, at []int, fixes []edit, start int) []edit {
+	es := make([]edit, 0, len(fixes)+len(spans))
+	for _, f := range fixes {
+		es = append(es, edit{start: start + f.start, end: start + f.end, repl: f.repl})
+	}
+	for i, s := range spans {
+		es = append(es, edit{start: start + at[2*i], end: start + at[2*i+1], repl: quotedInner(placeholder.RenderSpan(s))})
+	}
+	return es
+}
+
+// spanSlow is the value of tool result b with bi's span references
+// applied, decoded, rendered and quoted; false when they do not apply.
+func spanSlow(b *block, bi *projections.BundleItem) ([]byte, bool) {
+	out, ok := b.spanText()
+	if !ok {
+		return nil, false
+	}
+	r, ok := bi.RenderSpans(out)
+	if !ok {
+		return nil, false
+	}
+	return quote(r), true
+}
+
+// spanRuns reads val, a JSON string literal, for spans as
+// placeholder.ApplySpans reads the text it holds, without decoding it
+// (scanSpans). fast is false when it cannot (the caller then decodes it:
+// spanSlow). Otherwise applies says whether the spans apply
+// (placeholder.CheckSpans, and each run's decoded bytes hash to its
+// span's Hash); when they do, at holds each run's start and end offsets
+// in val and fixes the edits that make val's other bytes what quote
+// writes: quote(RenderSpans(text)) is val with both applied.
+func spanRuns(val []byte, spans []placeholder.Span) (at []int, fixes []edit, applies, fast bool) {
+	at, lines, fixes, fast := scanSpans(val, spans)
+	if !fast {
+		return nil, nil, false, false
+	}
+	if placeholder.CheckSpans(spans, lines) != nil {
+		return nil, nil, false, true
+	}
+	if at == nil && len(spans) > 0 {
+		return nil, nil, false, false // not reached: spans in order are all found
+	}
+	longest := 0
+	for i := range spans {
+		longest = max(longest, at[2*i+1]-at[2*i])
+	}
+	run := make([]byte, 0, longest) // a run's text is never longer than its literal
+	for i, s := range spans {
+		run = appendUnquoted(run[:0], val[at[2*i]:at[2*i+1]])
+		if placeholder.RunHashOf(run) != s.Hash {
+			return nil, nil, false, true
+		}
+	}
+	return at, fixes, true, true
+}
+
+// scanSpans reads val, a JSON string literal, for its lines: their number
+// and where the lines spans name start and end (at: for each span, the
+// start of its first line and the end of its last, offsets in val; nil
+// when a span is not found in order). Its line breaks are the \n escapes
+// and those \u escapes that stand for one. fixes are the escapes and
+// characters outside the runs that quote writes otherwise (\/, \u
+// escapes of characters quote writes as they are or with another escape,
+// upper-case hex, a literal U+2028 or U+2029), each with what quote
+// writes. ok is false when val is not a string literal or holds what
+// scanSpans does not read (a surrogate escape, invalid UTF-8).
+func scanSpans(val []byte, spans []placeholder.Span) (at []int, lines int, fixes []edit, ok bool) {
+	if len(val) < 2 || val[0] != '"' || val[len(val)-1] != '"' {
+		return nil, 0, nil, false
+	}
+	inner := val[1 : len(val)-1]
+	at = make([]int, 2*len(spans))
+	line := 1
+	k := enterLine(spans, at, 0, line, 1)
+	for i := 0; ; {
+		if i = jsonplain.Skip(inner, i); i == len(inner) {
+			break
+		}
+		var n int
+		var nl bool
+		var fix []byte
+		switch c := inner[i]; {
+		case c == '\\':
+			if n, nl = quotedEscape(inner[i:]); n == 0 {
+				var r rune
+				if n, r = otherEscape(inner[i:]); n == 0 {
+					return nil, 0, nil, false
+				}
+				nl, fix = r == '\n', quotedRune(r)
+			}
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(inner[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return nil, 0, nil, false
+			}
+			n = size
+			if r == '\u2028' || r == '\u2029' {
+				fix = quotedRune(r)
+			}
+		default: // a control byte or a bare quote: not a valid literal
+			return nil, 0, nil, false
+		}
+		// Bytes on a run's lines, and the line breaks between them, are
+		// replaced with the run: no fix there.
+		inRun := k%2 == 1 && (!nl || spans[k/2].To != line)
+		if fix != nil && !inRun {
+			fixes = append(fixes, edit{start: 1 + i, end: 1 + i + n, repl: fix})
+		}
+		if nl {
+			k = endLine(spans, at, k, line, 1+i)
+			line++
+			k = enterLine(spans, at, k, line, 1+i+n)
+		}
+		i += n
+	}
+	if k = endLine(spans, at, k, line, 1+len(inner)); k != len(at) {
+		at = nil
+	}
+	return at, line, fixes, true
+}
+
+// enterLine records off as the start of line when the span at k/2
+// starts there (k even); it returns the next k.
+func enterLine(spans []placeholder.Span, at []int, k, line, off int) int {
+	if k < len(at) && k%2 == 0 && spans[k/2].From == line {
+		at[k] = off
+		k++
+	}
+	return k
+}
+
+// endLine records off as the end of line when the span at k/2 ends
+// there (k odd); it returns the next k.
+func endLine(spans []placeholder.Span, at []int, k, line, off int) int {
+	if k < len(at) && k%2 == 1 && spans[k/2].To == line {
+		at[k] = off
+		k++
+	}
+	return k
+}
+
+// quotedEscape is the length of the escape at the start of b (b[0] is a
+// backslash) when it is one quote writes, 0 otherwise; nl is true for \n.
+// quote writes \" \\ \b \f \n \r \t, \u00xx (lower-case hex) for the
+// other control bytes, and \u2028 and \u2029; never \/, \u for another
+// character or upper-case hex.
+func quotedEscape(b []byte) (n int, nl bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	switch b[1] {
+	case 'n':
+		return 2, true
+	case '"', '\\', 'b', 'f', 'r', 't':
+		return 2, false
+	case 'u':
+		if len(b) < 6 {
+			return 0, false
+		}
+		h := b[2:6]
+		if string(h) == "2028" || string(h) == "2029" {
+			return 6, false
+		}
+		if h[0] != '0' || h[1] != '0' || (h[2] != '0' && h[2] != '1') {
+			return 0, false
+		}
+		lo, ok := lowerHex(h[3])
+		if !ok {
+			return 0, false
+		}
+		switch (h[2]-'0')<<4 | lo {
+		case '\b', '\t', '\n', '\f', '\r':
+			return 0, false // quote writes these short
+		}
+		return 6, false
+	}
+	return 0, false
+}
+
+// lowerHex is the value of a lower-case hex digit.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// otherEscape reads an escape at the start of b (b[0] is a backslash)
+// that quotedEscape does not accept: \/ or a \u escape of a character
+// that is not a surrogate. n is its length (0: neither) and r what it
+// stands for.
+func otherEscape(b []byte) (n int, r rune) {
+	if len(b) >= 2 && b[1] == '/' {
+		return 2, '/'
+	}
+	if len(b) < 6 || b[1] != 'u' {
+		return 0, 0
+	}
+	for _, c := range b[2:6] {
+		v, ok := hexDigit(c)
+		if !ok {
+			return 0, 0
+		}
+		r = r<<4 | rune(v)
+	}
+	if utf16.IsSurrogate(r) {
+		return 0, 0
+	}
+	return 6, r
+}
+
+// hexDigit is the value of a hex digit of either case.
+func hexDigit(c byte) (byte, bool) {
+	if c >= 'A' && c <= 'F' {
+		return c - 'A' + 10, true
+	}
+	return lowerHex(c)
+}
+
+// quotedRune is r as quote writes it, without the quotes.
+func quotedRune(r rune) []byte {
+	if r < utf8.RuneSelf && jsonplain.Byte(byte(r)) {
+		return []byte{byte(r)}
+	}
+	return quotedInner(string(r))
+}
+
+// appendUnquoted appends the text of seg, a part of a JSON string literal
+// that scanSpans read (whole escapes, only those it accepts).
+func appendUnquoted(dst, seg []byte) []byte {
+	for {
+		j := bytes.IndexByte(seg, '\\')
+		if j < 0 {
+			return append(dst, seg...)
+		}
+		dst = append(dst, seg[:j]...)
+		if seg[j+1] == 'u' {
+			_, r := otherEscape(seg[j:])
+			dst = utf8.AppendRune(dst, r)
+			seg = seg[j+6:]
+			continue
+		}
+		dst = append(dst, simpleEscape(seg[j+1]))
+		seg = seg[j+2:]
+	}
+}
+
+// quotedInner is s as quote writes it, without the quotes.
+func quotedInner(s string) []byte {
+	b := []byte(s)
+	if jsonplain.Skip(b, 0) == len(b) {
+		return b
+	}
+	q := quote(s)
+	return q[1 : len(q)-1]
+}
