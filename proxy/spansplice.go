@@ -18,10 +18,16 @@ import (
 // replaced by its reference line, or whole when the runs do not match.
 // The slow way to follow it decodes the client's JSON string, splits and
 // hashes its lines and quotes the result. The fast way (spanRuns) reads
-// the JSON string as it is: when every byte of it is what quote would
-// write for its text, quote(RenderSpans(text)) is the client's bytes with
-// each run's bytes replaced by its quoted reference line, so the proxy
-// edits those bytes in the body (spanEdits) and copies nothing else. The
+// the JSON string as it is. quote writes a string a character at a time,
+// so quote(RenderSpans(text)) is the client's bytes with each run's bytes
+// replaced by its quoted reference line and, outside the runs, each
+// escape or character the client wrote otherwise than quote does
+// (\u003c for '<', \/, upper-case hex) replaced by quote's form. So
+// the proxy replaces the runs' bytes in the body and copies nothing else
+// (spanEdits), or, when the client wrote some character otherwise than
+// quote, writes the value again in one pass over its escaped bytes
+// (appendRendered); the body it forwards is byte for byte the slow
+// way's. The
 // runs are hashed once per item and client bytes: sessState.spans keeps
 // the verdict and the runs' offsets, keyed by item and a fingerprint of
 // the bytes and the spans. FuzzSpanRuns checks the fast way against the
@@ -37,8 +43,8 @@ type spanVerdict struct {
 	// fast is true when spanRuns read the value; at then holds, when
 	// applies, each span's run as start and end offsets in the value (the
 	// JSON string literal with its quotes), and fixes says whether the
-	// value holds escapes quote writes otherwise (found again by
-	// scanSpans at each use: they are not kept).
+	// value holds escapes quote writes otherwise (then the value is
+	// written again, appendRendered; else only the runs are replaced).
 	fast  bool
 	fixes bool
 	at    []int
@@ -83,12 +89,10 @@ func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start,
 	val := pl.conv.body[start:end]
 	fp := spanFingerprint(p.spanSeed, val, bi.Spans)
 	v, hit := pl.st.spans[b.item]
-	var fixes []edit
 	if !hit || v.fp != fp {
 		v = spanVerdict{fp: fp}
 		if b.raw != nil && !b.rawArr && bytes.Equal(b.raw, val) {
-			v.at, fixes, v.applies, v.fast = spanRuns(val, bi.Spans)
-			v.fixes = len(fixes) > 0
+			v.at, v.fixes, v.applies, v.fast = spanRuns(val, bi.Spans)
 		}
 		if !v.fast {
 			r, ok := spanSlow(b, bi)
@@ -100,8 +104,6 @@ func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start,
 			return []edit{{start: start, end: end, repl: r}}, true
 		}
 		pl.st.rememberSpan(b.item, v)
-	} else if v.applies && v.fast && v.fixes {
-		_, _, fixes, _ = scanSpans(val, bi.Spans) // the same bytes: the same runs
 	}
 	if !v.applies {
 		return nil, false
@@ -113,22 +115,90 @@ func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start,
 		}
 		return []edit{{start: start, end: end, repl: r}}, true
 	}
-	return valueEdits(bi.Spans, v.at, fixes, start), true
+	if v.fixes {
+		return []edit{{start: start, end: end, repl: appendRendered(make([]byte, 0, len(val)), val, bi.Spans, v.at)}}, true
+	}
+	return runEdits(bi.Spans, v.at, start), true
 }
 
-// valueEdits are the edits that render a value that starts at start in
-// the body: its escapes that quote writes otherwise (fixes, offsets in
-// the value) and each span's run, at offsets at in the value, replaced by
-// its quoted reference line.
-func valueEdits(spans []placeholder.Span, at []int, fixes []edit, start int) []edit {
-	es := make([]edit, 0, len(fixes)+len(spans))
-	for _, f := range fixes {
-		es = append(es, edit{start: start + f.start, end: start + f.end, repl: f.repl})
-	}
+// runEdits are the edits that replace each span's run, at offsets at of
+// a value that starts at start in the body, by its quoted reference line.
+func runEdits(spans []placeholder.Span, at []int, start int) []edit {
+	es := make([]edit, len(spans))
 	for i, s := range spans {
-		es = append(es, edit{start: start + at[2*i], end: start + at[2*i+1], repl: quotedInner(placeholder.RenderSpan(s))})
+		es[i] = edit{start: start + at[2*i], end: start + at[2*i+1], repl: quotedInner(placeholder.RenderSpan(s))}
 	}
 	return es
+}
+
+// appendRendered appends val, a JSON string literal scanSpans read, with
+// each span's run (at) replaced by its quoted reference line and the
+// rest as quote writes its text.
+func appendRendered(dst, val []byte, spans []placeholder.Span, at []int) []byte {
+	dst = append(dst, '"')
+	pos := 1
+	for i, s := range spans {
+		dst = appendQuoteForm(dst, val[pos:at[2*i]])
+		dst = append(dst, quotedInner(placeholder.RenderSpan(s))...)
+		pos = at[2*i+1]
+	}
+	dst = appendQuoteForm(dst, val[pos:len(val)-1])
+	return append(dst, '"')
+}
+
+// appendQuoteForm appends seg, a part of a JSON string literal that
+// scanSpans read (whole escapes and characters), as quote writes the text
+// it stands for: what quote writes is copied, the rest written again.
+func appendQuoteForm(dst, seg []byte) []byte {
+	for i := 0; ; {
+		j := jsonplain.Skip(seg, i)
+		dst = append(dst, seg[i:j]...)
+		if i = j; i == len(seg) {
+			return dst
+		}
+		if seg[i] == '\\' {
+			if n, _ := quotedEscape(seg[i:]); n > 0 {
+				dst = append(dst, seg[i:i+n]...)
+				i += n
+				continue
+			}
+			n, r := otherEscape(seg[i:])
+			dst = appendQuotedRune(dst, r)
+			i += n
+			continue
+		}
+		r, n := utf8.DecodeRune(seg[i:])
+		dst = appendQuotedRune(dst, r)
+		i += n
+	}
+}
+
+// appendQuotedRune appends r as quote writes it (r is not a surrogate):
+// the short escapes, \u00xx for the other control characters, \u2028 and
+// \u2029, and every other character as it is.
+func appendQuotedRune(dst []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	switch {
+	case r == '"' || r == '\\':
+		return append(dst, '\\', byte(r))
+	case r < 0x20:
+		switch r {
+		case '\b':
+			return append(dst, '\\', 'b')
+		case '\t':
+			return append(dst, '\\', 't')
+		case '\n':
+			return append(dst, '\\', 'n')
+		case '\f':
+			return append(dst, '\\', 'f')
+		case '\r':
+			return append(dst, '\\', 'r')
+		}
+		return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+	case r == '\u2028' || r == '\u2029':
+		return append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+	}
+	return utf8.AppendRune(dst, r)
 }
 
 // spanSlow is the value of tool result b with bi's span references
@@ -151,18 +221,19 @@ func spanSlow(b *block, bi *projections.BundleItem) ([]byte, bool) {
 // spanSlow). Otherwise applies says whether the spans apply
 // (placeholder.CheckSpans, and each run's decoded bytes hash to its
 // span's Hash); when they do, at holds each run's start and end offsets
-// in val and fixes the edits that make val's other bytes what quote
-// writes: quote(RenderSpans(text)) is val with both applied.
-func spanRuns(val []byte, spans []placeholder.Span) (at []int, fixes []edit, applies, fast bool) {
+// in val, and fixes says whether val holds escapes or characters that
+// quote writes otherwise. quote(RenderSpans(text)) is then
+// appendRendered of val, or, without fixes, val with runEdits applied.
+func spanRuns(val []byte, spans []placeholder.Span) (at []int, fixes, applies, fast bool) {
 	at, lines, fixes, fast := scanSpans(val, spans)
 	if !fast {
-		return nil, nil, false, false
+		return nil, false, false, false
 	}
 	if placeholder.CheckSpans(spans, lines) != nil {
-		return nil, nil, false, true
+		return nil, false, false, true
 	}
 	if at == nil && len(spans) > 0 {
-		return nil, nil, false, false // not reached: spans in order are all found
+		return nil, false, false, false // not reached: spans in order are all found
 	}
 	longest := 0
 	for i := range spans {
@@ -172,7 +243,7 @@ func spanRuns(val []byte, spans []placeholder.Span) (at []int, fixes []edit, app
 	for i, s := range spans {
 		run = appendUnquoted(run[:0], val[at[2*i]:at[2*i+1]])
 		if placeholder.RunHashOf(run) != s.Hash {
-			return nil, nil, false, true
+			return nil, false, false, true
 		}
 	}
 	return at, fixes, true, true
@@ -182,15 +253,15 @@ func spanRuns(val []byte, spans []placeholder.Span) (at []int, fixes []edit, app
 // and where the lines spans name start and end (at: for each span, the
 // start of its first line and the end of its last, offsets in val; nil
 // when a span is not found in order). Its line breaks are the \n escapes
-// and those \u escapes that stand for one. fixes are the escapes and
-// characters outside the runs that quote writes otherwise (\/, \u
-// escapes of characters quote writes as they are or with another escape,
-// upper-case hex, a literal U+2028 or U+2029), each with what quote
-// writes. ok is false when val is not a string literal or holds what
-// scanSpans does not read (a surrogate escape, invalid UTF-8).
-func scanSpans(val []byte, spans []placeholder.Span) (at []int, lines int, fixes []edit, ok bool) {
+// and those \u escapes that stand for one. fixes is true when val holds
+// escapes or characters that quote writes otherwise (\/, \u escapes of
+// characters quote writes as they are or with another escape, upper-case
+// hex, a literal U+2028 or U+2029). ok is false when val is not a string
+// literal or holds what scanSpans does not read (a surrogate escape,
+// invalid UTF-8).
+func scanSpans(val []byte, spans []placeholder.Span) (at []int, lines int, fixes, ok bool) {
 	if len(val) < 2 || val[0] != '"' || val[len(val)-1] != '"' {
-		return nil, 0, nil, false
+		return nil, 0, false, false
 	}
 	inner := val[1 : len(val)-1]
 	at = make([]int, 2*len(spans))
@@ -202,33 +273,24 @@ func scanSpans(val []byte, spans []placeholder.Span) (at []int, lines int, fixes
 		}
 		var n int
 		var nl bool
-		var fix []byte
 		switch c := inner[i]; {
 		case c == '\\':
 			if n, nl = quotedEscape(inner[i:]); n == 0 {
 				var r rune
 				if n, r = otherEscape(inner[i:]); n == 0 {
-					return nil, 0, nil, false
+					return nil, 0, false, false
 				}
-				nl, fix = r == '\n', quotedRune(r)
+				nl, fixes = r == '\n', true
 			}
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(inner[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return nil, 0, nil, false
+				return nil, 0, false, false
 			}
 			n = size
-			if r == '\u2028' || r == '\u2029' {
-				fix = quotedRune(r)
-			}
+			fixes = fixes || r == '\u2028' || r == '\u2029'
 		default: // a control byte or a bare quote: not a valid literal
-			return nil, 0, nil, false
-		}
-		// Bytes on a run's lines, and the line breaks between them, are
-		// replaced with the run: no fix there.
-		inRun := k%2 == 1 && (!nl || spans[k/2].To != line)
-		if fix != nil && !inRun {
-			fixes = append(fixes, edit{start: 1 + i, end: 1 + i + n, repl: fix})
+			return nil, 0, false, false
 		}
 		if nl {
 			k = endLine(spans, at, k, line, 1+i)
@@ -342,14 +404,6 @@ func hexDigit(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return lowerHex(c)
-}
-
-// quotedRune is r as quote writes it, without the quotes.
-func quotedRune(r rune) []byte {
-	if r < utf8.RuneSelf && jsonplain.Byte(byte(r)) {
-		return []byte{byte(r)}
-	}
-	return quotedInner(string(r))
 }
 
 // appendUnquoted appends the text of seg, a part of a JSON string literal

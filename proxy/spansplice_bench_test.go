@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -21,6 +22,21 @@ import (
 // same bytes (every later request). Each op also splices the edits into
 // the body.
 func BenchmarkSpanRender(b *testing.B) {
+	for _, enc := range []struct {
+		name  string
+		quote func(string) []byte
+	}{
+		// As quote writes it (JavaScript clients: Claude Code, Codex).
+		{"", quote},
+		// As Go's json.Marshal writes it, \u003c for '<' (the bench's
+		// replayed bodies): every such escape outside the runs is an edit.
+		{"-htmlescaped", func(s string) []byte { b, _ := json.Marshal(s); return b }},
+	} {
+		benchSpanRender(b, enc.name, enc.quote)
+	}
+}
+
+func benchSpanRender(b *testing.B, name string, enc func(string) []byte) {
 	const reads, lines, run = 40, 200, 150
 	var body strings.Builder
 	body.WriteString(`{"messages":[`)
@@ -34,10 +50,10 @@ func BenchmarkSpanRender(b *testing.B) {
 	for r := range reads {
 		var sb strings.Builder
 		for i := 1; i <= lines; i++ {
-			fmt.Fprintf(&sb, "%6d→\tfunc handler%d(w http.ResponseWriter, r *http.Request) { serve(w, r, %d) } // read %d\n", i, i, i, r%3)
+			fmt.Fprintf(&sb, "%6d→\tif n < %d && r != nil { serve(w, r, %d) } // read %d\n", i, i, i, r%3)
 		}
 		text := sb.String()
-		raw := quote(text)
+		raw := enc(text)
 		fmt.Fprintf(&body, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":`, r)
 		start := body.Len()
 		body.Write(raw)
@@ -75,19 +91,19 @@ func BenchmarkSpanRender(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Run("slow", func(b *testing.B) {
+	b.Run("slow"+name, func(b *testing.B) {
 		b.SetBytes(int64(len(conv.body)))
 		for b.Loop() {
 			render(b, &sessState{}, true)
 		}
 	})
-	b.Run("first", func(b *testing.B) {
+	b.Run("first"+name, func(b *testing.B) {
 		b.SetBytes(int64(len(conv.body)))
 		for b.Loop() {
 			render(b, &sessState{}, false)
 		}
 	})
-	b.Run("again", func(b *testing.B) {
+	b.Run("again"+name, func(b *testing.B) {
 		st := &sessState{}
 		render(b, st, false)
 		b.SetBytes(int64(len(conv.body)))
