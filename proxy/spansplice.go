@@ -147,29 +147,41 @@ func appendRendered(dst, val []byte, spans []placeholder.Span, at []int) []byte 
 }
 
 // appendQuoteForm appends seg, a part of a JSON string literal that
-// scanSpans read (whole escapes and characters), as quote writes the text
-// it stands for: what quote writes is copied, the rest written again.
+// scanSpans read (whole escapes, valid UTF-8), as quote writes the text
+// it stands for: what quote writes is copied in stretches, the rest
+// written again.
 func appendQuoteForm(dst, seg []byte) []byte {
+	from := 0
 	for i := 0; ; {
-		j := jsonplain.Skip(seg, i)
-		dst = append(dst, seg[i:j]...)
-		if i = j; i == len(seg) {
-			return dst
+		if i = jsonplain.Skip(seg, i); i == len(seg) {
+			return append(dst, seg[from:]...)
 		}
 		if seg[i] == '\\' {
 			if n, _ := quotedEscape(seg[i:]); n > 0 {
-				dst = append(dst, seg[i:i+n]...)
 				i += n
 				continue
 			}
 			n, r := otherEscape(seg[i:])
-			dst = appendQuotedRune(dst, r)
+			dst = appendQuotedRune(append(dst, seg[from:i]...), r)
 			i += n
+			from = i
 			continue
 		}
-		r, n := utf8.DecodeRune(seg[i:])
-		dst = appendQuotedRune(dst, r)
-		i += n
+		// A character of two to four bytes (valid: scanSpans read it);
+		// quote writes it as it is but for U+2028 and U+2029.
+		c := seg[i]
+		switch {
+		case c < 0xe0:
+			i += 2
+		case c < 0xf0:
+			if c == 0xe2 && seg[i+1] == 0x80 && seg[i+2]&0xfe == 0xa8 {
+				dst = appendQuotedRune(append(dst, seg[from:i]...), rune(0x2028+int(seg[i+2]&1)))
+				from = i + 3
+			}
+			i += 3
+		default:
+			i += 4
+		}
 	}
 }
 
