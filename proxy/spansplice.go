@@ -27,11 +27,10 @@ import (
 // (spanEdits), or, when the client wrote some character otherwise than
 // quote, writes the value again in one pass over its escaped bytes
 // (appendRendered); the body it forwards is byte for byte the slow
-// way's. The
-// runs are hashed once per item and client bytes: sessState.spans keeps
-// the verdict and the runs' offsets, keyed by item and a fingerprint of
-// the bytes and the spans. FuzzSpanRuns checks the fast way against the
-// slow one.
+// way's. The runs are hashed once per item and client bytes:
+// sessState.spans keeps the verdict and the runs' offsets, keyed by item
+// and a fingerprint of the bytes and the spans. FuzzSpanRuns checks the
+// fast way against the slow one.
 
 // spanVerdict is what the proxy keeps of one span item between requests:
 // for the client's value and the item's spans with fingerprint fp,
@@ -89,19 +88,14 @@ func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start,
 	val := pl.conv.body[start:end]
 	fp := spanFingerprint(p.spanSeed, val, bi.Spans)
 	v, hit := pl.st.spans[b.item]
+	var slow []byte // the value the slow way, when a miss took it
 	if !hit || v.fp != fp {
 		v = spanVerdict{fp: fp}
 		if b.raw != nil && !b.rawArr && bytes.Equal(b.raw, val) {
 			v.at, v.fixes, v.applies, v.fast = spanRuns(val, bi.Spans)
 		}
 		if !v.fast {
-			r, ok := spanSlow(b, bi)
-			v.applies = ok
-			pl.st.rememberSpan(b.item, v)
-			if !ok {
-				return nil, false
-			}
-			return []edit{{start: start, end: end, repl: r}}, true
+			slow, v.applies = spanSlow(b, bi)
 		}
 		pl.st.rememberSpan(b.item, v)
 	}
@@ -109,11 +103,13 @@ func (p *Proxy) spanEdits(pl *plan, b *block, bi *projections.BundleItem, start,
 		return nil, false
 	}
 	if !v.fast {
-		r, ok := spanSlow(b, bi)
-		if !ok {
-			return nil, false
+		if slow == nil {
+			var ok bool
+			if slow, ok = spanSlow(b, bi); !ok {
+				return nil, false
+			}
 		}
-		return []edit{{start: start, end: end, repl: r}}, true
+		return []edit{{start: start, end: end, repl: slow}}, true
 	}
 	if v.fixes {
 		return []edit{{start: start, end: end, repl: appendRendered(make([]byte, 0, len(val)), val, bi.Spans, v.at)}}, true
