@@ -48,6 +48,14 @@ func RunHash(lines []string) string {
 	return h.Sum()
 }
 
+// RunHashOf is RunHash of the lines of run, a run's text (its lines
+// joined with "\n"): for a caller that holds the run's bytes whole, as
+// the proxy does when it decodes a run from a client's JSON string.
+func RunHashOf(run []byte) string {
+	sum := sha256.Sum256(run)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // RunHasher computes RunHash a line at a time, so a run of a stored
 // output can be hashed as the output streams by. The zero value is ready.
 type RunHasher struct {
@@ -222,13 +230,13 @@ func SpanSavingOf(s Span, runTokens int) int {
 // renders the text whole.
 func ApplySpans(text string, spans []Span) (string, error) {
 	lines := strings.Split(text, "\n")
+	if err := CheckSpans(spans, len(lines)); err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	b.Grow(len(text))
 	next := 1
 	for i, s := range spans {
-		if s.From < next || s.To > len(lines) || s.To < s.From {
-			return "", fmt.Errorf("span %d (lines %d-%d): out of order or past the %d lines", i, s.From, s.To, len(lines))
-		}
 		if RunHash(lines[s.From-1:s.To]) != s.Hash {
 			return "", fmt.Errorf("span %d (lines %d-%d): run hash differs from %s", i, s.From, s.To, s.Hash)
 		}
@@ -249,4 +257,19 @@ func ApplySpans(text string, spans []Span) (string, error) {
 		b.WriteString(l)
 	}
 	return b.String(), nil
+}
+
+// CheckSpans is where ApplySpans lets spans sit in a text of n lines: in
+// increasing, non-overlapping order, each at least one line long and
+// inside the text. It returns an error naming the first span that is not;
+// such spans never apply, whatever the text's bytes.
+func CheckSpans(spans []Span, n int) error {
+	next := 1
+	for i, s := range spans {
+		if s.From < next || s.To > n || s.To < s.From {
+			return fmt.Errorf("span %d (lines %d-%d): out of order or past the %d lines", i, s.From, s.To, n)
+		}
+		next = s.To + 1
+	}
+	return nil
 }

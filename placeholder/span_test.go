@@ -133,3 +133,12 @@ func FuzzLineNumber(f *testing.F) {
 		}
 	})
 }
+
+// TestRunHashOf: a run's hash from its text is RunHash of its lines.
+func TestRunHashOf(t *testing.T) {
+	for _, lines := range [][]string{{""}, {"a"}, {"a", "", "b→c"}} {
+		if got, want := RunHashOf([]byte(strings.Join(lines, "\n"))), RunHash(lines); got != want {
+			t.Errorf("RunHashOf(%q) = %s, RunHash %s", lines, got, want)
+		}
+	}
+}

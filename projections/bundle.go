@@ -346,7 +346,8 @@ func (bi *BundleItem) content(ctx context.Context, blobs BlobGetter) (string, er
 	if err != nil {
 		return "", err
 	}
-	return bi.withSpans(out), nil
+	r, _ := bi.RenderSpans(out)
+	return r, nil
 }
 
 // output is a tool output's own bytes: inline, or fetched by content
@@ -378,16 +379,22 @@ func (bi *BundleItem) SpanSaved() int {
 	return bi.spanSaved
 }
 
-// withSpans is an output with its span references applied (Spans), or
-// whole when it has none or they do not match it.
-func (bi *BundleItem) withSpans(out string) string {
+// RenderSpans is the rule for an output with span references: out with
+// each of the item's runs (Spans) replaced by its reference line and true,
+// or out whole and false when the item has none or they do not match out
+// (placeholder.ApplySpans: a run elsewhere or past the end, or lines that
+// do not hash to the run's hash). A rendering of the log and the proxy's
+// splice into a client's own output both follow it, so what is sent is
+// what the log renders.
+func (bi *BundleItem) RenderSpans(out string) (string, bool) {
 	if len(bi.Spans) == 0 {
-		return out
+		return out, false
 	}
-	if r, err := placeholder.ApplySpans(out, bi.Spans); err == nil {
-		return r
+	r, err := placeholder.ApplySpans(out, bi.Spans)
+	if err != nil {
+		return out, false
 	}
-	return out
+	return r, true
 }
 
 // renderedTokens is what the item costs in the rendered bundle: the stored

@@ -103,3 +103,23 @@ func TestApplySpansWhole(t *testing.T) {
 	_, err := placeholder.ApplySpans(text, []placeholder.Span{{From: 1, To: 5, Item: "#0", SrcFrom: 1, SrcTo: 5, Hash: "sha256:00"}})
 	testutil.True(t, err != nil, "a wrong hash was applied")
 }
+
+// TestRenderSpansRule: RenderSpans says whether the spans applied, and
+// gives the output whole when they do not (none, a wrong hash, past the
+// end).
+func TestRenderSpansRule(t *testing.T) {
+	text := numberedLines(1, 10)
+	lines := strings.Split(text, "\n")
+	good := placeholder.Span{From: 2, To: 4, Item: "#0", SrcFrom: 2, SrcTo: 4, Hash: placeholder.RunHash(lines[1:4])}
+	r, ok := (&BundleItem{Spans: []placeholder.Span{good}}).RenderSpans(text)
+	want, err := placeholder.ApplySpans(text, []placeholder.Span{good})
+	testutil.NoError(t, err)
+	testutil.True(t, ok && r == want, "applied: %v %q", ok, r)
+	bad, past := good, good
+	bad.Hash = "sha256:00"
+	past.To, past.SrcTo = 99, 99
+	for _, spans := range [][]placeholder.Span{nil, {bad}, {past}} {
+		r, ok := (&BundleItem{Spans: spans}).RenderSpans(text)
+		testutil.True(t, !ok && r == text, "%+v applied: %q", spans, r)
+	}
+}

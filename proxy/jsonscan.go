@@ -382,8 +382,12 @@ type edit struct {
 }
 
 // splice applies non-overlapping edits to body and returns a new buffer.
+// An insertion (start == end) goes before an edit that starts where it is.
 func splice(body []byte, edits []edit) ([]byte, error) {
-	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	sort.Slice(edits, func(i, j int) bool {
+		a, b := edits[i], edits[j]
+		return a.start < b.start || a.start == b.start && a.end < b.end
+	})
 	size := len(body)
 	for i, e := range edits {
 		if e.start > e.end || e.end > len(body) || (i > 0 && e.start < edits[i-1].end) {

@@ -708,23 +708,21 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		}
 		start, end := pl.conv.span(b)
 		var repl []byte
+		var spanned []edit
 		part := "output"
 		switch b.kind {
 		case bToolResult:
 			if len(bi.Spans) > 0 {
 				// A span reference: the client's own output with each
-				// run replaced by its reference line, the rest verbatim.
-				out, ok := b.spanText()
+				// run replaced by its reference line, the rest verbatim;
+				// or, when the runs are not the lines the reference
+				// names, sent whole, as a rendering of the log does
+				// (BundleItem.RenderSpans).
+				es, ok := p.spanEdits(pl, b, bi, start, end)
 				if !ok {
 					continue
 				}
-				r, err := placeholder.ApplySpans(out, bi.Spans)
-				if err != nil {
-					// Not the lines the reference names: sent whole,
-					// as a rendering of the log does (BundleItem.withSpans).
-					continue
-				}
-				repl = quote(r)
+				spanned = es
 				pl.saved += bi.SpanSaved()
 				break
 			}
@@ -744,7 +742,11 @@ func (p *Proxy) render(ctx context.Context, pl *plan) error {
 		default:
 			continue // thinking blocks are never rewritten
 		}
-		edits = append(edits, edit{start: start, end: end, repl: repl})
+		if spanned != nil {
+			edits = append(edits, spanned...)
+		} else {
+			edits = append(edits, edit{start: start, end: end, repl: repl})
+		}
 		p.met.replacedBlock(part)
 		pl.replaced++
 		if bi.Placeholder != "" {

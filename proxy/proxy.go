@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net"
@@ -43,6 +44,10 @@ type Proxy struct {
 	// exact takes the exact counts of payloads decided on estimates, in
 	// the log writes after forwarding (exact.go).
 	exact *exactCounter
+
+	// spanSeed seeds the fingerprints of the span verdicts
+	// (spanFingerprint), secret to clients.
+	spanSeed maphash.Seed
 
 	// tail follows the log in a fleet (fleettail.go); nil otherwise.
 	tail *fleetTail
@@ -131,6 +136,11 @@ type sessState struct {
 	// answers caches the recorded answers of context-tool results by
 	// item (see agent.go), spliced over the stub the client resends.
 	answers map[string]string
+	// spans keeps, by item, whether the span references of a pruned tool
+	// result applied to the client's bytes last time, and where their runs
+	// sit (spansplice.go): a request resending the same bytes does not
+	// hash the runs again. Dropped with the state.
+	spans map[string]spanVerdict
 	// mem is the session's state in memory when the proxy decides there
 	// (inmem.go); nil otherwise.
 	mem *memState
@@ -181,7 +191,7 @@ func New(cfg Config) (*Proxy, error) {
 	if oa == nil {
 		oa = up
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}, exact: newExactCounter()}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, upstream: up, openai: oa, sessions: map[sessionKey]*sessState{}, exact: newExactCounter(), spanSeed: maphash.MakeSeed()}
 	p.bg.ctx, p.bg.cancel = context.WithCancel(context.Background())
 	if cfg.Registry != nil {
 		p.met = NewMetrics(cfg.Registry)
