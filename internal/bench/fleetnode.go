@@ -119,8 +119,11 @@ func nodeOptions(spec NodeSpec) *server.Options {
 		ServerName: spec.Name, Host: "127.0.0.1", Port: spec.Port,
 		JetStream: true, StoreDir: spec.Dir, MaxPayload: store.DefaultMaxPayload,
 		NoSigs: true, NoLog: true,
-		Cluster: server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: spec.ClusterPort},
-		Routes:  server.RoutesFromStr(strings.Join(spec.Routes, ",")),
+		// As the embedded server (store.StartEmbedded): no PING before a
+		// slow handshake's PONG on a loaded machine.
+		DisableShortFirstPing: true,
+		Cluster:               server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: spec.ClusterPort},
+		Routes:                server.RoutesFromStr(strings.Join(spec.Routes, ",")),
 	}
 }
 
