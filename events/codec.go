@@ -161,6 +161,11 @@ func (l LineLimit) DecodeJSONL(r io.Reader, file string) ([]Event, error) {
 	sc.Buffer(make([]byte, 0, min(64*1024, l.bytes()+1)), l.bytes()+1)
 	d := lineDecoder{file: file, seen: map[string]int{}}
 	for sc.Scan() {
+		// The buffer's room for the newline lets a last line without
+		// one reach a byte past the bound.
+		if n := len(sc.Bytes()); n > l.bytes() {
+			return nil, &LineError{File: file, Line: d.n + 1, Err: &LineTooLongError{Bytes: int64(n), Limit: l, What: "line"}}
+		}
 		if err := d.line(sc.Bytes()); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // liftInputs are tool results whose output the lift must decode exactly
@@ -148,6 +149,13 @@ func TestLineOverLimit(t *testing.T) {
 	_, err = limit.DecodeJSONL(strings.NewReader(in), "f")
 	if !errors.As(err, &tl) || err.Error() != "f:3: over the 1000-byte line limit" {
 		t.Fatalf("reader: %v", err)
+	}
+	// A last line without its newline, one byte over, from a reader that
+	// returns its last bytes with io.EOF: the scanner's buffer has room
+	// for it (the room of a newline), the bound still refuses it.
+	_, err = limit.DecodeJSONL(iotest.DataErrReader(strings.NewReader(good+"\n"+long)), "f")
+	if !errors.As(err, &tl) || err.Error() != "f:2: 1001 bytes over the 1000-byte line limit" {
+		t.Fatalf("reader, last line without a newline: %v", err)
 	}
 	_, err = limit.DecodeJSONArray([]byte("[" + good + ",\n" + long + "]"))
 	if !errors.As(err, &tl) || err.Error() != "event[1]: 1001 bytes over the 1000-byte element limit" {
