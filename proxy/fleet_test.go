@@ -468,19 +468,12 @@ func (r *fleetRig) start(be Backend, fleet bool) (string, *Proxy) {
 // stream sequence seq.
 func (r *fleetRig) tailAt(px *Proxy, seq uint64) {
 	r.t.Helper()
-	for {
+	waitFor(r.t, fmt.Sprintf("the proxy's tail to deliver seq %d", seq), func() bool {
 		px.tail.mu.Lock()
 		delivered := px.tail.seq
 		px.tail.mu.Unlock()
-		if px.tail.running() && delivered >= seq {
-			return
-		}
-		select {
-		case <-r.ctx.Done():
-			r.t.Fatalf("the proxy's tail did not deliver seq %d", seq)
-		case <-time.After(time.Millisecond):
-		}
-	}
+		return px.tail.running() && delivered >= seq
+	}, testutil.Until(r.ctx))
 }
 
 // laggingReplica is a fleet proxy's Backend whose reads that any replica
@@ -751,16 +744,6 @@ func TestFleetAdvanceRunsAgain(t *testing.T) {
 			}
 			st := bpx.sessions[key]
 			bpx.mu.Unlock()
-			waitFor := func(what string, cond func() bool) {
-				t.Helper()
-				for !cond() {
-					select {
-					case <-ctx.Done():
-						t.Fatalf("%s: never", what)
-					case <-time.After(time.Millisecond):
-					}
-				}
-			}
 			advances := func() float64 { return promtest.ToFloat64(bpx.met.fleet.advanced) }
 			catchUps := func() float64 { return promtest.ToFloat64(bpx.met.fleet.catchUps) }
 			// b's own request is in its state (its tail may deliver it
@@ -772,10 +755,10 @@ func TestFleetAdvanceRunsAgain(t *testing.T) {
 			testutil.NoError(t, err)
 			r.tailAt(bpx, last)
 			// The tail delivered request 2 to b, whose advance gave way.
-			waitFor("an advance gave way", func() bool { return st.again.Load() != nil })
+			waitFor(t, "an advance to give way", func() bool { return st.again.Load() != nil }, testutil.Until(ctx))
 			testutil.True(t, advances() == before, "b advanced while its session was held")
 			release()
-			waitFor("the advance ran again", func() bool { return advances() > before })
+			waitFor(t, "the advance to run again", func() bool { return advances() > before }, testutil.Until(ctx))
 			caught := catchUps()
 			send(b, 3)
 			testutil.True(t, catchUps() == caught, "b's catch-up fed what the advance should have")
@@ -866,13 +849,9 @@ func TestFleetDecidesBeforeTheRead(t *testing.T) {
 				last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, sessionOf(bpx), events.KindFact)
 				testutil.NoError(t, err)
 				r.tailAt(bpx, last)
-				for bpx.held(events.DefaultTenant, sessionOf(bpx)).q.last() != last {
-					select {
-					case <-ctx.Done():
-						t.Fatal("b never advanced past request 2")
-					case <-time.After(time.Millisecond):
-					}
-				}
+				waitFor(t, "b to advance past request 2", func() bool {
+					return bpx.held(events.DefaultTenant, sessionOf(bpx)).q.last() == last
+				}, testutil.Until(ctx))
 			}
 			lr.before.Store(lr.decided())
 			lr.gate.Store(true)

@@ -217,15 +217,16 @@ func receive[T any](t testing.TB, c <-chan T, what string) T {
 	}
 }
 
-// waitFor waits, through testutil.Eventually, until cond holds.
-func waitFor(t testing.TB, what string, cond func() bool) {
+// waitFor waits, through testutil.Eventually (with its options), until
+// cond holds.
+func waitFor(t testing.TB, what string, cond func() bool, opts ...testutil.Option) {
 	t.Helper()
 	testutil.Eventually(t, func() error {
 		if !cond() {
 			return fmt.Errorf("waiting for %s", what)
 		}
 		return nil
-	})
+	}, opts...)
 }
 
 // TestUpstreamErrorKinds: a client's own cancel is not an upstream error,
