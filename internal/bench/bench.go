@@ -194,6 +194,10 @@ type Result struct {
 	ProxyReplay []ReplayRow `json:"proxy_replay,omitempty"`
 	// ProxyReplayPooled is every request of the real sequences together.
 	ProxyReplayPooled *ReplayPooled `json:"proxy_replay_pooled,omitempty"`
+	// ProxyReplayProbe is, when proxy-replay runs probed
+	// (PRUNESCHED_REPLAY_PROBE), where its real sequences' requests spent
+	// their time, by class.
+	ProxyReplayProbe *ProbeSummary `json:"proxy_replay_probe,omitempty"`
 	// ProxyLoad is one proxy under 1 to 50 agents at once (LoadRow).
 	ProxyLoad []LoadRow `json:"proxy_load,omitempty"`
 	// Fleet is three --fleet proxies on a three-node cluster in this
