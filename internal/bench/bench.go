@@ -123,13 +123,23 @@ type Result struct {
 	PipelineFacts    int `json:"pipeline_facts"`
 	PipelineSessions int `json:"pipeline_sessions"`
 	// RawReplayPerS is an ordered consumer reading the whole event stream
-	// without decoding: the baseline of the rebuild.
+	// without decoding: the baseline of the rebuild (the median over
+	// RebuildPairs).
 	RawReplayPerS float64 `json:"raw_replay_per_s"`
 	// RebuildPerS is a fresh projection worker rebuilding every session
-	// from the same stream (decode + project).
+	// from the same stream (decode + project; the median over
+	// RebuildPairs).
 	RebuildPerS float64 `json:"rebuild_per_s"`
-	// RebuildRatio is RebuildPerS / RawReplayPerS (goal >= 0.8).
+	// RebuildRatio is the median over RebuildPairs of each pair's
+	// rebuild rate / raw replay rate (goal >= 0.8).
 	RebuildRatio float64 `json:"rebuild_ratio"`
+	// RebuildRatioMin and RebuildRatioMax are the lowest and highest pair
+	// ratios: the run's own spread.
+	RebuildRatioMin float64 `json:"rebuild_ratio_min"`
+	RebuildRatioMax float64 `json:"rebuild_ratio_max"`
+	// RebuildPairs are the adjacent (raw replay, rebuild) pairs the
+	// ratio is the median of, in the order they ran.
+	RebuildPairs []RebuildPair `json:"rebuild_pairs,omitempty"`
 	// StreamMessages is how many messages the replays read.
 	StreamMessages uint64 `json:"stream_messages"`
 
@@ -144,8 +154,23 @@ type Result struct {
 	RenderRequests int `json:"render_requests"`
 
 	// CoreEventsPerS is the eligibility core alone (one goroutine, no
-	// NATS) over a 20,000-item session (goal >= 1M).
+	// NATS) over a 20,000-item session: the median of CoreRoundsPerS
+	// (goal >= 1M).
 	CoreEventsPerS float64 `json:"core_events_per_s"`
+	// CoreEventsPerSMin and CoreEventsPerSMax are the slowest and fastest
+	// rounds (the fastest is what the bench reported before it took the
+	// median).
+	CoreEventsPerSMin float64 `json:"core_events_per_s_min"`
+	CoreEventsPerSMax float64 `json:"core_events_per_s_max"`
+	// CoreRoundsPerS is every round's rate, in the order they ran, each
+	// on a fresh core.
+	CoreRoundsPerS []float64 `json:"core_rounds_per_s,omitempty"`
+	// CoreCPUNsPerEvent is the median round's CPU time per event, of the
+	// whole process (user and system, the garbage collector's workers
+	// included; nothing else runs then): another process taking a core
+	// slows the wall-time rate, not this, so it compares runs at
+	// different loads (0: not measured).
+	CoreCPUNsPerEvent float64 `json:"core_cpu_ns_per_event"`
 	// SchedulerDecideUs is the scheduler core's Decide at 2,000 items
 	// (microseconds, median), for reference.
 	SchedulerDecideUs float64 `json:"scheduler_decide_us"`
@@ -169,6 +194,10 @@ type Result struct {
 	ProxyReplay []ReplayRow `json:"proxy_replay,omitempty"`
 	// ProxyReplayPooled is every request of the real sequences together.
 	ProxyReplayPooled *ReplayPooled `json:"proxy_replay_pooled,omitempty"`
+	// ProxyReplayProbe is, when proxy-replay runs probed
+	// (PRUNESCHED_REPLAY_PROBE), where its real sequences' requests spent
+	// their time, by class.
+	ProxyReplayProbe *ProbeSummary `json:"proxy_replay_probe,omitempty"`
 	// ProxyLoad is one proxy under 1 to 50 agents at once (LoadRow).
 	ProxyLoad []LoadRow `json:"proxy_load,omitempty"`
 	// Fleet is three --fleet proxies on a three-node cluster in this
@@ -331,11 +360,14 @@ func targets(r *Result) []Target {
 			out = append(out, Target{Name: name, Value: v, Goal: goal, Met: met})
 		}
 	}
-	add("rebuild_ratio", r.RebuildRatio, ">= 0.8", r.RebuildRatio >= 0.8, r.RawReplayPerS > 0)
+	// The rebuild ratio and the core's rate are medians (of adjacent
+	// replay and rebuild pairs, of rounds): the goal holds for the
+	// typical pair or round, not the luckiest.
+	add("rebuild_ratio", r.RebuildRatio, fmt.Sprintf(">= 0.8 (median of %d pairs)", len(r.RebuildPairs)), r.RebuildRatio >= 0.8, r.RawReplayPerS > 0)
 	if v, ok := r.RenderP99Ms["2000"]; ok {
 		add("render_p99_ms@2000", v, "<= 2", v <= 2, true)
 	}
-	add("core_events_per_s", r.CoreEventsPerS, ">= 1000000", r.CoreEventsPerS >= 1e6, r.CoreEventsPerS > 0)
+	add("core_events_per_s", r.CoreEventsPerS, fmt.Sprintf(">= 1000000 (median of %d rounds)", len(r.CoreRoundsPerS)), r.CoreEventsPerS >= 1e6, r.CoreEventsPerS > 0)
 	for _, m := range r.SessionMemory {
 		if m.Items == 2000 {
 			add("idle_session_bytes@2000", m.IdleBytes, "<= 65536 + fact-id index", m.IdleBytes <= 64<<10, true)

@@ -105,6 +105,27 @@ func TestSmokeShape(t *testing.T) {
 			t.Errorf("%s = %v, want a positive number", k, m[k])
 		}
 	}
+	// The spread around the medians: the run's pairs and rounds, the
+	// lowest at most the median at most the highest.
+	for _, k := range [][3]string{{"rebuild_ratio_min", "rebuild_ratio", "rebuild_ratio_max"}, {"core_events_per_s_min", "core_events_per_s", "core_events_per_s_max"}} {
+		lo, _ := m[k[0]].(float64)
+		med, _ := m[k[1]].(float64)
+		hi, _ := m[k[2]].(float64)
+		if lo <= 0 || lo > med || med > hi {
+			t.Errorf("%s %v, %s %v, %s %v: want 0 < lowest <= median <= highest", k[0], m[k[0]], k[1], m[k[1]], k[2], m[k[2]])
+		}
+	}
+	if pairs, _ := m["rebuild_pairs"].([]any); len(pairs) != len(res.RebuildPairs) || len(pairs) == 0 {
+		t.Errorf("rebuild_pairs = %v, want the run's %d pairs", m["rebuild_pairs"], len(res.RebuildPairs))
+	} else if p, _ := pairs[0].(map[string]any); p["raw_replay_per_s"] == nil || p["rebuild_per_s"] == nil || p["ratio"] == nil {
+		t.Errorf("rebuild_pairs[0] = %v, want raw_replay_per_s, rebuild_per_s and ratio", pairs[0])
+	}
+	if v, ok := m["core_cpu_ns_per_event"].(float64); !ok || v < 0 {
+		t.Errorf("core_cpu_ns_per_event = %v, want a number", m["core_cpu_ns_per_event"])
+	}
+	if rounds, _ := m["core_rounds_per_s"].([]any); len(rounds) == 0 {
+		t.Errorf("core_rounds_per_s = %v, want the run's rounds", m["core_rounds_per_s"])
+	}
 	// sizes checks that a by-size map has the sizes the run used, with a
 	// number each (>= 0 when signed is false). Memory is a difference of
 	// heap sizes over one session in smoke mode: other goroutines freeing

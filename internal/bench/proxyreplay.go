@@ -93,6 +93,10 @@ type ReplayRow struct {
 	// being the budget goroutine's hand-offs and decoding.
 	StageMean map[string]float64 `json:"stage_mean_ms,omitempty"`
 
+	// Probe is, when proxy-replay runs probed (replayProbeEnv), each
+	// request through each proxy, timed and with the runtime's events.
+	Probe *ReplayProbe `json:"probe,omitempty"`
+
 	// bare and via are each request's added time, bare and through the
 	// proxy, for the pooled percentiles.
 	bare, via []time.Duration
@@ -188,6 +192,8 @@ type replayRig struct {
 	backToBack bool
 	// think: see Config.Think.
 	think time.Duration
+	// probe times both proxies' requests (replayProbeEnv); nil: off.
+	probe *probe
 }
 
 func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
@@ -206,9 +212,17 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, fmt.Errorf("start prunesched: %w", err)
 	}
-	serve := func(h http.Handler) (string, error) { return serveLoopback(&r.servers, h) }
+	if envSet(replayProbeEnv) {
+		r.probe = newProbe()
+	}
+	serve := func(way int, h http.Handler) (string, error) {
+		if r.probe != nil {
+			h = r.probe.wrap(way, h)
+		}
+		return serveLoopback(&r.servers, h)
+	}
 	up, _ := url.Parse(r.urls[0])
-	if r.urls[1], err = serve(bareProxy(up)); err != nil {
+	if r.urls[1], err = serve(1, bareProxy(up)); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -217,7 +231,11 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, err
 	}
-	if r.urls[2], err = serve(r.px.Handler()); err != nil {
+	third := r.px.Handler()
+	if envSet(replayAAEnv) {
+		third = bareProxy(up)
+	}
+	if r.urls[2], err = serve(2, third); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -492,6 +510,14 @@ func (b *runner) proxyReplay(ctx context.Context) error {
 		b.progress("proxy-replay: all %d requests of the %d real sequences: added p50 %.2f ms (bare %.2f, x%.2f), p99 %.2f ms (bare %.2f, x%.2f)",
 			p.Requests, p.Sequences, p.ProxyP50, p.BareP50, p.RatioP50, p.ProxyP99, p.BareP99, p.RatioP99)
 	}
+	if s := summarizeProbe(b.res.ProxyReplay); s != nil {
+		b.res.ProxyReplayProbe = s
+		b.progress("proxy-replay probe: bare, all %s", s.BareAll)
+		b.progress("proxy-replay probe: bare, each row's slowest %s", s.BareSlowest)
+		b.progress("proxy-replay probe: prunesched, all %s", s.ViaAll)
+		b.progress("proxy-replay probe: prunesched, each row's slowest %s", s.ViaSlowest)
+		b.progress("proxy-replay probe: prunesched, the slowest of rows over %gx at p99 %s", GoalReplayRatioP99, s.ViaSlowestOver)
+	}
 	// Synthetic sequences whose every request adds one new tool output of
 	// a set size: the added p99 must not grow with that size. Each has 24
 	// outputs, and no more than the limit on requests needs. Smoke runs,
@@ -661,7 +687,7 @@ func (b *runner) replayFresh(ctx context.Context, trace string, api replay.API, 
 func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, stream bool, turns []replay.Turn) (ReplayRow, error) {
 	session := fmt.Sprintf("replay-%s-%s-%v", trace, api, stream)
 	row := ReplayRow{Trace: trace, API: string(api), Stream: stream, Requests: len(turns), BackToBack: r.backToBack, ThinkMs: ms(r.think)}
-	job := &peerJob{Session: session, API: api, URLs: r.urls, Think: int64(r.think), Settle: !r.backToBack}
+	job := &peerJob{Session: session, API: api, URLs: r.urls, Think: int64(r.think), Settle: !r.backToBack, Probe: r.probe != nil}
 	for _, t := range turns {
 		job.Turns = append(job.Turns, peerTurn{Body: t.Body, Answer: t.Answer, ContentType: t.ContentType})
 		row.MaxBodyKiB = max(row.MaxBodyKiB, float64(len(t.Body))/1024)
@@ -669,9 +695,23 @@ func (r *replayRig) replay(ctx context.Context, trace string, api replay.API, st
 	}
 	rend0, fail0 := r.outcomes()
 	stages0 := r.stages()
-	sent, err := r.peer.run(job, func() error { return r.settle(ctx) })
+	prev := stages0
+	sent, peerGC, err := r.peer.run(job, func() error {
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
+		if r.probe != nil {
+			now := r.stages()
+			r.probe.settled(now, prev)
+			prev = now
+		}
+		return nil
+	})
 	if err != nil {
 		return row, err
+	}
+	if r.probe != nil {
+		row.Probe = r.probe.probed(func(i int) string { return session + "/" + strconv.Itoa(i) }, sent, peerGC)
 	}
 	var direct, bare, via, bareTo, bareBack, viaTo, viaBack []time.Duration
 	for _, d := range sent {

@@ -47,6 +47,9 @@ type peerJob struct {
 	Think   int64      `json:"think_ns"`
 	Settle  bool       `json:"settle"`
 	Turns   []peerTurn `json:"turns"`
+	// Probe makes the peer count its own garbage collections during each
+	// send (replayProbeEnv).
+	Probe bool `json:"probe,omitempty"`
 	// Load, when set, makes the job a load: Load.Sessions sessions at once,
 	// session k replaying Load.Seqs[k % len], each request sent straight
 	// and through prunesched (URLs[0] and URLs[2]); Turns and Settle are
@@ -74,6 +77,9 @@ type peerMsg struct {
 	Settle   *int          `json:"settle,omitempty"`
 	Settled  bool          `json:"settled,omitempty"`
 	Legs     [][3][2]int64 `json:"legs,omitempty"`
+	// PeerGC is, for a probed job, the peer's collections during each
+	// turn's send by way.
+	PeerGC [][3]uint64 `json:"peer_gc,omitempty"`
 	// Wall is a load job's wall time in ns.
 	Wall  int64  `json:"wall_ns,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -118,7 +124,7 @@ func ServeReplayPeer(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			continue
 		}
-		legs, err := p.run(ctx, m.Job, func(i int) error {
+		legs, peerGC, err := p.run(ctx, m.Job, func(i int) error {
 			if err := enc.Encode(peerMsg{Settle: &i}); err != nil {
 				return err
 			}
@@ -131,7 +137,7 @@ func ServeReplayPeer(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			return nil
 		})
-		reply := peerMsg{Legs: legs}
+		reply := peerMsg{Legs: legs, PeerGC: peerGC}
 		if err != nil {
 			reply = peerMsg{Error: err.Error()}
 		}
@@ -170,33 +176,46 @@ func (p *peer) prepare(think time.Duration, answers map[string]replay.Turn) {
 
 // run sends job's turns, three ways each, rotating which way goes first
 // so the machine's noise falls on all three alike, calling settle after
-// each turn when the job asks for it.
-func (p *peer) run(ctx context.Context, job *peerJob, settle func(int) error) ([][3][2]int64, error) {
+// each turn when the job asks for it. A probed job also gets the peer's
+// collections during each send.
+func (p *peer) run(ctx context.Context, job *peerJob, settle func(int) error) ([][3][2]int64, [][3]uint64, error) {
 	answers := map[string]replay.Turn{}
 	for i, t := range job.Turns {
 		answers[job.Session+"/"+strconv.Itoa(i)] = replay.Turn{Answer: t.Answer, ContentType: t.ContentType}
 	}
 	p.prepare(time.Duration(job.Think), answers)
 	out := make([][3][2]int64, 0, len(job.Turns))
+	var gcs [][3]uint64
 	for i, t := range job.Turns {
 		key := job.Session + "/" + strconv.Itoa(i)
 		var row [3][2]int64
+		var gc [3]uint64
 		for k := range 3 {
 			way := (i + k) % 3
+			var g0 gcSample
+			if job.Probe {
+				g0 = readGC()
+			}
 			l, err := p.send(ctx, job.URLs[way], job.API, job.Session, key, t.Body)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			if job.Probe {
+				gc[way] = readGC().sub(g0).cycles
 			}
 			row[way] = [2]int64{int64(l.to), int64(l.back)}
 		}
 		out = append(out, row)
+		if job.Probe {
+			gcs = append(gcs, gc)
+		}
 		if job.Settle {
 			if err := settle(i); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	return out, nil
+	return out, gcs, nil
 }
 
 // load runs a load job: its sessions at once, each sending its turns one
@@ -323,13 +342,23 @@ func (p *peer) send(ctx context.Context, base string, api replay.API, session, k
 		return legs{}, fmt.Errorf("replay %s via %s: status %d", key, base, resp.StatusCode)
 	}
 	v := resp.Header.Get(atHeader)
-	recv, answer, ok := strings.Cut(v, ",")
-	rn, err1 := strconv.ParseInt(recv, 10, 64)
-	an, err2 := strconv.ParseInt(answer, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
+	recv, answer, ok := parseAt(v)
+	if !ok {
 		return legs{}, fmt.Errorf("replay %s via %s: bad %s %q", key, base, atHeader, v)
 	}
-	return legs{to: time.Duration(rn) - start, back: end - time.Duration(an)}, nil
+	return legs{to: recv - start, back: end - answer}, nil
+}
+
+// parseAt reads an atHeader value: when the upstream had read the request
+// and when it began its answer, on the peer's clock.
+func parseAt(v string) (recv, answer time.Duration, ok bool) {
+	r, a, ok := strings.Cut(v, ",")
+	rn, err1 := strconv.ParseInt(r, 10, 64)
+	an, err2 := strconv.ParseInt(a, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(rn), time.Duration(an), true
 }
 
 // peerConn is the bench's end of the exchange with a replay peer.
@@ -388,29 +417,30 @@ func startPeer(ctx context.Context, argv []string) (*peerConn, error) {
 }
 
 // run has the peer send job, settling the rig after each turn when the
-// job asks for it, and returns each turn's legs by way.
-func (c *peerConn) run(job *peerJob, settle func() error) ([][3]legs, error) {
+// job asks for it, and returns each turn's legs by way (and, for a
+// probed job, the peer's collections during each send).
+func (c *peerConn) run(job *peerJob, settle func() error) ([][3]legs, [][3]uint64, error) {
 	if err := c.enc.Encode(peerMsg{Job: job}); err != nil {
-		return nil, fmt.Errorf("replay peer: send job: %w", err)
+		return nil, nil, fmt.Errorf("replay peer: send job: %w", err)
 	}
 	for {
 		var m peerMsg
 		if err := c.dec.Decode(&m); err != nil {
-			return nil, fmt.Errorf("replay peer: %w", err)
+			return nil, nil, fmt.Errorf("replay peer: %w", err)
 		}
 		switch {
 		case m.Error != "":
-			return nil, fmt.Errorf("replay peer: %s", m.Error)
+			return nil, nil, fmt.Errorf("replay peer: %s", m.Error)
 		case m.Settle != nil:
 			reply := peerMsg{Settled: true}
 			if err := settle(); err != nil {
 				reply = peerMsg{Error: err.Error()}
 			}
 			if err := c.enc.Encode(reply); err != nil {
-				return nil, fmt.Errorf("replay peer: %w", err)
+				return nil, nil, fmt.Errorf("replay peer: %w", err)
 			}
 		default:
-			return toLegs(m.Legs), nil
+			return toLegs(m.Legs), m.PeerGC, nil
 		}
 	}
 }

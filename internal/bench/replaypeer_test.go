@@ -27,10 +27,12 @@ func TestReplayPeerExchange(t *testing.T) {
 	urls := [3]string{c.upstream, c.upstream, c.upstream}
 
 	settled := 0
-	got, err := c.run(&peerJob{Session: "s1", API: replay.Anthropic, URLs: urls, Settle: true, Turns: []peerTurn{turn, stream, turn}},
+	got, peerGC, err := c.run(&peerJob{Session: "s1", API: replay.Anthropic, URLs: urls, Settle: true, Probe: true, Turns: []peerTurn{turn, stream, turn}},
 		func() error { settled++; return nil })
 	testutil.NoError(t, err)
 	testutil.Equal(t, len(got), 3)
+	// A probed job counts the peer's collections per turn (any number).
+	testutil.Equal(t, len(peerGC), 3)
 	testutil.Equal(t, settled, 3)
 	for i, row := range got {
 		for w, l := range row {
@@ -40,12 +42,13 @@ func TestReplayPeerExchange(t *testing.T) {
 
 	// Back to back: no settling.
 	settled = 0
-	_, err = c.run(&peerJob{Session: "s2", API: replay.Chat, URLs: urls, Turns: []peerTurn{turn}}, func() error { settled++; return nil })
+	_, peerGC, err = c.run(&peerJob{Session: "s2", API: replay.Chat, URLs: urls, Turns: []peerTurn{turn}}, func() error { settled++; return nil })
 	testutil.NoError(t, err)
 	testutil.Equal(t, settled, 0)
+	testutil.Equal(t, len(peerGC), 0)
 
 	// A failed settle ends the job with its error, and the peer goes on.
-	_, err = c.run(&peerJob{Session: "s3", API: replay.Anthropic, URLs: urls, Settle: true, Turns: []peerTurn{turn, turn}},
+	_, _, err = c.run(&peerJob{Session: "s3", API: replay.Anthropic, URLs: urls, Settle: true, Turns: []peerTurn{turn, turn}},
 		func() error { return errTest })
 	testutil.True(t, err != nil && strings.Contains(err.Error(), errTest.Error()), "err %v", err)
 
@@ -54,10 +57,10 @@ func TestReplayPeerExchange(t *testing.T) {
 	defer nowhere.Close()
 	bad := urls
 	bad[1] = nowhere.URL
-	_, err = c.run(&peerJob{Session: "s4", API: replay.Anthropic, URLs: bad, Turns: []peerTurn{turn}}, func() error { return nil })
+	_, _, err = c.run(&peerJob{Session: "s4", API: replay.Anthropic, URLs: bad, Turns: []peerTurn{turn}}, func() error { return nil })
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "s4/0") && strings.Contains(err.Error(), "status 404"), "err %v", err)
 
-	_, err = c.run(&peerJob{Session: "s5", API: replay.Anthropic, URLs: urls, Turns: []peerTurn{turn}}, func() error { return nil })
+	_, _, err = c.run(&peerJob{Session: "s5", API: replay.Anthropic, URLs: urls, Turns: []peerTurn{turn}}, func() error { return nil })
 	testutil.NoError(t, err)
 }
 
