@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"unsafe"
 )
 
 // HashBytes returns the content address of b.
@@ -14,24 +15,14 @@ func HashBytes(b []byte) string {
 }
 
 // HashString returns the content address of s (HashBytes of its bytes)
-// without copying s whole: a tool output of many megabytes is hashed
-// through a small buffer.
+// without copying s: a tool output of many megabytes is hashed where it
+// lies (sha256 reads the bytes it is given and keeps none of them). It
+// copied s through a 64 KiB buffer before, which also put 64 KiB on the
+// stack of every new goroutine that hashed an output (the proxy's
+// request path starts one per request) and made it grow.
 func HashString(s string) string {
-	if len(s) <= hashBuf {
-		return HashBytes([]byte(s))
-	}
-	h := sha256.New()
-	buf := make([]byte, hashBuf)
-	for len(s) > 0 {
-		n := copy(buf, s)
-		h.Write(buf[:n])
-		s = s[n:]
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return HashBytes(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
-
-// hashBuf is the buffer HashString hashes a long text through.
-const hashBuf = 64 << 10
 
 // BlobPutter stores a payload under its content address. Putting a hash that
 // is already stored must be a cheap no-op.
