@@ -251,6 +251,8 @@ type call struct {
 // for both so that an observation looks its key up once.
 type copyRun struct {
 	latest, first *item
+	// ev is the evidence of the run's latest PRUNE (runVerdict).
+	ev []events.Evidence
 }
 
 // runOf returns the run of key k in m, added empty on first use.

@@ -81,7 +81,7 @@ func (c *Core) l0(n *item) {
 	if survivor == n && c.el.KeepCopy == "first" {
 		run.first = n // the fallback: the newest copy starts the run
 	}
-	c.setVerdict(victim, sL0, withEvidence(verdict{
+	c.setVerdict(victim, sL0, runVerdict(run, verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
 		survivor: survivor,
 	},

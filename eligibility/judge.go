@@ -255,11 +255,11 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		}
 	case stepProposal:
 		var rec *events.Recoverability
-		m, rec = newMark(it, len(cand.evidence), cand.decision == events.Prune)
+		m, rec = newMark(it, 0, cand.decision == events.Prune)
 		if rec != nil {
 			m.Recoverability = c.recoverability(rec, it, cand.survivor, cand.source)
 		}
-		m.Evidence = append(m.Evidence, cand.evidence...)
+		m.Evidence = sharedEvidence(cand.evidence)
 		m.Residue = cand.residue
 		m.TokensEstimated = c.netOf(it, cand.rung, cand.reason, cand.survivor, cand.residue)
 		if cand.span != nil {
@@ -275,8 +275,8 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		m, _ = newMark(it, 1, false)
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"})
 	case stepAbstain:
-		m, _ = newMark(it, len(cand.evidence), false)
-		m.Evidence = append(m.Evidence, cand.evidence...)
+		m, _ = newMark(it, 0, false)
+		m.Evidence = sharedEvidence(cand.evidence)
 		m.Protection = reasonsOf(c.protMask(it, nil, false))
 	case stepUnique:
 		m, _ = newMark(it, 1, false)
@@ -289,6 +289,12 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 	return m
 }
 
+// sharedEvidence is a proposal's evidence as its mark's evidence: the same
+// backing array, not a copy (a verdict's evidence is never modified, nor is
+// an emitted mark's). The capacity is cut to the length, so appending to
+// the mark's evidence copies it and never writes into the verdict's.
+func sharedEvidence(ev []events.Evidence) []events.Evidence { return ev[:len(ev):len(ev)] }
+
 // newMark returns an empty mark for it with room for n evidence entries
 // and, for a PRUNE, the recoverability (returned too, else nil), allocated
 // together: one allocation where there were up to three. The parts live
@@ -298,6 +304,14 @@ func newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability)
 	var m *events.Mark
 	var rec *events.Recoverability
 	switch {
+	case n == 0 && !prune:
+		m = new(events.Mark)
+	case n == 0:
+		b := new(struct {
+			m   events.Mark
+			rec events.Recoverability
+		})
+		m, rec = &b.m, &b.rec
 	case n == 1 && !prune:
 		b := new(struct {
 			m  events.Mark

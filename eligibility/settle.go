@@ -49,6 +49,23 @@ func withEvidence(v verdict, ev ...events.Evidence) *verdict {
 	return x
 }
 
+// runVerdict is withEvidence for the PRUNE a run of copies proposes
+// (L0, L1): when ev holds the same entries as the run's previous PRUNE
+// (each newcomer of a run proven with the same survivor, hashes and
+// rules), the verdict shares that evidence's backing array instead of
+// copying it (evidence is never modified). run.ev records the array used.
+func runVerdict(run *copyRun, v verdict, ev ...events.Evidence) *verdict {
+	if run.ev != nil && slices.Equal(run.ev, ev) {
+		x := new(verdict)
+		*x = v
+		x.evidence = run.ev
+		return x
+	}
+	x := withEvidence(v, ev...)
+	run.ev = x.evidence
+	return x
+}
+
 // setVerdict records a rung's proposal for an item and queues it.
 func (c *Core) setVerdict(it *item, slot int, v *verdict) {
 	v.at = c.causeIdx

@@ -46,35 +46,36 @@ func (c *Core) l2(n *item) {
 		c.readsByPath[cl.readPath] = rs
 	}
 	list := rs.list
-	var kept []readRef
+	kept := list
 	if cl.stable {
 		// Filtered in place: each kept read is written at or before the
-		// index it is read from.
-		kept = list[:0]
-		for _, r := range list {
-			if r.key == cl.key && r.hash == n.hash {
+		// index it is read from, and only once one was dropped (a read
+		// kept where it is needs no store, nor the store's write barrier).
+		w := 0
+		for i, r := range list {
+			switch {
+			case r.key == cl.key && r.hash == n.hash:
 				// Identical to n: L0's business, never superseded (what
 				// supersedes says first), compared without reaching o. A
 				// listed read is never gone (a compaction empties the
 				// lists; a result the host pruned is never listed).
-				kept = append(kept, r)
+			case r.it.gone:
 				continue
+			default:
+				if detail, ok := c.supersedes(n, r.it); ok {
+					c.setVerdict(r.it, sL2, withEvidence(verdict{
+						decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
+						survivor: n,
+					}, events.Evidence{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}))
+					continue
+				}
 			}
-			o := r.it
-			if o.gone {
-				continue
+			if w != i {
+				list[w] = r
 			}
-			if detail, ok := c.supersedes(n, o); ok {
-				c.setVerdict(o, sL2, withEvidence(verdict{
-					decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
-					survivor: n,
-				}, events.Evidence{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}))
-				continue
-			}
-			kept = append(kept, r)
+			w++
 		}
-	} else {
-		kept = list
+		kept = list[:w]
 	}
 	kept = append(kept, readRef{it: n, key: cl.key, hash: n.hash})
 	if len(kept) > maxReadsPerPath {

@@ -212,7 +212,28 @@ func Tokens(p Spec) int {
 type Sizer struct {
 	buf    []byte
 	pieces map[string]int
+	// recent are the last few handles and numbers counted, in place
+	// (no string kept, nothing allocated): a survivor's handle and a
+	// payload's token count recur in the placeholders of one run of
+	// copies, which otherwise each take the shared cache's lock.
+	recent [sizerRecent]recentEntry
+	next   uint8
 }
+
+// recentEntry is one handle or number a Sizer counted: its bytes
+// (b[:len]) and its count.
+type recentEntry struct {
+	b   [recentBytes]byte
+	len uint8
+	n   int32
+}
+
+// sizerRecent is how many handles and numbers a Sizer remembers, and
+// recentBytes the longest it keeps (longer ones are not remembered).
+const (
+	sizerRecent = 8
+	recentBytes = 22
+)
 
 // sizerPieces bounds a Sizer's cache: the template's words, rungs, tool
 // names and sources, first come. Handles and numbers (token counts), which
@@ -241,7 +262,7 @@ func piece[T ~string | ~[]byte](z *Sizer, s T) int {
 		return countPiece(s)
 	}
 	if unique(s) {
-		return countPiece(s)
+		return recentPiece(z, s)
 	}
 	if n, ok := z.pieces[string(s)]; ok {
 		return n
@@ -253,6 +274,25 @@ func piece[T ~string | ~[]byte](z *Sizer, s T) int {
 		}
 		z.pieces[string(s)] = n
 	}
+	return n
+}
+
+// recentPiece is countPiece of a handle or number through z.recent.
+func recentPiece[T ~string | ~[]byte](z *Sizer, s T) int {
+	if len(s) > recentBytes {
+		return countPiece(s)
+	}
+	for i := range z.recent {
+		r := &z.recent[i]
+		if int(r.len) == len(s) && string(r.b[:r.len]) == string(s) {
+			return int(r.n)
+		}
+	}
+	n := countPiece(s)
+	r := &z.recent[z.next%sizerRecent]
+	r.len = uint8(copy(r.b[:], s))
+	r.n = int32(n)
+	z.next++
 	return n
 }
 
