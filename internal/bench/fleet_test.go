@@ -91,6 +91,12 @@ type fleetProxy struct {
 // process).
 type fleetBackend struct {
 	proxy.Backend
+	// tailStarted is closed once the proxy's tail of the log first ran
+	// (its started callback: from then on it vouches for what it
+	// delivers); tailOnce closes it.
+	tailStarted chan struct{}
+	tailOnce    sync.Once
+
 	inner interface {
 		ReadSession(ctx context.Context, tenant, session string) ([]events.Event, error)
 		ReadSessionLeader(ctx context.Context, tenant, session string) ([]events.Event, error)
@@ -133,7 +139,10 @@ func (b *fleetBackend) FactsAndApplicationsAfter(ctx context.Context, tenant, se
 	return b.inner.FactsAndApplicationsAfter(ctx, tenant, session, after, lastFact)
 }
 func (b *fleetBackend) TailFactsAndApplications(ctx context.Context, started func(), want func(tenant, session string) bool, fn func(seq uint64, tenant, session string, e *events.Event)) error {
-	return b.inner.TailFactsAndApplications(ctx, started, want, fn)
+	return b.inner.TailFactsAndApplications(ctx, func() {
+		started()
+		b.tailOnce.Do(func() { close(b.tailStarted) })
+	}, want, fn)
 }
 func (b *fleetBackend) FirstFactSeq(ctx context.Context, tenant, session string) (uint64, error) {
 	return b.inner.FirstFactSeq(ctx, tenant, session)
@@ -255,7 +264,7 @@ func (r *fleetRig) addProxy(ctx context.Context) *fleetProxy {
 			t.Fatal(err)
 		}
 		inner := service.NewProxyBackend(st, pipeline.New(st, r.pol, nil, nil))
-		fb := &fleetBackend{Backend: inner}
+		fb := &fleetBackend{Backend: inner, tailStarted: make(chan struct{})}
 		fb.inner = inner
 		fp.be, be = fb, fb
 	}
@@ -342,6 +351,22 @@ func (r *fleetRig) sum(name string) float64 {
 		total += r.sumOf(fp, name)
 	}
 	return total
+}
+
+// waitTails waits until every fleet proxy's tail of the log has run
+// (fleetBackend.tailStarted), or ctx ends (a failure).
+func (r *fleetRig) waitTails(ctx context.Context) {
+	r.t.Helper()
+	for _, fp := range r.proxies {
+		if fp.be == nil {
+			continue
+		}
+		select {
+		case <-fp.be.tailStarted:
+		case <-ctx.Done():
+			r.t.Fatal("a fleet proxy's tail of the log never started")
+		}
+	}
 }
 
 // sumOf is sum for one proxy of the rig.
@@ -646,6 +671,12 @@ func TestFleetAdvances(t *testing.T) {
 	replaced := 0.0
 	for session, turns := range seqs {
 		fleet := startFleet(t, pol, 2, false)
+		// A session a proxy takes before its tail runs stays unvouched
+		// for (fresh) until a catch-up completes it while the tail runs:
+		// no advance feeds it meanwhile, and the wait below would last
+		// until the deadline (a loaded machine starts the tails late).
+		// The proxies' tails run before the session's first request.
+		fleet.waitTails(ctx)
 		advances := func(fp *fleetProxy) float64 { return fleet.sumOf(fp, "prunesched_proxy_fleet_advances_total") }
 		var mark float64 // the next proxy's advances before the last send
 		for n, turn := range turns {
