@@ -5,14 +5,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"unsafe"
 )
 
 // HashBytes returns the content address of b.
 func HashBytes(b []byte) string {
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return address(sum[:])
 }
+
+// HashSum returns the content address of what h, a sha256 hash (from
+// sha256.New), was fed: HashBytes of the same bytes, for content hashed
+// as it streams by.
+func HashSum(h hash.Hash) string { return address(h.Sum(nil)) }
+
+// address is the content address of a sha256 sum: "sha256:<hex>".
+func address(sum []byte) string { return "sha256:" + hex.EncodeToString(sum) }
 
 // HashString returns the content address of s (HashBytes of its bytes)
 // without copying s: a tool output of many megabytes is hashed where it

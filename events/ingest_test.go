@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"crypto/sha256"
 	"strings"
 	"testing"
 	"time"
@@ -115,13 +116,19 @@ func TestPrepareStreamsOutputAsString(t *testing.T) {
 	}
 }
 
-// TestHashString: HashString is HashBytes of the string's bytes, short and
-// long (past the 64 KiB it was once hashed through).
+// TestHashString: HashString, and HashSum of a sha256 hash fed the same
+// bytes, are HashBytes of the string's bytes, short and long (past the
+// 64 KiB it was once hashed through).
 func TestHashString(t *testing.T) {
 	const long = 64 << 10
 	for _, s := range []string{"", "x", strings.Repeat("ab\xff", long/3+7), strings.Repeat("z", 3*long)} {
 		if got, want := HashString(s), HashBytes([]byte(s)); got != want {
 			t.Fatalf("%d bytes: HashString %s, HashBytes %s", len(s), got, want)
+		}
+		h := sha256.New()
+		h.Write([]byte(s))
+		if got, want := HashSum(h), HashBytes([]byte(s)); got != want {
+			t.Fatalf("%d bytes: HashSum %s, HashBytes %s", len(s), got, want)
 		}
 	}
 }

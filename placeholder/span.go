@@ -2,13 +2,14 @@ package placeholder
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/prunesched/prunesched/events"
 )
 
 // Span is one run of a read's lines rendered as a reference to the same
@@ -51,10 +52,7 @@ func RunHash(lines []string) string {
 // RunHashOf is RunHash of the lines of run, a run's text (its lines
 // joined with "\n"): for a caller that holds the run's bytes whole, as
 // the proxy does when it decodes a run from a client's JSON string.
-func RunHashOf(run []byte) string {
-	sum := sha256.Sum256(run)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func RunHashOf(run []byte) string { return events.HashBytes(run) }
 
 // RunHasher computes RunHash a line at a time, so a run of a stored
 // output can be hashed as the output streams by. The zero value is ready.
@@ -80,7 +78,7 @@ func (r *RunHasher) Sum() string {
 	if r.h == nil {
 		r.h = sha256.New()
 	}
-	return "sha256:" + hex.EncodeToString(r.h.Sum(nil))
+	return events.HashSum(r.h)
 }
 
 // SpanRanges formats a span's ranges as the evidence value "10-57=3-50":

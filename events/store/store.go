@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -641,7 +640,7 @@ func (b *checkedBlob) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.h.Write(p[:n])
 	if err == io.EOF {
-		if got := "sha256:" + hex.EncodeToString(b.h.Sum(nil)); got != b.want {
+		if got := events.HashSum(b.h); got != b.want {
 			return n, fmt.Errorf("read blob %s: stored data hashes to %s", b.want, got)
 		}
 	} else if err != nil {
