@@ -127,11 +127,10 @@ type LineTooLongError struct {
 // Error names the length (when known), the limit and the unit; a
 // LineError or the array decoder adds the line or element.
 func (e *LineTooLongError) Error() string {
-	limit := LineLimit(e.Limit.bytes())
 	if e.Bytes > 0 {
-		return fmt.Sprintf("%d bytes over the %s %s limit", e.Bytes, limit, e.What)
+		return fmt.Sprintf("%d bytes over the %s %s limit", e.Bytes, e.Limit, e.What)
 	}
-	return fmt.Sprintf("over the %s %s limit", limit, e.What)
+	return fmt.Sprintf("over the %s %s limit", e.Limit, e.What)
 }
 
 // String names the bound as the errors do: "64 MiB", or "1000-byte" when
