@@ -60,7 +60,7 @@ func (c *Core) l0(n *item) {
 			cl.chgAtResult = c.causeIdx
 		}
 		if prev.slot(sL0) == nil {
-			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
+			c.setVerdict(prev, sL0, c.withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
 				events.Evidence{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
 			))
@@ -70,7 +70,7 @@ func (c *Core) l0(n *item) {
 	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
 		run.first = n
 		if prev.slot(sL0) == nil {
-			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: reason},
+			c.setVerdict(prev, sL0, c.withEvidence(verdict{decision: events.Abstain, reason: reason},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash},
 				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: detail},
 			))
@@ -81,7 +81,7 @@ func (c *Core) l0(n *item) {
 	if survivor == n && c.el.KeepCopy == "first" {
 		run.first = n // the fallback: the newest copy starts the run
 	}
-	c.setVerdict(victim, sL0, runVerdict(run, verdict{
+	c.setVerdict(victim, sL0, c.runVerdict(run, verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
 		survivor: survivor,
 	},
