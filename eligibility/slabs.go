@@ -20,19 +20,19 @@ type slabs struct {
 }
 
 // Chunk sizes, in records, each chosen so that a chunk fills one of the
-// allocator's size classes (a few KB) with little left over: 16 calls of
-// 408 bytes are 6,528 bytes, a class; 33 marks of 208 bytes are 6,864 of
-// 6,912. A record that grows wastes a little more until its count is
-// chosen again.
+// allocator's size classes with little left over (16 calls of 408 bytes
+// are 6,528 bytes, a class), and small: a core's last, partly used
+// chunks are memory every session keeps (about 10 KiB in all). A record
+// that grows wastes a little more until its count is chosen again.
 const (
-	callChunk     = 16  // 6,528 bytes
-	phChunk       = 16  // 1,280 bytes
-	verdictChunk  = 32  // 4,096 bytes
-	propsChunk    = 32  // 2,048 bytes
-	markChunk     = 33  // 6,864 of 6,912 bytes
-	recChunk      = 40  // 3,200 bytes
-	evidenceChunk = 128 // 10,240 bytes
-	eventChunk    = 34  // 4,080 of 4,096 bytes
+	callChunk     = 16 // 6,528 bytes
+	phChunk       = 16 // 1,280 bytes
+	verdictChunk  = 32 // 4,096 bytes
+	propsChunk    = 32 // 2,048 bytes
+	markChunk     = 16 // 3,328 of 3,456 bytes
+	recChunk      = 40 // 3,200 bytes
+	evidenceChunk = 40 // 3,200 bytes
+	eventChunk    = 17 // 2,040 of 2,048 bytes
 )
 
 // next returns a fresh record from *slab, allocating chunk more when it is

@@ -268,7 +268,7 @@ func (z *Sizer) count(s []byte) int {
 	if !ok {
 		n = count(s[:last], z)
 		if z.heads == nil {
-			z.heads = make(map[string]int, sizerHeads)
+			z.heads = map[string]int{}
 		} else if len(z.heads) >= sizerHeads {
 			clear(z.heads)
 		}
