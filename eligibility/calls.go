@@ -69,13 +69,9 @@ func (c *Core) onToolCall(ev events.Event, p *events.ToolCall) {
 // newCall classifies a call and reads its arguments. It returns the paths
 // the call may write and whether it may write anything.
 func (c *Core) newCall(id, tool string, input json.RawMessage) (*call, []string, bool) {
-	if len(c.callSlab) == 0 {
-		c.callSlab = make([]call, 16)
-	}
 	// Slab calls are fresh (zero), and live as long as the items naming
 	// them: as long as the core.
-	cl := &c.callSlab[0]
-	c.callSlab = c.callSlab[1:]
+	cl := next(&c.slab.calls, callChunk)
 	cl.id, cl.tool = id, tool
 	e := c.canonical(input, tool)
 	spec, args := e.spec, e.args

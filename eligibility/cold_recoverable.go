@@ -176,7 +176,7 @@ func (c *Core) coldVerdict(it *item, last, n int) *verdict {
 		used = "last used by the agent at model request " + strconv.Itoa(last)
 	}
 	h := c.handle(it)
-	return withEvidence(verdict{decision: events.Prune, rung: events.L4, reason: events.ReasonColdRecoverable},
+	return c.withEvidence(verdict{decision: events.Prune, rung: events.L4, reason: events.ReasonColdRecoverable},
 		events.Evidence{Kind: "age", Value: age, Detail: age + " model requests since it entered (recoverable.horizon_requests " + strconv.Itoa(c.rec.HorizonRequests) + ")"},
 		events.Evidence{Kind: "quiet", Value: quiet, Detail: "none of its " + strconv.Itoa(n) + " distinctive terms in the agent's messages or tool inputs for " + quiet +
 			" model requests (recoverable.quiet_requests " + strconv.Itoa(c.rec.QuietRequests) + "): " + used},

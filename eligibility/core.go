@@ -113,6 +113,32 @@ type item struct {
 	ph *phCache
 }
 
+// itemList is the session's items in order (Core.items), allocated in
+// chunks of itemChunk items: an item's position is its place in its chunk, so
+// there is no array of pointers to grow, copy and scan, only one pointer
+// per chunk.
+type itemList struct {
+	chunks []*[itemChunk]item
+	n      int
+}
+
+// itemChunk is how many items a chunk of an itemList holds: 33 items of
+// 184 bytes are 6,072 bytes of a 6,144-byte size class (see slabs).
+const itemChunk = 33
+
+// at returns the item at position i (0 <= i < n).
+func (l *itemList) at(i int) *item { return &l.chunks[i/itemChunk][i%itemChunk] }
+
+// add returns a fresh (zero) item at position n, and counts it.
+func (l *itemList) add() *item {
+	if l.n%itemChunk == 0 {
+		l.chunks = append(l.chunks, new([itemChunk]item))
+	}
+	it := &l.chunks[l.n/itemChunk][l.n%itemChunk]
+	l.n++
+	return it
+}
+
 // verdicts is an item's proposals, one per verdict slot.
 type verdicts [nSlots]*verdict
 
@@ -291,7 +317,7 @@ type Core struct {
 
 	facts    int
 	requests int
-	items    []*item
+	items    itemList
 	liveFrom int
 	byID     itemIndex        // item id -> item
 	calls    map[string]*call // calls waiting for their result
@@ -351,13 +377,9 @@ type Core struct {
 	shParser toolspec.ShellClassifier
 	// pathMatch caches matchAny per path (matchProtectedPaths).
 	pathMatch map[string]pathMatch
-	// slab is where items are allocated from, 32 at a time; callSlab
-	// and phSlab the same for calls and placeholder estimates, 16 at a
-	// time.
-	slab     []item
-	callSlab []call
-	phSlab   []phCache
-	vSlab    []verdicts // items' proposals, 32 at a time
+	// slab is where calls, placeholder estimates, proposals, marks and
+	// their parts come from (items: itemList).
+	slab slabs
 
 	queue   []*item
 	touched []*item
@@ -525,8 +547,8 @@ func (c *Core) Observe(ev events.Event) []events.Event {
 // appearance. Items without a decision are left out.
 func (c *Core) Decisions() []events.Mark {
 	var out []events.Mark
-	for _, it := range c.items {
-		if it.last != nil {
+	for i := range c.items.n {
+		if it := c.items.at(i); it.last != nil {
 			out = append(out, *it.last)
 		}
 	}
@@ -543,27 +565,22 @@ func (c *Core) Decision(itemID string) (events.Mark, bool) {
 }
 
 // lookup returns the item with id, or nil.
-func (c *Core) lookup(id string) *item { return c.byID.get(c.items, id) }
+func (c *Core) lookup(id string) *item { return c.byID.get(&c.items, id) }
 
 func (c *Core) newItem(id string, kind itemKind, tokens int) *item {
 	h := c.byID.hash(id)
-	if c.byID.getHash(c.items, id, h) != nil {
+	if c.byID.getHash(&c.items, id, h) != nil {
 		return nil
 	}
-	if len(c.slab) == 0 {
-		c.slab = make([]item, 32)
-	}
-	// Slab items are fresh (zero): set only the non-zero fields.
-	it := &c.slab[0]
-	c.slab = c.slab[1:]
-	it.id, it.idx, it.kind, it.eventID, it.factIdx = id, int32(len(c.items)), kind, c.causeID, int32(c.causeIdx)
+	// New items are fresh (zero): set only the non-zero fields.
+	it := c.items.add()
+	it.id, it.idx, it.kind, it.eventID, it.factIdx = id, int32(c.items.n-1), kind, c.causeID, int32(c.causeIdx)
 	it.req, it.tokens, it.manualAt, it.restored, it.refAt = int32(c.requests), tokens, -1, -1, -1
 	if by, ok := c.pendingPins[id]; ok {
 		it.pinned = true
 		it.setRare().pinBy = by
 		delete(c.pendingPins, id)
 	}
-	c.items = append(c.items, it)
 	c.byID.add(h, int(it.idx))
 	if subs := c.awaitItem[id]; len(subs) > 0 {
 		delete(c.awaitItem, id)

@@ -11,16 +11,17 @@ import (
 // its own, and neither is written through by a mark appending to it.
 func TestRunVerdictSharesEqualEvidence(t *testing.T) {
 	var run copyRun
+	core := &Core{}
 	ev := func(item string) []events.Evidence {
 		return []events.Evidence{{Kind: "content_hash", Item: item, Hash: "h"}, {Kind: "keep_copy", Item: item, Value: "first"}}
 	}
 	v := verdict{decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput}
-	a := runVerdict(&run, v, ev("i1")...)
-	b := runVerdict(&run, v, ev("i1")...)
+	a := core.runVerdict(&run, v, ev("i1")...)
+	b := core.runVerdict(&run, v, ev("i1")...)
 	if &a.evidence[0] != &b.evidence[0] {
 		t.Fatal("equal evidence not shared")
 	}
-	c := runVerdict(&run, v, ev("i2")...)
+	c := core.runVerdict(&run, v, ev("i2")...)
 	if &c.evidence[0] == &b.evidence[0] || c.evidence[0].Item != "i2" || b.evidence[0].Item != "i1" {
 		t.Fatalf("other evidence shared or overwritten: %+v %+v", b.evidence, c.evidence)
 	}

@@ -54,10 +54,10 @@ func (c *Core) wakeAt(req int, it *item) {
 // onCompaction: the host replaced the context; every item so far left it.
 // They are never judged again and nothing is emitted for them.
 func (c *Core) onCompaction() {
-	for _, it := range c.items[c.liveFrom:] {
-		it.gone = true
+	for i := c.liveFrom; i < c.items.n; i++ {
+		c.items.at(i).gone = true
 	}
-	c.liveFrom = len(c.items)
+	c.liveFrom = c.items.n
 	if c.recOn {
 		clear(c.termItems) // the terms left with the items
 	}

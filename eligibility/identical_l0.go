@@ -60,19 +60,19 @@ func (c *Core) l0(n *item) {
 			cl.chgAtResult = c.causeIdx
 		}
 		if prev.slot(sL0) == nil {
-			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
+			c.setVerdict(prev, sL0, c.withEvidence(verdict{decision: events.Abstain, reason: events.ReasonDifferentOutput},
 				events.Evidence{Kind: "canonical_args", Item: n.id, Hash: c.canonHash(cl.canon), Value: trunc(cl.canon, 200)},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash, Detail: "newer output of the same call differs from " + prev.hash},
 			))
 		}
 		return
 	}
-	if ok, reason, detail := c.l0Allowed(pc, cl); !ok {
+	if ok, reason := c.l0Allowed(pc, cl); !ok {
 		run.first = n
 		if prev.slot(sL0) == nil {
-			c.setVerdict(prev, sL0, withEvidence(verdict{decision: events.Abstain, reason: reason},
+			c.setVerdict(prev, sL0, c.withEvidence(verdict{decision: events.Abstain, reason: reason},
 				events.Evidence{Kind: "content_hash", Item: n.id, Hash: n.hash},
-				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: detail},
+				events.Evidence{Kind: "determinism", Value: string(cl.class), Detail: l0Refusal(pc, cl)},
 			))
 		}
 		return
@@ -81,7 +81,7 @@ func (c *Core) l0(n *item) {
 	if survivor == n && c.el.KeepCopy == "first" {
 		run.first = n // the fallback: the newest copy starts the run
 	}
-	c.setVerdict(victim, sL0, runVerdict(run, verdict{
+	c.setVerdict(victim, sL0, c.runVerdict(run, verdict{
 		decision: events.Prune, rung: events.L0, reason: events.ReasonDuplicateOutput,
 		survivor: survivor,
 	},
@@ -93,23 +93,30 @@ func (c *Core) l0(n *item) {
 }
 
 // l0Allowed applies the determinism rule of L0 to two identical outputs of
-// one call (o older, n newer).
-func (c *Core) l0Allowed(o, n *call) (bool, events.Reason, string) {
-	class := toolspec.MaxClass(o.class, n.class)
-	switch class {
+// one call (o older, n newer): whether they are one observation, else the
+// reason (l0Refusal says why, built only when a verdict needs it).
+func (c *Core) l0Allowed(o, n *call) (bool, events.Reason) {
+	switch toolspec.MaxClass(o.class, n.class) {
 	case events.DeterminismPure, events.DeterminismVersioned:
-		return true, "", ""
+		return true, ""
 	case events.DeterminismSideEffect:
-		return false, events.ReasonStateChanged, "side-effecting tool: each call is itself a state change"
+		return false, events.ReasonStateChanged
 	}
 	if o.sideAtCall == n.sideAtResult {
-		return true, "", ""
+		return true, ""
 	}
-	reason := events.ReasonStateChanged
 	if !o.known || !n.known {
-		reason = events.ReasonUnknownTool
+		return false, events.ReasonUnknownTool
 	}
-	return false, reason, "state-dependent tool: a state change (fact " + strconv.Itoa(n.sideAtResult) + ") is recorded or possible between the copies"
+	return false, events.ReasonStateChanged
+}
+
+// l0Refusal is the detail of l0Allowed's refusal of o and n.
+func l0Refusal(o, n *call) string {
+	if toolspec.MaxClass(o.class, n.class) == events.DeterminismSideEffect {
+		return "side-effecting tool: each call is itself a state change"
+	}
+	return "state-dependent tool: a state change (fact " + strconv.Itoa(n.sideAtResult) + ") is recorded or possible between the copies"
 }
 
 func trunc(s string, n int) string {

@@ -30,7 +30,7 @@ func (x *itemIndex) hash(id string) uint32 {
 }
 
 // get returns the item with id, or nil. items is Core.items.
-func (x *itemIndex) get(items []*item, id string) *item {
+func (x *itemIndex) get(items *itemList, id string) *item {
 	if x.n == 0 {
 		return nil
 	}
@@ -38,7 +38,7 @@ func (x *itemIndex) get(items []*item, id string) *item {
 }
 
 // getHash is get with the id's hash (x.hash(id)) known.
-func (x *itemIndex) getHash(items []*item, id string, h uint32) *item {
+func (x *itemIndex) getHash(items *itemList, id string, h uint32) *item {
 	if x.n == 0 {
 		return nil
 	}
@@ -49,14 +49,14 @@ func (x *itemIndex) getHash(items []*item, id string, h uint32) *item {
 			return nil
 		}
 		if s.hash == h {
-			if it := items[s.pos-1]; it.id == id {
+			if it := items.at(int(s.pos - 1)); it.id == id {
 				return it
 			}
 		}
 	}
 }
 
-// add records that items[pos] has the id whose hash (x.hash) is h; the id
+// add records that the item at position pos has the id whose hash (x.hash) is h; the id
 // must not be in the index yet.
 func (x *itemIndex) add(h uint32, pos int) {
 	if 2*(x.n+1) > len(x.slots) {

@@ -199,7 +199,7 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		if cand != nil {
 			n += 1 + len(cand.evidence)
 		}
-		m, _ = newMark(it, n, false)
+		m, _ = c.newMark(it, n, false)
 		m.Protection = []events.Reason{events.ReasonPinned}
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "protection", Value: string(events.ReasonPinned), Detail: "pinned" + byWhom(it.pinBy())})
 		if o.manual {
@@ -214,7 +214,7 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		}
 	case stepManual:
 		var rec *events.Recoverability
-		m, rec = newMark(it, 1, true)
+		m, rec = c.newMark(it, 1, true)
 		detail := "prune requested" + byWhom(it.manualBy())
 		if rs := it.manualRs(); rs != "" {
 			detail += ": " + rs
@@ -227,13 +227,13 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		}
 	case stepAgent:
 		var rec *events.Recoverability
-		m, rec = newMark(it, 1, true)
+		m, rec = c.newMark(it, 1, true)
 		m.Evidence = append(m.Evidence, agentEvidence(it, ""))
 		m.Recoverability = c.recoverability(rec, it, nil, "")
 		m.TokensEstimated = c.netOf(it, events.RungNone, events.ReasonAgentRequest, nil, nil)
 		m.By = events.ByAgent
 	case stepAgentRefused:
-		m, _ = newMark(it, bits.OnesCount16(uint16(o.mask))+1, false)
+		m, _ = c.newMark(it, bits.OnesCount16(uint16(o.mask))+1, false)
 		prot, pev := c.agentProtections(it, o.mask, m.Evidence)
 		m.Protection = prot
 		why := "refused: "
@@ -245,7 +245,7 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		m.Evidence = append(pev, agentEvidence(it, why))
 		m.By = events.ByAgent
 	case stepProtected:
-		m, _ = newMark(it, bits.OnesCount16(uint16(o.mask))+1+len(cand.evidence), false)
+		m, _ = c.newMark(it, bits.OnesCount16(uint16(o.mask))+1+len(cand.evidence), false)
 		prot, pev := c.protections(it, cand, o.mask, m.Evidence)
 		m.Protection = prot // prot[0] is firstProtection(o.mask): both go in bit order
 		m.Evidence = c.appendCandidateEvidence(pev, cand)
@@ -255,7 +255,7 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 		}
 	case stepProposal:
 		var rec *events.Recoverability
-		m, rec = newMark(it, 0, cand.decision == events.Prune)
+		m, rec = c.newMark(it, 0, cand.decision == events.Prune)
 		if rec != nil {
 			m.Recoverability = c.recoverability(rec, it, cand.survivor, cand.source)
 		}
@@ -269,17 +269,17 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 			m.Evidence = append(m.Evidence, agentEvidence(it, "accepted: the rule's own proposal stands"))
 		}
 	case stepRestored:
-		m, _ = newMark(it, 1, false)
+		m, _ = c.newMark(it, 1, false)
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "restore", Detail: "restored by a person; no automatic prune until new evidence"})
 	case stepSurvivor:
-		m, _ = newMark(it, 1, false)
+		m, _ = c.newMark(it, 1, false)
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "surviving_copy", Hash: it.hash, Detail: "the copy that stays for its pruned duplicates"})
 	case stepAbstain:
-		m, _ = newMark(it, 0, false)
+		m, _ = c.newMark(it, 0, false)
 		m.Evidence = sharedEvidence(cand.evidence)
 		m.Protection = reasonsOf(c.protMask(it, nil, false))
 	case stepUnique:
-		m, _ = newMark(it, 1, false)
+		m, _ = c.newMark(it, 1, false)
 		m.Evidence = append(m.Evidence, events.Evidence{Kind: "no_evidence", Detail: "no rung proposes removing it any more"})
 	}
 	m.Decision, m.Rung, m.Reason = k.decision, k.rung, k.reason
@@ -296,95 +296,16 @@ func (c *Core) buildMark(it *item, o outcome) *events.Mark {
 func sharedEvidence(ev []events.Evidence) []events.Evidence { return ev[:len(ev):len(ev)] }
 
 // newMark returns an empty mark for it with room for n evidence entries
-// and, for a PRUNE, the recoverability (returned too, else nil), allocated
-// together: one allocation where there were up to three. The parts live
-// exactly as long as the mark. Evidence beyond n spills to the heap as
-// appending does.
-func newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability) {
-	var m *events.Mark
+// and, for a PRUNE, the recoverability (returned too, else nil), all from
+// the core's slabs. Evidence beyond n spills to the heap as appending
+// does.
+func (c *Core) newMark(it *item, n int, prune bool) (*events.Mark, *events.Recoverability) {
+	m := next(&c.slab.marks, markChunk)
 	var rec *events.Recoverability
-	switch {
-	case n == 0 && !prune:
-		m = new(events.Mark)
-	case n == 0:
-		b := new(struct {
-			m   events.Mark
-			rec events.Recoverability
-		})
-		m, rec = &b.m, &b.rec
-	case n == 1 && !prune:
-		b := new(struct {
-			m  events.Mark
-			ev [1]events.Evidence
-		})
-		m = &b.m
-		m.Evidence = b.ev[:0]
-	case n == 2 && !prune:
-		b := new(struct {
-			m  events.Mark
-			ev [2]events.Evidence
-		})
-		m = &b.m
-		m.Evidence = b.ev[:0]
-	case n == 3 && !prune:
-		b := new(struct {
-			m  events.Mark
-			ev [3]events.Evidence
-		})
-		m = &b.m
-		m.Evidence = b.ev[:0]
-	case n == 4 && !prune:
-		b := new(struct {
-			m  events.Mark
-			ev [4]events.Evidence
-		})
-		m = &b.m
-		m.Evidence = b.ev[:0]
-	case n == 5 && !prune:
-		b := new(struct {
-			m  events.Mark
-			ev [5]events.Evidence
-		})
-		m = &b.m
-		m.Evidence = b.ev[:0]
-	case n == 1:
-		b := new(struct {
-			m   events.Mark
-			rec events.Recoverability
-			ev  [1]events.Evidence
-		})
-		m, rec = &b.m, &b.rec
-		m.Evidence = b.ev[:0]
-	case n == 2:
-		b := new(struct {
-			m   events.Mark
-			rec events.Recoverability
-			ev  [2]events.Evidence
-		})
-		m, rec = &b.m, &b.rec
-		m.Evidence = b.ev[:0]
-	case n == 3:
-		b := new(struct {
-			m   events.Mark
-			rec events.Recoverability
-			ev  [3]events.Evidence
-		})
-		m, rec = &b.m, &b.rec
-		m.Evidence = b.ev[:0]
-	case n == 4:
-		b := new(struct {
-			m   events.Mark
-			rec events.Recoverability
-			ev  [4]events.Evidence
-		})
-		m, rec = &b.m, &b.rec
-		m.Evidence = b.ev[:0]
-	default:
-		m = &events.Mark{Evidence: make([]events.Evidence, 0, n)}
-		if prune {
-			rec = new(events.Recoverability)
-		}
+	if prune {
+		rec = next(&c.slab.recs, recChunk)
 	}
+	m.Evidence = nextN(&c.slab.ev, n, evidenceChunk)
 	m.Item, m.Part = it.id, partOf(it)
 	return m, rec
 }
@@ -477,11 +398,7 @@ func (c *Core) phEntry(it *item, rung events.Rung, reason events.Reason, survivo
 // phOf returns the item's placeholder cache, allocated on first use.
 func (c *Core) phOf(it *item) *phCache {
 	if it.ph == nil {
-		if len(c.phSlab) == 0 {
-			c.phSlab = make([]phCache, 16)
-		}
-		it.ph = &c.phSlab[0]
-		c.phSlab = c.phSlab[1:]
+		it.ph = next(&c.slab.ph, phChunk)
 		it.ph.survivor = -2
 	}
 	return it.ph

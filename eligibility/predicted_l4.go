@@ -70,7 +70,7 @@ func (c *Core) l4Due(it *item) {
 		source = cl.readPath + "@" + v
 	}
 	age := strconv.Itoa(c.requests - int(it.req))
-	c.setVerdict(it, sL4, withEvidence(verdict{
+	c.setVerdict(it, sL4, c.withEvidence(verdict{
 		decision: events.Prune, rung: events.L4, reason: events.ReasonPredicted, source: source,
 	},
 		events.Evidence{Kind: "age", Value: age, Detail: age + " model requests since it entered (l4_min_age_requests " + strconv.Itoa(c.el.L4MinAgeRequests) + ")"},

@@ -9,43 +9,13 @@ import (
 	"github.com/prunesched/prunesched/events"
 )
 
-// withEvidence returns a copy of v with evidence ev, allocated together with
-// the evidence's backing array (one allocation instead of two; verdicts and
-// their evidence are never modified, so they live and die together).
-func withEvidence(v verdict, ev ...events.Evidence) *verdict {
-	switch len(ev) {
-	case 1:
-		x := &struct {
-			v  verdict
-			ev [1]events.Evidence
-		}{v: v, ev: [1]events.Evidence(ev)}
-		x.v.evidence = x.ev[:]
-		return &x.v
-	case 2:
-		x := &struct {
-			v  verdict
-			ev [2]events.Evidence
-		}{v: v, ev: [2]events.Evidence(ev)}
-		x.v.evidence = x.ev[:]
-		return &x.v
-	case 3:
-		x := &struct {
-			v  verdict
-			ev [3]events.Evidence
-		}{v: v, ev: [3]events.Evidence(ev)}
-		x.v.evidence = x.ev[:]
-		return &x.v
-	case 4:
-		x := &struct {
-			v  verdict
-			ev [4]events.Evidence
-		}{v: v, ev: [4]events.Evidence(ev)}
-		x.v.evidence = x.ev[:]
-		return &x.v
-	}
-	x := new(verdict)
+// withEvidence returns a copy of v with a copy of evidence ev, both from
+// the core's slabs (verdicts and their evidence are never modified, so
+// they live and die together).
+func (c *Core) withEvidence(v verdict, ev ...events.Evidence) *verdict {
+	x := next(&c.slab.verdicts, verdictChunk)
 	*x = v
-	x.evidence = slices.Clone(ev)
+	x.evidence = append(nextN(&c.slab.ev, len(ev), evidenceChunk), ev...)
 	return x
 }
 
@@ -53,16 +23,16 @@ func withEvidence(v verdict, ev ...events.Evidence) *verdict {
 // (L0, L1): when ev holds the same entries as the run's previous PRUNE
 // (each newcomer of a run proven with the same survivor, hashes and
 // rules), the verdict shares that evidence's backing array instead of
-// copying it (evidence is never modified). run.ev records the array used.
-func runVerdict(run *copyRun, v verdict, ev ...events.Evidence) *verdict {
-	if run.ev != nil && slices.Equal(run.ev, ev) {
-		x := new(verdict)
+// copying it (evidence is never modified). r.ev records the array used.
+func (c *Core) runVerdict(r *copyRun, v verdict, ev ...events.Evidence) *verdict {
+	if r.ev != nil && slices.Equal(r.ev, ev) {
+		x := next(&c.slab.verdicts, verdictChunk)
 		*x = v
-		x.evidence = run.ev
+		x.evidence = r.ev
 		return x
 	}
-	x := withEvidence(v, ev...)
-	run.ev = x.evidence
+	x := c.withEvidence(v, ev...)
+	r.ev = x.evidence
 	return x
 }
 
@@ -70,11 +40,7 @@ func runVerdict(run *copyRun, v verdict, ev ...events.Evidence) *verdict {
 func (c *Core) setVerdict(it *item, slot int, v *verdict) {
 	v.at = c.causeIdx
 	if it.v == nil {
-		if len(c.vSlab) == 0 {
-			c.vSlab = make([]verdicts, 32)
-		}
-		it.v = &c.vSlab[0]
-		c.vSlab = c.vSlab[1:]
+		it.v = next(&c.slab.props, propsChunk)
 	}
 	it.v[slot] = v
 	if v.survivor != nil {
@@ -167,10 +133,7 @@ func (c *Core) emit() []events.Event {
 			n++
 		}
 	}
-	var out []events.Event
-	if n > 0 {
-		out = make([]events.Event, 0, n)
-	}
+	out := nextN(&c.slab.out, n, eventChunk)
 	for _, it := range c.touched {
 		it.touched = false
 		m := it.curMark

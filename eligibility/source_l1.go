@@ -65,7 +65,7 @@ func (c *Core) l1(n *item, src srcKey) {
 		run.first = n
 	}
 	ev.Item = survivor.id
-	c.setVerdict(victim, sL1, runVerdict(run, verdict{
+	c.setVerdict(victim, sL1, c.runVerdict(run, verdict{
 		decision: events.Prune, rung: events.L1, reason: events.ReasonSameSource,
 		survivor: survivor, source: source,
 	}, ev, events.Evidence{Kind: "source_range", Value: cl.rng.String()}, kc))

@@ -63,7 +63,7 @@ func (c *Core) l2(n *item) {
 				continue
 			default:
 				if detail, ok := c.supersedes(n, r.it); ok {
-					c.setVerdict(r.it, sL2, withEvidence(verdict{
+					c.setVerdict(r.it, sL2, c.withEvidence(verdict{
 						decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
 						survivor: n,
 					}, events.Evidence{Kind: "subsumption", Item: n.id, Value: cl.readPath, Detail: detail}))
@@ -132,7 +132,7 @@ func (c *Core) l2Plan(n *call) {
 		if o == nil || s == nil || o.gone || o.errored {
 			continue
 		}
-		c.setVerdict(o, sL2, withEvidence(verdict{
+		c.setVerdict(o, sL2, c.withEvidence(verdict{
 			decision: events.Prune, rung: events.L2, reason: events.ReasonSuperseded,
 			survivor: s,
 		}, events.Evidence{Kind: "subsumption", Item: s.id, Value: n.tool, Detail: detail}))

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/prunesched/prunesched/events"
@@ -218,6 +219,10 @@ type Sizer struct {
 	// copies, which otherwise each take the shared cache's lock.
 	recent [sizerRecent]recentEntry
 	next   uint8
+	// heads caches the count of a placeholder's text up to its last
+	// piece (its own handle, which never recurs): the placeholders of a
+	// run of copies differ only there, so one look-up replaces a dozen.
+	heads map[string]int
 }
 
 // recentEntry is one handle or number a Sizer counted: its bytes
@@ -240,10 +245,46 @@ const (
 // rarely repeat, are looked up in the shared cache only.
 const sizerPieces = 256
 
+// sizerHeads bounds Sizer.heads; a full cache is emptied (the heads of
+// a session's recent runs are the ones that recur).
+const sizerHeads = 64
+
 // Tokens is placeholder.Tokens.
 func (z *Sizer) Tokens(p Spec) int {
 	z.buf = appendRender(z.buf[:0], p)
-	return count(z.buf, z)
+	return z.count(z.buf)
+}
+
+// count is count(s, z) with the count of s up to its last piece, its
+// head, cached: the pieces of s are the head's pieces and the last one
+// (a piece starts at a space, so none spans the cut), and their counts
+// add up.
+func (z *Sizer) count(s []byte) int {
+	last := lastPiece(s)
+	if last == 0 {
+		return count(s, z)
+	}
+	n, ok := z.heads[string(s[:last])]
+	if !ok {
+		n = count(s[:last], z)
+		if z.heads == nil {
+			z.heads = map[string]int{}
+		} else if len(z.heads) >= sizerHeads {
+			clear(z.heads)
+		}
+		z.heads[string(s[:last])] = n
+	}
+	return n + piece(z, s[last:])
+}
+
+// lastPiece is where count's last piece of s starts (0: s is one piece).
+func lastPiece(s []byte) int {
+	for i := len(s) - 2; i >= 1; i-- {
+		if s[i] == ' ' && !isSpace(s[i+1]) {
+			return i
+		}
+	}
+	return 0
 }
 
 // Net is placeholder.Net.
@@ -277,9 +318,10 @@ func piece[T ~string | ~[]byte](z *Sizer, s T) int {
 	return n
 }
 
-// recentPiece is countPiece of a handle or number through z.recent.
+// recentPiece is countPiece of a handle or number through z.recent (an
+// item's own handle, the last piece, never recurs: countPiece's tails).
 func recentPiece[T ~string | ~[]byte](z *Sizer, s T) int {
-	if len(s) > recentBytes {
+	if len(s) > recentBytes || s[len(s)-1] == ']' {
 		return countPiece(s)
 	}
 	for i := range z.recent {
@@ -341,6 +383,14 @@ var pieces = struct {
 const maxPieces = 1 << 16
 
 func countPiece[T ~string | ~[]byte](s T) int {
+	if i, ok := tailIndex(s); ok {
+		if n := tails[i].Load(); n > 0 {
+			return int(n)
+		}
+		n := counter.Count(string(s))
+		tails[i].Store(int32(n))
+		return n
+	}
 	pieces.RLock()
 	n, ok := pieces.m[string(s)]
 	pieces.RUnlock()
@@ -355,6 +405,33 @@ func countPiece[T ~string | ~[]byte](s T) int {
 	}
 	pieces.Unlock()
 	return n
+}
+
+// tails caches countPiece of " #N]", by N: the last piece of the
+// placeholder of the item with handle #N (Render ends with the item's
+// handle). Every item's own placeholder has one, and it never recurs in
+// the session, so in the shared map it cost a look-up that misses the
+// processor's caches; here the items of a session are neighbours. 0: not
+// counted yet (every piece counts at least one token).
+var tails [maxTails]atomic.Int32
+
+// maxTails bounds tails: handles past it go to the shared map.
+const maxTails = 1 << 16
+
+// tailIndex returns N when s is exactly " #N]" (N in decimal, as Handle
+// writes it, below maxTails).
+func tailIndex[T ~string | ~[]byte](s T) (int, bool) {
+	if len(s) < 4 || len(s) > 8 || s[0] != ' ' || s[1] != '#' || s[len(s)-1] != ']' || s[2] == '0' && len(s) > 4 {
+		return 0, false
+	}
+	n := 0
+	for i := 2; i < len(s)-1; i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n < maxTails
 }
 
 // FitsUnder reports cheaply whether the placeholder of p is certainly

@@ -185,3 +185,37 @@ func TestSizerMatchesShared(t *testing.T) {
 		}
 	}
 }
+
+// TestSizerCountIsExact: a Sizer's count of a placeholder, through its
+// cached heads and the handles' tails, is the tokenizer's count of the
+// whole text, cold and warm, for handles below and past maxTails and for
+// tail-like pieces that are not handles.
+func TestSizerCountIsExact(t *testing.T) {
+	var z Sizer
+	items := []string{"#0", "#7", "#10", "#999", "#1000", "#65535", "#65536", "#123456", "#007", "#1a", "x]"}
+	for i := 0; i < 300; i++ {
+		items = append(items, Handle(i*211))
+	}
+	for pass := 0; pass < 2; pass++ {
+		for i, h := range items {
+			p := Spec{Item: h, Part: PartOutput, Tool: "Read", Source: "f" + Handle(i%50) + ".go",
+				Rung: events.L0, Reason: events.ReasonDuplicateOutput, Tokens: 400 + i%3, Survivor: Handle(i % 7)}
+			if got, want := z.Tokens(p), counter.Count(Render(p)); got != want {
+				t.Fatalf("pass %d: Sizer.Tokens(%q) = %d, tokenizer says %d", pass, Render(p), got, want)
+			}
+		}
+	}
+	if len(z.heads) == 0 || len(z.heads) > sizerHeads {
+		t.Fatalf("the heads cache holds %d, want 1 to %d", len(z.heads), sizerHeads)
+	}
+	for _, s := range []string{" #0]", " #65535]", " #999]"} {
+		if i, ok := tailIndex(s); !ok || tails[i].Load() == 0 {
+			t.Fatalf("tail %q not counted in tails", s)
+		}
+	}
+	for _, s := range []string{" #65536]", " #007]", " #]", " #1a]", "#12]", " #12,", " #12]x"} {
+		if _, ok := tailIndex(s); ok {
+			t.Fatalf("tailIndex(%q) took a piece that is not a handle's tail", s)
+		}
+	}
+}

@@ -251,8 +251,9 @@ func CleanPath(p, cwd string) string {
 		return ""
 	}
 	p = path.Clean(strings.TrimPrefix(p, "file://"))
-	if cwd != "" && strings.HasPrefix(p, cwd+"/") {
-		p = strings.TrimPrefix(p, cwd+"/")
+	// Under cwd: p starts with cwd + "/" (tested without building it).
+	if cwd != "" && len(p) > len(cwd) && p[len(cwd)] == '/' && strings.HasPrefix(p, cwd) {
+		p = p[len(cwd)+1:]
 	}
 	return p
 }

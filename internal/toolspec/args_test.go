@@ -27,3 +27,26 @@ func TestReadRangeString(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanPath: a path is cleaned, loses its file:// scheme and is made
+// relative to cwd only when it lies under it (cwd itself and a sibling
+// sharing cwd's name as a prefix stay as they are).
+func TestCleanPath(t *testing.T) {
+	want := map[[2]string]string{ // {path, cwd} -> cleaned
+		{"", "/repo"}:                  "",
+		{"/repo/a/../b.go", "/repo"}:   "b.go",
+		{"file:///repo/x.go", "/repo"}: "x.go",
+		{"/repo", "/repo"}:             "/repo",
+		{"/repo/", "/repo"}:            "/repo",
+		{"/repository/x.go", "/repo"}:  "/repository/x.go",
+		{"/other/x.go", "/repo"}:       "/other/x.go",
+		{"/repo/x.go", ""}:             "/repo/x.go",
+		{"rel/./x.go", "/repo"}:        "rel/x.go",
+		{"/x.go", "/"}:                 "/x.go",
+	}
+	for in, w := range want {
+		if got := CleanPath(in[0], in[1]); got != w {
+			t.Errorf("CleanPath(%q, %q) = %q, want %q", in[0], in[1], got, w)
+		}
+	}
+}
