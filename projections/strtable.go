@@ -100,6 +100,15 @@ func (t *strTable[V]) insert(k string, v V) (i int, added bool) {
 		return e, false
 	}
 	e = len(t.entries)
+	if e == cap(t.entries) {
+		// Double, as the slots do: append grows a long slice by about a
+		// quarter, and the arrays allocated on the way would add up to
+		// about five times the final one (twice when doubling), every
+		// entry copied about four times (once).
+		grown := make([]strEntry[V], e, max(2*e, strTableMinSlots))
+		copy(grown, t.entries)
+		t.entries = grown
+	}
 	t.entries = append(t.entries, strEntry[V]{k, v})
 	if 4*len(t.entries) <= 3*len(t.slots) {
 		t.slots[free] = tag<<32 | uint64(e+1)
