@@ -29,6 +29,13 @@ const replayProbeEnv = "PRUNESCHED_REPLAY_PROBE"
 // outcome counters and stages are empty.
 const replayAAEnv = "PRUNESCHED_REPLAY_AA"
 
+// replayHoldEnv, when set, makes proxy-replay's third way a reverse proxy
+// that reads each request body whole (as prunesched must, to decide on
+// it) before forwarding it unchanged: its ratios to the bare proxy are
+// what holding the body costs in this rig, before any of prunesched's
+// work. Its rows' outcome counters and stages are empty.
+const replayHoldEnv = "PRUNESCHED_REPLAY_HOLD"
+
 // probeMetrics are the runtime metrics a probe reads around each
 // request.
 var probeMetrics = []string{"/gc/cycles/total:gc-cycles", "/sched/pauses/total/gc:seconds", "/sched/latencies:seconds"}

@@ -108,34 +108,40 @@ func TestProxyReplayProbed(t *testing.T) {
 	}
 	t.Setenv(replayProbeEnv, "1")
 	t.Setenv(replayRowsEnv, "tiny")
-	for _, aa := range []bool{false, true} {
-		if aa {
-			t.Setenv(replayAAEnv, "1")
+	// The third way: the proxy, a second bare proxy (A/A), a bare proxy
+	// holding each body whole before forwarding it.
+	for _, env := range []string{"", replayAAEnv, replayHoldEnv} {
+		bare := env != ""
+		if bare {
+			t.Setenv(env, "1")
 		}
 		res, err := Run(t.Context(), Config{Smoke: true, TempDir: t.TempDir(), Only: []string{"proxy-replay"}, Traces: traces[:1]})
+		if env != "" {
+			t.Setenv(env, "")
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(res.ProxyReplay) != 2 || res.ProxyReplayProbe == nil {
-			t.Fatalf("aa %v: %d rows, probe summary %v; want the trace's two rows and a summary", aa, len(res.ProxyReplay), res.ProxyReplayProbe)
+			t.Fatalf("third way %q: %d rows, probe summary %v; want the trace's two rows and a summary", env, len(res.ProxyReplay), res.ProxyReplayProbe)
 		}
 		for _, row := range res.ProxyReplay {
 			p := row.Probe
 			if p == nil || len(p.Via) != row.Requests || len(p.Bare) != row.Requests {
-				t.Fatalf("aa %v: row %s stream=%v: probe %+v, want %d requests each way", aa, row.Trace, row.Stream, p, row.Requests)
+				t.Fatalf("third way %q: row %s stream=%v: probe %+v, want %d requests each way", env, row.Trace, row.Stream, p, row.Requests)
 			}
 			for _, q := range append(p.Bare, p.Via...) {
 				if q.Handler <= 0 {
-					t.Errorf("aa %v: %+v: no handler time", aa, q)
+					t.Errorf("third way %q: %+v: no handler time", env, q)
 				}
 			}
 			for _, q := range p.Via {
-				if staged := q.BeforeForward > 0; staged == aa {
-					t.Errorf("aa %v: %+v: before forwarding %g ms", aa, q, q.BeforeForward)
+				if staged := q.BeforeForward > 0; staged == bare {
+					t.Errorf("third way %q: %+v: before forwarding %g ms", env, q, q.BeforeForward)
 				}
 			}
-			if aa != (row.Rendered == 0) {
-				t.Errorf("aa %v: %d rendered", aa, row.Rendered)
+			if bare != (row.Rendered == 0) {
+				t.Errorf("third way %q: %d rendered", env, row.Rendered)
 			}
 		}
 	}

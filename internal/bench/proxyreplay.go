@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prunesched/prunesched/events"
+	"github.com/prunesched/prunesched/httplimit"
 	"github.com/prunesched/prunesched/internal/bench/replay"
 	"github.com/prunesched/prunesched/internal/importers"
 	"github.com/prunesched/prunesched/internal/service"
@@ -232,8 +235,11 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		return nil, err
 	}
 	third := r.px.Handler()
-	if envSet(replayAAEnv) {
+	switch {
+	case envSet(replayAAEnv):
 		third = bareProxy(up)
+	case envSet(replayHoldEnv):
+		third = holdingProxy(up)
 	}
 	if r.urls[2], err = serve(2, third); err != nil {
 		r.close()
@@ -254,6 +260,24 @@ func bareProxy(up *url.URL) http.Handler {
 	rp.FlushInterval = -1
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
+}
+
+// holdingProxy is bareProxy reading each request body whole before it
+// forwards it (replayHoldEnv), as the proxy reads it (httplimit), sent as
+// the proxy sends a body (with its length).
+func holdingProxy(up *url.URL) http.Handler {
+	rp := httputil.NewSingleHostReverseProxy(up)
+	rp.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rb, _, err := httplimit.ReadBodyOrStream(w, r, nil, proxy.DefaultMaxBodyBytes)
+		if err != nil || rb == nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(rb.Bytes))
+		r.ContentLength = int64(len(rb.Bytes))
 		rp.ServeHTTP(w, r)
 	})
 }
