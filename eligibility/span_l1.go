@@ -504,83 +504,13 @@ var spaceRun = [64]byte{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', '
 type lhWriter struct{ lh *lineHasher }
 
 func (w lhWriter) Write(b []byte) (int, error) {
-	writeHalves(w.lh, b, lineSplitMin)
+	writeLines(w.lh, b)
 	return len(b), nil
 }
 
 func (w lhWriter) WriteString(s string) (int, error) {
-	writeHalves(w.lh, s, lineSplitMin)
+	writeLines(w.lh, s)
 	return len(s), nil
-}
-
-// lineSplitMin is the smallest piece writeHalves hashes as two halves at
-// once: for less, the hand-off to another goroutine costs about what the
-// half saves. A new output of 200 KiB is hashed whole in ~0.3 ms, before
-// the proxy can forward the request that brought it.
-const lineSplitMin = 64 << 10
-
-// writeHalves is writeLines; a piece of at least min bytes written at a
-// line's start (an output held in memory arrives whole) is cut after the
-// first newline past its middle, and the second half hashed on another
-// goroutine while this one hashes the first. A line's start is the state
-// of a zero lineHasher, so the halves' hashes and numbers are those of
-// one pass (TestLineHasherStreamsLikeWhole).
-func writeHalves[T string | []byte](lh *lineHasher, b T, min int) {
-	if len(b) < min || len(b) < 2 || !lh.atLineStart() {
-		writeLines(lh, b)
-		return
-	}
-	mid := len(b) / 2
-	i := indexNewline(b[mid:])
-	if i < 0 || mid+i+1 == len(b) {
-		writeLines(lh, b)
-		return
-	}
-	cut := mid + i + 1
-	var second lineHasher
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		writeLines(&second, b[cut:])
-	}()
-	writeLines(lh, b[:cut])
-	<-done
-	lh.join(&second)
-}
-
-// indexNewline is the index of b's first '\n', or -1.
-func indexNewline[T string | []byte](b T) int {
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\n' {
-			return i
-		}
-	}
-	return -1
-}
-
-// atLineStart reports whether lh is at the start of a line: nothing of
-// the line hashed or held yet.
-func (lh *lineHasher) atLineStart() bool {
-	return !lh.hashed || lh.phase == lhSpaces && lh.spaces == 0
-}
-
-// join appends the lines o hashed after lh's (o started at a line's
-// start where lh ended), and takes o's state in its unfinished line.
-func (lh *lineHasher) join(o *lineHasher) {
-	if len(lh.cur) > 0 && (o.n > 0) {
-		lh.blocks, lh.nblocks = append(lh.blocks, lh.cur), append(lh.nblocks, lh.ncur)
-		lh.cur, lh.ncur = nil, nil
-	}
-	if o.n > 0 {
-		lh.blocks, lh.nblocks = append(lh.blocks, o.blocks...), append(lh.nblocks, o.nblocks...)
-		lh.cur, lh.ncur = o.cur, o.ncur
-	}
-	lh.n += o.n
-	lh.numbered = lh.numbered || o.numbered
-	size := lh.size
-	blocks, nblocks, cur, ncur, n, numbered := lh.blocks, lh.nblocks, lh.cur, lh.ncur, lh.n, lh.numbered
-	*lh = *o
-	lh.size, lh.blocks, lh.nblocks, lh.cur, lh.ncur, lh.n, lh.numbered = size, blocks, nblocks, cur, ncur, n, numbered
 }
 
 // write hashes the next bytes of the output.

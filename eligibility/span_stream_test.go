@@ -64,20 +64,6 @@ func checkLineHashes(t *testing.T, text string, cuts []int) {
 	if fmt.Sprint(wh) != fmt.Sprint(sh) || fmt.Sprint(wn) != fmt.Sprint(sn) {
 		t.Fatalf("text %q cut at %v: streamed hashes %v nums %v, whole %v %v", text, cuts, sh, sn, wh, wn)
 	}
-	// Written in pieces hashed as two halves at once (writeHalves), at
-	// any size, the first piece at a line's start or not.
-	for _, first := range []int{0, 1, 3} {
-		var lh lineHasher
-		k := min(first, len(text))
-		writeLines(&lh, text[:k])
-		writeHalves(&lh, text[k:], 1)
-		writeHalves(&lh, "", 1)
-		lh.end()
-		hh, hn := lh.result()
-		if fmt.Sprint(wh) != fmt.Sprint(hh) || fmt.Sprint(wn) != fmt.Sprint(hn) {
-			t.Fatalf("text %q in halves after %d bytes: hashes %v nums %v, whole %v %v", text, k, hh, hn, wh, wn)
-		}
-	}
 	// An output held in memory is handed over whole (io.WriterTo), as a
 	// string or as bytes.
 	for _, r := range []io.Reader{strings.NewReader(text), bytes.NewReader([]byte(text))} {
@@ -258,30 +244,4 @@ func TestIndexSpansEarlySameMarks(t *testing.T) {
 		return s.marks
 	}
 	sameMarks(t, "indexed early", judge(true), judge(false))
-}
-
-// BenchmarkLineHasher hashes a 200 KiB numbered read in one pass and as
-// two halves at once (writeHalves), as lhWriter does for an output held
-// in memory: the proxy hashes a new output's lines before it forwards
-// the request that brought it.
-func BenchmarkLineHasher(b *testing.B) {
-	var sb strings.Builder
-	for i := 1; sb.Len() < 200<<10; i++ {
-		fmt.Fprintf(&sb, "%6d→\tfunc line%d() { return strings.Repeat(\"x\", %d) }\n", i, i, i%80)
-	}
-	text := sb.String()
-	for _, c := range []struct {
-		name string
-		min  int
-	}{{"one_pass", len(text) + 1}, {"halves", lineSplitMin}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				var lh lineHasher
-				writeHalves(&lh, text, c.min)
-				lh.end()
-				_, _ = lh.result()
-			}
-		})
-	}
 }
