@@ -280,7 +280,7 @@ func (z *Sizer) count(s []byte) int {
 // lastPiece is where count's last piece of s starts (0: s is one piece).
 func lastPiece(s []byte) int {
 	for i := len(s) - 2; i >= 1; i-- {
-		if s[i] == ' ' && !isSpace(s[i+1]) {
+		if startsPiece(s, i) {
 			return i
 		}
 	}
@@ -361,12 +361,20 @@ func Count(s string) int { return count(s, nil) }
 func count[T ~string | ~[]byte](s T, z *Sizer) int {
 	n, start := 0, 0
 	for i := 1; i+1 < len(s); i++ {
-		if s[i] == ' ' && !isSpace(s[i+1]) {
+		if startsPiece(s, i) {
 			n += piece(z, s[start:i])
 			start = i
 		}
 	}
 	return n + piece(z, s[start:])
+}
+
+// startsPiece reports whether a piece of s starts at i (0 < i <
+// len(s)-1): a space before a non-space. count splits s there, and
+// Sizer.count's cache of heads relies on lastPiece cutting where count
+// would.
+func startsPiece[T ~string | ~[]byte](s T, i int) bool {
+	return s[i] == ' ' && !isSpace(s[i+1])
 }
 
 func isSpace(b byte) bool {
