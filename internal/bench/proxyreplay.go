@@ -268,8 +268,7 @@ func bareProxy(up *url.URL) http.Handler {
 // forwards it (replayHoldEnv), as the proxy reads it (httplimit), sent as
 // the proxy sends a body (with its length).
 func holdingProxy(up *url.URL) http.Handler {
-	rp := httputil.NewSingleHostReverseProxy(up)
-	rp.FlushInterval = -1
+	bare := bareProxy(up)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rb, _, err := httplimit.ReadBodyOrStream(w, r, nil, proxy.DefaultMaxBodyBytes)
 		if err != nil || rb == nil {
@@ -278,7 +277,7 @@ func holdingProxy(up *url.URL) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(rb.Bytes))
 		r.ContentLength = int64(len(rb.Bytes))
-		rp.ServeHTTP(w, r)
+		bare.ServeHTTP(w, r)
 	})
 }
 
