@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prunesched/prunesched/internal/agentclis"
+	"github.com/prunesched/prunesched/internal/testutil"
 )
 
 // setupCLITimeout bounds every CLI run.
@@ -81,20 +83,23 @@ func runThroughSetup(t *testing.T, a agentRun) {
 	t.Logf("%d request(s) through the proxy, %s %q", len(reqs), a.sessionHdr, cliSession)
 
 	// The proxy recorded the session: its id carries the CLI's, and its
-	// bundle holds the prompt.
-	code, ids, errOut := runT(t, "sessions", "--ids", "--server", apiURL)
-	if code != 0 {
-		t.Fatalf("sessions: %d %s", code, errOut)
-	}
+	// bundle holds the prompt. The proxy writes a request's facts to the
+	// log after forwarding it, so a CLI that exits at its answer can ask
+	// before they land: wait for them.
 	var session string
-	for _, id := range strings.Fields(ids) {
-		if cliSession != "" && strings.HasPrefix(id, cliSession) {
-			session = id
+	testutil.Eventually(t, func() error {
+		code, ids, errOut := runT(t, "sessions", "--ids", "--server", apiURL)
+		if code != 0 {
+			t.Fatalf("sessions: %d %s", code, errOut)
 		}
-	}
-	if session == "" {
-		t.Fatalf("no session of the proxy's log carries the CLI's session id %q: %q", cliSession, ids)
-	}
+		for _, id := range strings.Fields(ids) {
+			if cliSession != "" && strings.HasPrefix(id, cliSession) {
+				session = id
+				return nil
+			}
+		}
+		return fmt.Errorf("no session of the proxy's log carries the CLI's session id %q: %q", cliSession, ids)
+	})
 	code, bundle, errOut := runT(t, "bundle", session, "--format", "text", "--server", apiURL)
 	if code != 0 || !strings.Contains(bundle, a.prompt) {
 		t.Fatalf("bundle of %s (exit %d, %s) does not hold the prompt %q:\n%s", session, code, errOut, a.prompt, tailStr(bundle, 2000))
