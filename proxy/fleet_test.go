@@ -188,10 +188,10 @@ func TestFleetAsksTheLeaderOnce(t *testing.T) {
 	t.Parallel()
 	r := newFleetRig(t)
 	ctx, svc, f := r.ctx, r.svc, r.f
-	start := func(fleet bool) (string, *leaderCounter) {
+	start := func(fleet bool) (string, *leaderCounter, *Proxy) {
 		lc := &leaderCounter{ProxyBackend: service.NewProxyBackend(svc.Store, svc.Pipeline), asked: make(chan struct{}, 1)}
-		url, _ := r.start(lc, fleet)
-		return url, lc
+		url, px := r.start(lc, fleet)
+		return url, lc, px
 	}
 	body := rereadBody
 	// send posts request n; with asked, its body only once the proxy
@@ -200,14 +200,23 @@ func TestFleetAsksTheLeaderOnce(t *testing.T) {
 		t.Helper()
 		return postSession(t, ctx, f, url, session, bodyAfter(ctx, body(n), asked))
 	}
-	one, _ := start(false)
-	a, ca := start(true)
-	b, cb := start(true)
+	one, _, _ := start(false)
+	a, ca, apx := start(true)
+	b, cb, bpx := start(true)
 	for n := range 6 {
 		want := send(one, "one", n, nil)
-		url, lc := a, ca
+		url, lc, px := a, ca, apx
 		if n%2 == 1 {
-			url, lc = b, cb
+			url, lc, px = b, cb, bpx
+		}
+		if n >= 2 {
+			// The proxy's tail has delivered the other proxy's facts: a
+			// request decided while its tail still lagged the log is
+			// decided again after reading the session (errNotCurrent),
+			// which asks the leader a second time by design.
+			last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, "fleet", events.KindFact)
+			testutil.NoError(t, err)
+			r.tailAt(px, last)
 		}
 		before := lc.reads.Load()
 		var asked chan struct{}
