@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prunesched/prunesched/events"
 )
@@ -18,9 +20,9 @@ import (
 // cache_control counts, the first user message, the system text), and only
 // scans and parses the elements after them.
 
-// Bounds of a proxy's parse cache. An entry keeps its request body (the
-// array is a slice of it) and the blocks; entries are counted at twice
-// their array's size.
+// Bounds of a proxy's parse cache. An entry keeps its own copy of the
+// array (with room to grow) and the blocks, which own their raw values;
+// entries are counted at their copy's capacity plus the array's size.
 const (
 	parseCacheEntries = 32
 	parseCacheBytes   = 128 << 20
@@ -45,8 +47,15 @@ type elemMark struct {
 // is immutable once cached.
 type parsed struct {
 	api API
-	// arr is the array from its '[' through the end of its last element.
+	// arr is the array from its '[' through the end of its last element:
+	// the cache's own copy, not a slice of the request body (which is
+	// garbage once its request is done), at the start of a buffer that
+	// the parse replacing this one takes over (parseCache.put).
 	arr []byte
+	// lookups counts the lookups reading arr; the buffer is taken over
+	// only when none is (lookups are counted under the cache's lock, and
+	// the entry leaves the cache under it).
+	lookups atomic.Int32
 	// pre is the Responses instructions value the array was parsed after
 	// (their texts count as occurrences); nil when absent.
 	pre    []byte
@@ -65,7 +74,7 @@ type parsed struct {
 	plain bool
 }
 
-func (e *parsed) size() int { return 2 * len(e.arr) }
+func (e *parsed) size() int { return cap(e.arr) + len(e.arr) }
 
 // lookup returns the cached parse that shares the most leading elements
 // with arr (a request's array from its '['), and how many.
@@ -75,7 +84,15 @@ func (pc *parseCache) lookup(api API, arr []byte) (*parsed, int) {
 	}
 	pc.mu.Lock()
 	ents := append([]*parsed(nil), pc.entries...)
+	for _, e := range ents {
+		e.lookups.Add(1)
+	}
 	pc.mu.Unlock()
+	defer func() {
+		for _, e := range ents {
+			e.lookups.Add(-1)
+		}
+	}()
 	var best *parsed
 	bestK := 0
 	for _, e := range ents {
@@ -96,10 +113,38 @@ func (pc *parseCache) lookup(api API, arr []byte) (*parsed, int) {
 }
 
 // put caches e, replacing from (the parse it reused: the conversation has
-// moved on), and evicts the least recent entries beyond the bounds.
-func (pc *parseCache) put(e, from *parsed) {
-	if pc == nil || len(e.elems) == 0 || e.size() > parseCacheBytes/4 {
+// moved on), and evicts the least recent entries beyond the bounds. e.arr
+// is a slice of its request body when put is called: put gives e its own
+// copy, so the body is not kept alive by the cache (a large body read into
+// memory the process has not touched before costs a page fault per 4 KiB,
+// docs/performance.md "What the read costs"). The copy goes into from's
+// buffer when from is still cached and no lookup reads it: its first keep
+// bytes are e.arr's already (e reused from's elements through them), so
+// only the rest is copied, the new elements of the conversation.
+func (pc *parseCache) put(e, from *parsed, keep int) {
+	if pc == nil || len(e.elems) == 0 || 2*len(e.arr) > parseCacheBytes/4 {
 		return
+	}
+	var buf []byte
+	if from != nil {
+		pc.mu.Lock()
+		if i := slices.Index(pc.entries, from); i >= 0 && from.lookups.Load() == 0 {
+			pc.entries = slices.Delete(pc.entries, i, i+1)
+			pc.size -= from.size()
+			buf = from.arr
+		}
+		pc.mu.Unlock()
+	}
+	if buf == nil {
+		keep = 0
+	}
+	e.arr = ownArr(buf, e.arr, keep)
+	if e.pre != nil {
+		if from != nil && bytes.Equal(from.pre, e.pre) {
+			e.pre = from.pre
+		} else {
+			e.pre = bytes.Clone(e.pre)
+		}
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -114,6 +159,18 @@ func (pc *parseCache) put(e, from *parsed) {
 		size += o.size()
 	}
 	pc.entries, pc.size = out, size
+}
+
+// ownArr returns arr in buf when it fits (buf's first keep bytes are
+// arr's already, and only the rest is copied), else in a new buffer with
+// a quarter more room, for the conversation's next requests.
+func ownArr(buf, arr []byte, keep int) []byte {
+	if cap(buf) >= len(arr) {
+		buf = buf[:len(arr)]
+		copy(buf[keep:], arr[keep:])
+		return buf
+	}
+	return append(make([]byte, 0, len(arr)+len(arr)/4), arr...)
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.
@@ -326,6 +383,9 @@ func (ap *arrParse) finish(pre []byte) {
 		e.system = c.system
 	}
 	pp := &pendingParse{pc: a.pc, e: e, from: a.from, fresh: e.blocks[ap.prefixBlocks():]}
+	if a.from != nil && a.k > 0 {
+		pp.keep = a.from.elems[a.k-1].end
+	}
 	if a.later {
 		c.pending = pp
 		return
@@ -333,12 +393,13 @@ func (ap *arrParse) finish(pre []byte) {
 	pp.put()
 }
 
-// pendingParse is a parse waiting to be cached: e, which replaces from,
-// and the blocks parsed from its body (fresh), whose raw values are still
-// in place in the body.
+// pendingParse is a parse waiting to be cached: e, which replaces from
+// (whose first keep bytes of array it shares), and the blocks parsed from
+// its body (fresh), whose raw values are still in place in the body.
 type pendingParse struct {
 	pc      *parseCache
 	e, from *parsed
+	keep    int
 	fresh   []*block
 	once    sync.Once
 }
@@ -351,7 +412,7 @@ func (pp *pendingParse) put() {
 		for _, b := range pp.fresh {
 			b.raw = ownRaw(b.raw)
 		}
-		pp.pc.put(pp.e, pp.from)
+		pp.pc.put(pp.e, pp.from, pp.keep)
 	})
 }
 

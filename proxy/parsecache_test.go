@@ -36,19 +36,40 @@ func parseWith(api API, body []byte, pc *parseCache) (*conversation, error) {
 }
 
 // checkReuse parses each body in turn through one cache and compares every
-// result (and every error) with a parse without the cache. It returns how
-// many blocks the cached parses reused.
+// result (and every error) with a parse without the cache. Each cached
+// parse reads its own copy of the body, overwritten once compared (as a
+// freed buffer is reused), so a cache that kept a slice of a body would
+// parse the next one differently. It returns how many blocks the cached
+// parses reused.
 func checkReuse(t testing.TB, api API, bodies ...[]byte) (reused int) {
 	t.Helper()
 	pc := &parseCache{}
 	seen := map[*block]bool{}
 	for i, body := range bodies {
 		fresh, ferr := parseWith(api, body, nil)
-		got, gerr := parseWith(api, body, pc)
+		own := bytes.Clone(body)
+		var last *parsed
+		if len(pc.entries) > 0 {
+			last = pc.entries[0]
+		}
+		got, gerr := parseWith(api, own, pc)
+		if len(pc.entries) > 0 && pc.entries[0] != last {
+			// The new entry's array is the body's, byte for byte (its
+			// copy reuses the replaced entry's buffer).
+			e := pc.entries[0]
+			testutil.True(t, gerr == nil && got.arrOff+len(e.arr) <= len(body) && bytes.Equal(e.arr, body[got.arrOff:got.arrOff+len(e.arr)]),
+				"body %d: the cached array is not the body's:\n%s\n%s", i, e.arr, body)
+		}
+		scribble := func() {
+			for j := range own {
+				own[j] = '"'
+			}
+		}
 		if (ferr == nil) != (gerr == nil) || ferr != nil && ferr.Error() != gerr.Error() {
 			t.Fatalf("body %d: error %v, with the cache %v", i, ferr, gerr)
 		}
 		if ferr != nil {
+			scribble()
 			continue
 		}
 		if f, g := convSummary(fresh), convSummary(got); f != g {
@@ -60,6 +81,7 @@ func checkReuse(t testing.TB, api API, bodies ...[]byte) (reused int) {
 			}
 			seen[b] = true
 		}
+		scribble()
 	}
 	return reused
 }
@@ -170,6 +192,51 @@ func TestParseBlocksOwnTheirBytes(t *testing.T) {
 		}
 		c.body = []byte(body)
 		testutil.True(t, convSummary(c) == before, "%s: blocks alias the body", api)
+	}
+}
+
+// TestParseCacheShared: requests of one conversation parsed at once
+// through one cache (retries, a fleet's proxies' clients) parse as they do
+// alone, while the entries they read are replaced and their buffers taken
+// over (the race detector sees a buffer written while a lookup reads it).
+func TestParseCacheShared(t *testing.T) {
+	t.Parallel()
+	msgs := []string{`{"role":"user","content":"task"}`}
+	var bodies [][]byte
+	for i := 0; i < 24; i++ {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_%d","name":"Read","input":{"p":%d}}]}`, i, i),
+			fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%d","content":"%s"}]}`, i, strings.Repeat("x", 100*i)))
+		bodies = append(bodies, anthBody(msgs, true))
+	}
+	want := make([]string, len(bodies))
+	for i, b := range bodies {
+		c, err := parseWith(APIAnthropic, b, nil)
+		testutil.NoError(t, err)
+		want[i] = convSummary(c)
+	}
+	pc := &parseCache{}
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i, b := range bodies {
+				own := bytes.Clone(b)
+				c, err := parseWith(APIAnthropic, own, pc)
+				switch {
+				case err != nil:
+					errs <- err
+					return
+				case convSummary(c) != want[i]:
+					errs <- fmt.Errorf("body %d parsed differently through the shared cache", i)
+					return
+				}
+				clear(own)
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		testutil.NoError(t, <-errs)
 	}
 }
 
