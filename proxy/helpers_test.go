@@ -86,6 +86,7 @@ func setup(t testing.TB, pol policy.Policy, upstream http.Handler, mod func(*Con
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	testutil.NoError(t, err)
 	srv := &http.Server{Handler: px.Handler()}
+	px.ConfigureServer(srv) // as the proxy command serves it
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return &bench{svc: svc, px: px, url: "http://" + ln.Addr().String(), logs: logs, upstream: up}

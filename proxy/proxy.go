@@ -259,6 +259,10 @@ func staged(stage string, err error) error { return &stageError{stage: stage, er
 func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		at := p.cfg.Now()
+		// The work left for after the response starts once the response
+		// is written whole (sent.go); deferred first, so it runs last.
+		sent := newAfterSent(r)
+		defer sent.done()
 		// The answer may take minutes (generation): the server's write
 		// timeout is replaced by one per write (copyResponse).
 		httplimit.StreamWrite(w, 0)
@@ -367,7 +371,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		// The request is forwarded: its facts (decided in memory) go to
 		// the log now, with its application if it went as decided, which
 		// is checked against the log once the response has ended.
-		defer pl.responded()
+		defer sent.later(pl.responded)
 		pl.settle(pl != nil && pl.rendered)
 		if err != nil {
 			p.upstreamFailed(w, r, api, err)
@@ -388,7 +392,7 @@ func (p *Proxy) serveAPI(api API) http.HandlerFunc {
 		rec := func() {
 			if !recorded {
 				recorded = true
-				p.record(pl, cap)
+				p.record(pl, cap, sent.later)
 			}
 		}
 		err = copyResponse(w, resp, cap, rec, p.cfg.WriteTimeout, idle)

@@ -36,7 +36,10 @@ var errRecordTimeout = errors.New("record timeout")
 // (under load, behind the log writes and the pipeline, for tens of
 // milliseconds) while it holds the lock. Otherwise the record runs in the
 // background.
-func (p *Proxy) record(pl *plan, c *capture) {
+//
+// later leaves work for after the response is written whole (afterSent):
+// the pending record's goroutine starts then.
+func (p *Proxy) record(pl *plan, c *capture, later func(func())) {
 	c.done = time.Now()
 	st := pl.st
 	ctx, cancel := context.WithCancelCause(p.bg.ctx)
@@ -104,7 +107,7 @@ func (p *Proxy) record(pl *plan, c *capture) {
 			run()
 		}
 		st.unlock()
-		p.goRecord(func() {
+		p.goRecord(later, func() {
 			defer p.bg.wg.Done()
 			if ran.Load() {
 				return // the session's next request ran it
@@ -139,13 +142,22 @@ func (p *Proxy) record(pl *plan, c *capture) {
 }
 
 // goRecord starts a pending record's goroutine (Proxy.recordGo, a test
-// hook, when set).
-func (p *Proxy) goRecord(f func()) {
-	if p.recordGo != nil {
-		p.recordGo(f)
+// hook, when set) once the response is written whole (later; nil: now).
+// Until then the record waits on the session, where the session's next
+// request would run it first.
+func (p *Proxy) goRecord(later func(func()), f func()) {
+	start := func() {
+		if p.recordGo != nil {
+			p.recordGo(f)
+			return
+		}
+		go f()
+	}
+	if later == nil {
+		start()
 		return
 	}
-	go f()
+	later(start)
 }
 
 // lock takes the session lock and runs first the record left pending on

@@ -30,7 +30,7 @@ func TestRecordLeftPending(t *testing.T) {
 		pl := &plan{api: APIAnthropic, session: "record-pending", st: st}
 		c := answer()
 		held = nil
-		b.px.record(pl, c)
+		b.px.record(pl, c, nil)
 		if first == "off memory" {
 			testutil.True(t, len(held) == 0, "off memory, a pending record's goroutine was started")
 			// The background record lets go of the lock when done:

@@ -169,6 +169,7 @@ port, data directory) differ from serve's, so both can run side by side.`)
 		return fmt.Errorf("proxy listener: %w", err)
 	}
 	srv := limits.timeouts().Server(guard.Handler(px.Handler()))
+	px.ConfigureServer(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("prunesched proxy", "listen", "http://"+ln.Addr().String(), "upstream", *upstream, "api", svc.HTTPAddr, "policy", pol.Version())

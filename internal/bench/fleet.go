@@ -294,7 +294,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 		return nil, fmt.Errorf("fleet: start the workers: %w", err)
 	}
 	b.waitWorkers(ctx, r.svc.Store)
-	up, err := r.serve(http.HandlerFunc(r.up.upstream))
+	up, err := r.serve(http.HandlerFunc(r.up.upstream), nil)
 	if err != nil {
 		r.close()
 		return nil, err
@@ -328,7 +328,7 @@ func (b *runner) startFleetRig(ctx context.Context) (*fleetBench, error) {
 			return nil, err
 		}
 		r.proxies, r.regs = append(r.proxies, px), append(r.regs, reg)
-		u, err := r.serve(px.Handler())
+		u, err := r.serve(px.Handler(), px.ConfigureServer)
 		if err != nil {
 			r.close()
 			return nil, err
@@ -474,7 +474,9 @@ func (r *fleetBench) startCluster(ctx context.Context, argv []string) (string, e
 	}
 }
 
-func (r *fleetBench) serve(h http.Handler) (string, error) { return serveLoopback(&r.servers, h) }
+func (r *fleetBench) serve(h http.Handler, setup func(*http.Server)) (string, error) {
+	return serveLoopback(&r.servers, h, setup)
+}
 
 func (r *fleetBench) close() {
 	for _, s := range r.servers {

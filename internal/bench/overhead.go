@@ -118,6 +118,7 @@ func newOverheadRig(ctx context.Context, items int, pol policy.Policy) (*overhea
 		return nil, fmt.Errorf("overhead: listen: %w", err)
 	}
 	r.srv = &http.Server{Handler: px.Handler()}
+	px.ConfigureServer(r.srv)
 	go func() { _ = r.srv.Serve(ln) }()
 	r.proxyURL = "http://" + ln.Addr().String()
 	r.history.WriteString(`{"role":"user","content":[{"type":"text","text":"Work on the repository."}]}`)

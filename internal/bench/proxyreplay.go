@@ -218,14 +218,14 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 	if envSet(replayProbeEnv) {
 		r.probe = newProbe()
 	}
-	serve := func(way int, h http.Handler) (string, error) {
+	serve := func(way int, h http.Handler, setup func(*http.Server)) (string, error) {
 		if r.probe != nil {
 			h = r.probe.wrap(way, h)
 		}
-		return serveLoopback(&r.servers, h)
+		return serveLoopback(&r.servers, h, setup)
 	}
 	up, _ := url.Parse(r.urls[0])
-	if r.urls[1], err = serve(1, bareProxy(up)); err != nil {
+	if r.urls[1], err = serve(1, bareProxy(up), nil); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -234,14 +234,14 @@ func (b *runner) startReplayRig(ctx context.Context) (*replayRig, error) {
 		r.close()
 		return nil, err
 	}
-	third := r.px.Handler()
+	third, setup := r.px.Handler(), r.px.ConfigureServer
 	switch {
 	case envSet(replayAAEnv):
-		third = bareProxy(up)
+		third, setup = bareProxy(up), nil
 	case envSet(replayHoldEnv):
-		third = holdingProxy(up)
+		third, setup = holdingProxy(up), nil
 	}
-	if r.urls[2], err = serve(2, third); err != nil {
+	if r.urls[2], err = serve(2, third, setup); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -790,13 +790,17 @@ func pctMs(ds []time.Duration) (p50, p99 float64) {
 }
 
 // serveLoopback serves h on a free loopback port, adds the server to
-// servers (for the caller to close) and returns its base URL.
-func serveLoopback(servers *[]*http.Server, h http.Handler) (string, error) {
+// servers (for the caller to close) and returns its base URL. setup (nil:
+// none) configures the server first, as a proxy's ConfigureServer.
+func serveLoopback(servers *[]*http.Server, h http.Handler, setup func(*http.Server)) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: h}
+	if setup != nil {
+		setup(srv)
+	}
 	*servers = append(*servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
