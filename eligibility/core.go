@@ -254,8 +254,9 @@ type call struct {
 	scopedAtRes  int // last recorded (scoped) write of readPath at result
 	srcVersion   string
 	srcHash      string
-	// lines are the FNV-64a hashes of the output's lines (L1 span, only
-	// when span references are on and the output has span_min_lines).
+	// lines are the 64-bit hashes of the output's lines (lineHasher; L1
+	// span, only when span references are on and the output has
+	// span_min_lines).
 	lines []uint64
 	nums  []int32 // line numbers of a numbered read (see lineHasher)
 

@@ -8,6 +8,9 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/placeholder"
@@ -42,8 +45,9 @@ const maxSpanSurvivors = 8
 // states a fact about text that is true whatever happened to the source
 // in between (a re-read after an edit repeats the lines the edit did not
 // touch; a re-run repeats the lines that did not change). Lines are
-// compared by their FNV-64a hashes; the run's sha256 is of n's own lines
-// and projections checks it before splicing. Recovery returns n whole.
+// compared by their 64-bit hashes (lineHasher); the run's sha256 is of
+// n's own lines and projections checks it before splicing. Recovery
+// returns n whole.
 //
 // Of the earlier outputs sharing lines with n, the one whose runs save
 // most is referenced (the earliest on a tie), and only runs that save
@@ -400,21 +404,29 @@ func eachLine(r io.Reader, size int, need func(k int) bool, fn func(k int, line 
 }
 
 // lineHasher hashes an output's lines for span matching from its bytes,
-// written in pieces of any size: each line's FNV-64a hash, except that a
-// numbered read's line (placeholder.LineNumber) is hashed without its
-// number, which nums holds (0 for a line without one; nums is nil when no
-// line has one), so a run that moved, as after an edit above it, still
-// matches and is rendered renumbered. A numbered line hashes as a zero
-// byte, its separator, then the rest. The number's prefix (spaces, at
-// most eight digits, a separator) is decided a byte at a time, so no line
-// is held. The hashes are kept in blocks as they come (doubling from
+// written in pieces of any size: each line's 64-bit xxHash (XXH64, seed
+// 0), except that a numbered read's line (placeholder.LineNumber) is
+// hashed without its number, which nums holds (0 for a line without one;
+// nums is nil when no line has one), so a run that moved, as after an
+// edit above it, still matches and is rendered renumbered (lineHash
+// says how the two kinds of line are told apart). Only equality of the
+// hashes matters: they live in the core's memory for its matching, and
+// are never written anywhere or compared across processes.
+//
+// A line that ends in the piece it starts in, as every line of an output
+// handed over whole does, is found with strings.IndexByte and hashed in
+// one call (placeholder.NumberedLine, then xxhash.Sum64String). A line
+// that goes on into the next piece is decided a byte at a time until its
+// number's prefix (spaces, at most eight digits, a separator) is settled,
+// then fed to a streaming digest, which gives the one call's hash: no
+// line is held. The hashes are kept in blocks as they come (doubling from
 // firstBlock lines, so a short output allocates little), and copied into
 // one slice of the exact size at the end (result): what is allocated is
 // at most about three times the hashes, not the five times of a slice
-// grown by append.
+// grown by append. An output handed over whole has its lines counted
+// first and takes one block of the exact size, handed over as it is.
 type lineHasher struct {
-	h      uint64 // FNV-64a of the line so far (fnvAdd)
-	hashed bool   // h is set up: the zero lineHasher is ready to use
+	d      xxhash.Digest // a line cut by a piece's end, once decided
 	phase  uint8
 	spaces int      // leading spaces while undecided
 	pre    [12]byte // digits, then separator bytes, while undecided
@@ -422,7 +434,6 @@ type lineHasher struct {
 	npre   int      // bytes in pre
 	sep    string   // the separator being matched (lhSep)
 	num    int32    // the digits' value; the line's number once numbered
-	c1     [1]byte  // a byte to hash
 
 	size int // the output's size in bytes, for the read buffer (0: unknown)
 
@@ -441,31 +452,33 @@ const (
 	firstBlock = 64
 )
 
-// lineHasher phases: undecided (leading spaces, digits, separator), then
-// decided (numbered: hashing the rest; plain: hashing the line as is).
+// lineHasher phases: a new line (nothing of it seen), then, for a line
+// a piece's end cuts, undecided (leading spaces, digits, separator), then
+// decided (numbered: the digest has the rest; plain: the line as is).
 const (
-	lhSpaces uint8 = iota
+	lhStart uint8 = iota
+	lhSpaces
 	lhDigits
 	lhSep
 	lhRest
 	lhPlain
 )
 
-// FNV-64a (hash/fnv's New64a), inline: the line hasher's per-byte loop
-// is the cost of a new output's span references that grows with its
-// size, and an interface call per piece of a line added to it.
-const (
-	fnvOffset64 = 14695981039346656037
-	fnvPrime64  = 1099511628211
-)
-
-// fnvAdd is h with b's bytes added, as hash/fnv's sum64a.Write.
-func fnvAdd[T string | []byte](h uint64, b T) uint64 {
-	for i := 0; i < len(b); i++ {
-		h ^= uint64(b[i])
-		h *= fnvPrime64
+// lineHash is a line's hash from the XXH64 of its text: for a plain line
+// (sep == "") the line's, with the lowest bit cleared; for a numbered
+// line the rest's after the separator, the separator's bytes xored in
+// above the lowest bit and the lowest bit set. So a numbered line never
+// equals a plain one, two numbered lines with the same rest are equal
+// whatever their numbers, and never with different separators.
+func lineHash(h uint64, sep string) uint64 {
+	if sep == "" {
+		return h &^ 1
 	}
-	return h
+	var s uint64
+	for i := 0; i < len(sep); i++ { // at most three bytes
+		s = s<<8 | uint64(sep[i])
+	}
+	return (h ^ s<<1) | 1
 }
 
 // readFrom hashes the lines of everything r holds, ending the last line
@@ -504,41 +517,57 @@ var spaceRun = [64]byte{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', '
 type lhWriter struct{ lh *lineHasher }
 
 func (w lhWriter) Write(b []byte) (int, error) {
-	writeLines(w.lh, b)
+	w.lh.write(b)
 	return len(b), nil
 }
 
 func (w lhWriter) WriteString(s string) (int, error) {
-	writeLines(w.lh, s)
+	w.lh.writeString(s)
 	return len(s), nil
 }
 
-// write hashes the next bytes of the output.
-func (lh *lineHasher) write(b []byte) { writeLines(lh, b) }
+// write hashes the next bytes of the output. They are read as a string
+// where they lie, not copied: writeString keeps none of them (the
+// digest and pre copy what they keep) and b is not changed during the
+// call.
+func (lh *lineHasher) write(b []byte) {
+	lh.writeString(unsafe.String(unsafe.SliceData(b), len(b)))
+}
 
-// writeLines hashes the next bytes of the output, held as a string or as
-// bytes.
-func writeLines[T string | []byte](lh *lineHasher, b T) {
-	if !lh.hashed {
-		lh.h, lh.hashed = fnvOffset64, true
+// writeString hashes the next bytes of the output.
+func (lh *lineHasher) writeString(s string) {
+	if lh.cur == nil && lh.size > 0 && len(s) == lh.size {
+		// The whole output in one piece (held in memory): its lines are
+		// counted first, so the hashes take one block of the exact size
+		// and result hands it over without a copy.
+		k := strings.Count(s, "\n") + 1
+		lh.cur, lh.ncur = make([]uint64, 0, k), make([]int32, 0, k)
 	}
-	for len(b) > 0 {
-		if lh.phase >= lhRest {
-			h, i := lh.h, 0
-			for ; i < len(b) && b[i] != '\n'; i++ {
-				h ^= uint64(b[i])
-				h *= fnvPrime64
+	for len(s) > 0 {
+		switch {
+		case lh.phase == lhStart:
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				lh.line(s[:i])
+				s = s[i+1:]
+				continue
 			}
-			lh.h = h
-			if i == len(b) {
+			// The line goes on in the next piece: decided a byte at a
+			// time, below.
+			lh.d.Reset()
+			lh.phase = lhSpaces
+		case lh.phase >= lhRest:
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				_, _ = lh.d.WriteString(s)
 				return
 			}
+			_, _ = lh.d.WriteString(s[:i])
 			lh.end()
-			b = b[i+1:]
+			s = s[i+1:]
 			continue
 		}
-		c := b[0]
-		b = b[1:]
+		c := s[0]
+		s = s[1:]
 		if c == '\n' {
 			lh.end()
 			continue
@@ -582,6 +611,15 @@ func writeLines[T string | []byte](lh *lineHasher, b T) {
 	}
 }
 
+// line hashes a whole line (without its "\n"), held in one piece.
+func (lh *lineHasher) line(s string) {
+	if num, sep, rest, ok := placeholder.NumberedLine(s); ok {
+		lh.push(lineHash(xxhash.Sum64String(rest), sep), int32(num))
+		return
+	}
+	lh.push(lineHash(xxhash.Sum64String(s), ""), 0)
+}
+
 // sepByte matches c against the separator's next byte.
 func (lh *lineHasher) sepByte(c byte) {
 	at := lh.npre - lh.digits
@@ -600,10 +638,7 @@ func (lh *lineHasher) sepByte(c byte) {
 		lh.prefix()
 		return
 	}
-	lh.phase = lhRest
-	lh.c1[0] = 0 // numbered: never equal to an unnumbered line
-	lh.h = fnvAdd(lh.h, lh.c1[:])
-	lh.h = fnvAdd(lh.h, lh.pre[lh.digits:lh.npre])
+	lh.phase = lhRest // numbered: the digest takes the rest
 }
 
 // plain decides the line is not numbered: its prefix so far, then c, are
@@ -611,31 +646,40 @@ func (lh *lineHasher) sepByte(c byte) {
 func (lh *lineHasher) plain(c byte) {
 	lh.phase, lh.num = lhPlain, 0
 	lh.prefix()
-	lh.c1[0] = c
-	lh.h = fnvAdd(lh.h, lh.c1[:])
+	lh.pre[0] = c
+	_, _ = lh.d.Write(lh.pre[:1])
 }
 
 // prefix hashes the undecided prefix as it is: the spaces, then pre.
 func (lh *lineHasher) prefix() {
 	for n := lh.spaces; n > 0; {
 		k := min(n, len(spaceRun))
-		lh.h = fnvAdd(lh.h, spaceRun[:k])
+		_, _ = lh.d.Write(spaceRun[:k])
 		n -= k
 	}
-	lh.h = fnvAdd(lh.h, lh.pre[:lh.npre])
+	_, _ = lh.d.Write(lh.pre[:lh.npre])
 }
 
-// end ends the line.
+// end ends the line: a line cut by a piece's end, from the digest, or an
+// empty line (nothing of it seen).
 func (lh *lineHasher) end() {
-	if !lh.hashed {
-		lh.h, lh.hashed = fnvOffset64, true
+	switch lh.phase {
+	case lhStart:
+		lh.push(lineHash(xxhash.Sum64String(""), ""), 0)
+		return
+	case lhRest:
+		lh.push(lineHash(lh.d.Sum64(), lh.sep), lh.num)
+	default:
+		if lh.phase < lhRest {
+			lh.prefix()
+		}
+		lh.push(lineHash(lh.d.Sum64(), ""), 0)
 	}
-	if lh.phase < lhRest {
-		lh.prefix()
-	}
-	if lh.phase != lhRest {
-		lh.num = 0
-	}
+	lh.phase, lh.spaces, lh.npre, lh.digits, lh.num = lhStart, 0, 0, 0, 0
+}
+
+// push adds a line's hash and number (0: not numbered).
+func (lh *lineHasher) push(h uint64, num int32) {
 	if len(lh.cur) == cap(lh.cur) {
 		// Blocks double from firstBlock up to hashBlock lines: a short
 		// output allocates little.
@@ -646,17 +690,22 @@ func (lh *lineHasher) end() {
 		}
 		lh.cur, lh.ncur = make([]uint64, 0, size), make([]int32, 0, size)
 	}
-	lh.cur = append(lh.cur, lh.h)
-	lh.ncur = append(lh.ncur, lh.num)
-	lh.numbered = lh.numbered || lh.phase == lhRest
+	lh.cur = append(lh.cur, h)
+	lh.ncur = append(lh.ncur, num)
+	lh.numbered = lh.numbered || num > 0
 	lh.n++
-	lh.h = fnvOffset64
-	lh.phase, lh.spaces, lh.npre, lh.digits, lh.num = lhSpaces, 0, 0, 0, 0
 }
 
 // result returns the lines' hashes and numbers (nil when no line is
 // numbered).
 func (lh *lineHasher) result() (hashes []uint64, nums []int32) {
+	if len(lh.blocks) == 0 && len(lh.cur) == cap(lh.cur) {
+		// One block of the exact size (writeString): handed over.
+		if lh.numbered {
+			nums = lh.ncur
+		}
+		return lh.cur, nums
+	}
 	hashes = make([]uint64, 0, lh.n)
 	for _, b := range lh.blocks {
 		hashes = append(hashes, b...)

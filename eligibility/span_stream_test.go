@@ -3,7 +3,6 @@ package eligibility
 import (
 	"bytes"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -11,31 +10,30 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/prunesched/prunesched/events"
 	"github.com/prunesched/prunesched/placeholder"
 )
 
 // wholeLineHashes is the line hashing lineHasher streams, stated on the
 // text held whole: split at "\n", a numbered line (placeholder.LineNumber)
-// hashed as a zero byte, its separator and the rest, with its number in
-// nums.
+// hashed as its separator and the rest (lineHash), with its number in
+// nums; any other line hashed as it is.
 func wholeLineHashes(text string) (hashes []uint64, nums []int32) {
 	lines := strings.Split(text, "\n")
 	hashes = make([]uint64, len(lines))
 	for i, l := range lines {
-		h := fnv.New64a()
 		if num, rest, ok := placeholder.LineNumber(l); ok {
 			if nums == nil {
 				nums = make([]int32, len(lines))
 			}
 			nums[i] = int32(num)
-			h.Write([]byte{0})
-			h.Write([]byte(strings.TrimLeft(l[:len(l)-len(rest)], " 0123456789")))
-			h.Write([]byte(rest))
+			sep := strings.TrimLeft(l[:len(l)-len(rest)], " 0123456789")
+			hashes[i] = lineHash(xxhash.Sum64String(rest), sep)
 		} else {
-			h.Write([]byte(l))
+			hashes[i] = lineHash(xxhash.Sum64String(l), "")
 		}
-		hashes[i] = h.Sum64()
 	}
 	return hashes, nums
 }
@@ -65,15 +63,95 @@ func checkLineHashes(t *testing.T, text string, cuts []int) {
 		t.Fatalf("text %q cut at %v: streamed hashes %v nums %v, whole %v %v", text, cuts, sh, sn, wh, wn)
 	}
 	// An output held in memory is handed over whole (io.WriterTo), as a
-	// string or as bytes.
-	for _, r := range []io.Reader{strings.NewReader(text), bytes.NewReader([]byte(text))} {
-		var lh lineHasher
-		if err := lh.readFrom(r); err != nil {
-			t.Fatal(err)
+	// string or as bytes; one read from elsewhere comes through the read
+	// buffer, in pieces of the reader's sizes. Its size known (then a
+	// piece holding it all is counted first) or not.
+	for _, size := range []int{0, len(text)} {
+		readers := []io.Reader{strings.NewReader(text), bytes.NewReader([]byte(text)), &cutReader{s: text, cuts: cuts}}
+		for _, r := range readers {
+			lh := lineHasher{size: size}
+			if err := lh.readFrom(r); err != nil {
+				t.Fatal(err)
+			}
+			rh, rn := lh.result()
+			if fmt.Sprint(wh) != fmt.Sprint(rh) || fmt.Sprint(wn) != fmt.Sprint(rn) {
+				t.Fatalf("text %q read from %T (size %d): hashes %v nums %v, whole %v %v", text, r, size, rh, rn, wh, wn)
+			}
 		}
-		rh, rn := lh.result()
-		if fmt.Sprint(wh) != fmt.Sprint(rh) || fmt.Sprint(wn) != fmt.Sprint(rn) {
-			t.Fatalf("text %q read from %T: hashes %v nums %v, whole %v %v", text, r, rh, rn, wh, wn)
+	}
+	checkNumbering(t, text, wh, wn, cuts)
+}
+
+// checkNumbering: a numbered line's hash has the lowest bit set and a
+// plain line's not, so the two never equal; and the text with every
+// numbered line renumbered (another number, no leading spaces) hashes
+// the same, streamed in the same pieces, with the new numbers.
+func checkNumbering(t *testing.T, text string, wh []uint64, wn []int32, cuts []int) {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	for i, h := range wh {
+		if numbered := wn != nil && wn[i] > 0; numbered != (h&1 == 1) {
+			t.Fatalf("text %q line %d (%q): numbered %v, hash %#x", text, i+1, lines[i], numbered, h)
+		}
+	}
+	if wn == nil {
+		return
+	}
+	for i, l := range lines {
+		if n, rest, ok := placeholder.LineNumber(l); ok {
+			sep := strings.TrimLeft(l[:len(l)-len(rest)], " 0123456789")
+			lines[i] = fmt.Sprintf("%d%s%s", n%9999999+1+i%3, sep, rest)
+		}
+	}
+	moved := strings.Join(lines, "\n")
+	mh, mn := streamLineHashes(moved, cuts)
+	if fmt.Sprint(wh) != fmt.Sprint(mh) {
+		t.Fatalf("text %q renumbered as %q: hashes %v, before %v", text, moved, mh, wh)
+	}
+	for i := range wn {
+		if (wn[i] > 0) != (mn[i] > 0) {
+			t.Fatalf("text %q renumbered as %q: numbers %v, before %v", text, moved, mn, wn)
+		}
+	}
+}
+
+// cutReader reads s in pieces of the given sizes (cycled), and is not an
+// io.WriterTo: lineHasher.readFrom reads it through its buffer.
+type cutReader struct {
+	s    string
+	cuts []int
+	i    int
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	if len(r.s) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.s)
+	if len(r.cuts) > 0 {
+		n = min(n, max(1, r.cuts[r.i%len(r.cuts)]))
+		r.i++
+	}
+	n = copy(p, r.s[:n])
+	r.s = r.s[n:]
+	return n, nil
+}
+
+// TestLineHash: the four separators give four hashes of the same rest,
+// none equal to a plain line's.
+func TestLineHash(t *testing.T) {
+	seen := map[uint64]string{}
+	for _, h := range []uint64{0, 1, 0xfffffffffffffffe, 0xffffffffffffffff, xxhash.Sum64String("x")} {
+		clear(seen)
+		for _, sep := range []string{"", "→", "\t", ": ", "| "} {
+			lh := lineHash(h, sep)
+			if o, ok := seen[lh]; ok {
+				t.Fatalf("hash %#x: separators %q and %q both give %#x", h, o, sep, lh)
+			}
+			seen[lh] = sep
+			if numbered := sep != ""; numbered != (lh&1 == 1) {
+				t.Fatalf("hash %#x separator %q: %#x", h, sep, lh)
+			}
 		}
 	}
 }
@@ -106,10 +184,13 @@ func TestLineHasherStreamsLikeWhole(t *testing.T) {
 }
 
 // FuzzLineHasher: tool outputs are outside input; streaming their line
-// hashes in any pieces must agree with hashing the text held whole.
+// hashes in any pieces (written, or read through the buffer) must agree
+// with hashing the text held whole, numbered lines must never equal
+// plain ones, and renumbering a numbered line must not change its hash.
 func FuzzLineHasher(f *testing.F) {
 	f.Add("     1→\tpackage main\n     2→\t\n", uint8(3))
 	f.Add("12: x\n  0|y\n123456789→z", uint8(1))
+	f.Add("x\n     7→x\n7\tx\n   8: x\n9| x\n", uint8(0x35))
 	f.Fuzz(func(t *testing.T, text string, cut uint8) {
 		checkLineHashes(t, text, []int{int(cut%16) + 1, int(cut/16) + 1})
 	})

@@ -172,6 +172,14 @@ func RenderSpan(s Span) string {
 // older "    12\ttext") and OpenCode's read ("12: text", older
 // "00012| text"), with leading spaces. ok is false for a line without such a prefix.
 func LineNumber(line string) (n int, rest string, ok bool) {
+	n, _, rest, ok = NumberedLine(line)
+	return n, rest, ok
+}
+
+// NumberedLine is LineNumber with the number's separator ("→", "\t", ": "
+// or "| "), for a caller that tells the formats apart (the span
+// references' line hashes).
+func NumberedLine(line string) (n int, sep, rest string, ok bool) {
 	i := 0
 	for i < len(line) && line[i] == ' ' {
 		i++
@@ -181,23 +189,25 @@ func LineNumber(line string) (n int, rest string, ok bool) {
 		j++
 	}
 	if j == i || j-i >= 9 {
-		return 0, "", false
+		return 0, "", "", false
 	}
 	switch {
 	case strings.HasPrefix(line[j:], "→"):
-		rest = line[j+len("→"):]
+		sep = "→"
 	case strings.HasPrefix(line[j:], "\t"):
-		rest = line[j+1:]
-	case strings.HasPrefix(line[j:], ": "), strings.HasPrefix(line[j:], "| "):
-		rest = line[j+2:]
+		sep = "\t"
+	case strings.HasPrefix(line[j:], ": "):
+		sep = ": "
+	case strings.HasPrefix(line[j:], "| "):
+		sep = "| "
 	default:
-		return 0, "", false
+		return 0, "", "", false
 	}
 	n, err := strconv.Atoi(line[i:j])
 	if err != nil || n < 1 {
-		return 0, "", false
+		return 0, "", "", false
 	}
-	return n, rest, true
+	return n, sep, line[j+len(sep):], true
 }
 
 // SpanSaving is what replacing the run lines (one span) with its

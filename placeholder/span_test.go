@@ -1,6 +1,7 @@
 package placeholder
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -126,10 +127,21 @@ func FuzzLineNumber(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) {
 		n, rest, ok := LineNumber(line)
 		if !ok {
+			if _, _, _, ok2 := NumberedLine(line); ok2 {
+				t.Fatalf("NumberedLine(%q) ok, LineNumber not", line)
+			}
 			return
 		}
 		if n < 1 || !strings.HasSuffix(line, rest) || len(rest) >= len(line) {
 			t.Fatalf("LineNumber(%q) = %d, %q", line, n, rest)
+		}
+		// NumberedLine: the same, and the line is spaces, the number's
+		// digits, sep and rest.
+		n2, sep, rest2, ok2 := NumberedLine(line)
+		head, found := strings.CutSuffix(line[:len(line)-len(rest)], sep)
+		v, err := strconv.Atoi(strings.TrimLeft(head, " "))
+		if !ok2 || n2 != n || rest2 != rest || sep == "" || !found || err != nil || v != n {
+			t.Fatalf("NumberedLine(%q) = %d, %q, %q, %v; LineNumber %d, %q", line, n2, sep, rest2, ok2, n, rest)
 		}
 	})
 }
