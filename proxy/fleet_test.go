@@ -312,25 +312,35 @@ func TestFleetBuildsAsTheHeadersArrive(t *testing.T) {
 	}
 	one, _ := r.start(service.NewProxyBackend(svc.Store, svc.Pipeline), false)
 	wa, wb, wc := watch(), watch(), watch()
-	a, _ := r.start(wa, true)
-	b, _ := r.start(wb, true)
+	a, apx := r.start(wa, true)
+	b, bpx := r.start(wb, true)
 	var c string
+	var cpx *Proxy
 	order := []*buildWatcher{wa, wb, wc, wa, wb, wc}
 	for n := range order {
 		want := postSession(t, ctx, f, one, "one", strings.NewReader(rereadBody(n)))
 		w := order[n]
-		url := map[*buildWatcher]string{wa: a, wb: b}[w]
+		url, px := map[*buildWatcher]string{wa: a, wb: b}[w], map[*buildWatcher]*Proxy{wa: apx, wb: bpx}[w]
 		if w == wc {
 			if c == "" {
 				// c starts after the session did: no warm copy.
-				c, _ = r.start(wc, true)
+				c, cpx = r.start(wc, true)
 			}
-			url = c
+			url, px = c, cpx
 		}
 		var ready chan struct{}
 		if n < 3 {
 			// The session's first request at this proxy.
 			ready = w.building
+		} else {
+			// The proxy's tail has delivered the other proxies' facts
+			// (as in TestFleetAsksTheLeaderOnce): a request decided while
+			// its tail still lagged the log is decided again after
+			// reading the session, which asks the leader a second time
+			// by design.
+			last, err := svc.Store.LastSeq(ctx, events.DefaultTenant, "fleet", events.KindFact)
+			testutil.NoError(t, err)
+			r.tailAt(px, last)
 		}
 		reads := w.reads.Load()
 		got := postSession(t, ctx, f, url, "fleet", bodyAfter(ctx, rereadBody(n), ready))
