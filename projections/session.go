@@ -45,16 +45,17 @@ type Session struct {
 	session string
 
 	pos int // events observed (log position of the next one)
-	// seen holds the event ids observed; a mark's entry holds its state
-	// (nil for other events).
-	seen strTable[*markState]
+	// seen holds the event ids observed, each referring to where its id
+	// is kept (see eventRef): the item a fact brought, the mark, or
+	// otherIDs for the other events.
+	seen     idxTable
+	otherIDs []string
 
 	items []*itemState
 	// slab holds item states allocated ahead of the items (see newItem).
 	slab []itemState
-	// byItem holds the item ids in the order of items: an id's entry
-	// index is its item's.
-	byItem strTable[struct{}]
+	// byItem holds the item ids: an id's reference is its item's index.
+	byItem idxTable
 	byCall strTable[*callRef] // call id -> its input and output items
 
 	markOrder []*markState // marks in log order
@@ -253,9 +254,10 @@ func (s *Session) Observe(ev events.Event) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// One operation, not a look-up then an insert.
-	seen, added := s.seen.insert(ev.ID, nil)
-	if !added {
+	// One look-up: the spot it found takes the id once observe has put
+	// the event where its id is kept (nothing enters seen meanwhile).
+	r, spot := s.seen.probe(ev.ID, s.eventID)
+	if r >= 0 {
 		return
 	}
 	pos := s.pos
@@ -263,7 +265,44 @@ func (s *Session) Observe(ev events.Event) {
 	if !ev.Time.IsZero() && (s.started.IsZero() || ev.Time.Before(s.started)) {
 		s.started = ev.Time
 	}
+	r = s.observe(ev, pos)
+	if r < 0 {
+		r = eventRef(len(s.otherIDs), refOther)
+		s.otherIDs = append(s.otherIDs, ev.ID)
+	}
+	s.seen.add(spot, r)
+}
 
+// An event's reference in Session.seen: the position of what keeps its
+// id (shifted left by 2) and which list that is.
+const (
+	refItem  = iota // s.items: a fact that brought an item (Item.Event)
+	refMark         // s.markOrder
+	refOther        // s.otherIDs
+)
+
+// eventRef returns the seen reference of position i in list kind.
+func eventRef(i, kind int) int { return i<<2 | kind }
+
+// eventID returns the id of the event with seen reference r.
+func (s *Session) eventID(r int) string {
+	switch i := r >> 2; r & 3 {
+	case refItem:
+		return s.items[i].Event
+	case refMark:
+		return s.markOrder[i].id
+	default:
+		return s.otherIDs[i]
+	}
+}
+
+// itemID returns the id of item i (the key of its byItem reference).
+func (s *Session) itemID(i int) string { return s.items[i].ID }
+
+// observe applies an event not observed before, at log position pos, and
+// returns its seen reference when an item or mark keeps its id, else -1.
+func (s *Session) observe(ev events.Event, pos int) int {
+	n := len(s.items)
 	switch p := ev.Data.(type) {
 	case *events.SessionStarted:
 		s.format = p.Format
@@ -297,7 +336,7 @@ func (s *Session) Observe(ev events.Event) {
 		}
 		it := s.newItem(ev, p.Item, kind, p.Role)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tokens, it.TokensExact = p.Tokens, p.TokensExact
 		it.Meta = p.Meta
@@ -309,7 +348,7 @@ func (s *Session) Observe(ev events.Event) {
 	case *events.ToolCall:
 		it := s.newItem(ev, p.Item, ItemToolUse, events.RoleAssistant)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tool = p.Tool
 		it.CallID = p.CallID
@@ -341,7 +380,7 @@ func (s *Session) Observe(ev events.Event) {
 	case *events.ToolResult:
 		it := s.newItem(ev, p.Item, ItemToolResult, events.RoleUser)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tool = p.Tool
 		it.CallID = p.CallID
@@ -388,7 +427,7 @@ func (s *Session) Observe(ev events.Event) {
 		i, ok := s.itemIndex(p.Item)
 		if !ok {
 			s.unresolved++
-			return
+			return -1
 		}
 		it := s.items[i]
 		it.applied = nil
@@ -397,20 +436,24 @@ func (s *Session) Observe(ev events.Event) {
 		s.touchApplied(it)
 	case *events.Mark:
 		ms := &markState{id: ev.ID, pos: pos, time: ev.Time, m: p}
-		*s.seen.val(seen) = ms
 		s.markOrder = append(s.markOrder, ms)
 		if p.Part == partInput {
 			s.inputMarks[p.Item] = struct{}{}
 		}
 		s.touchMarked(p)
+		return eventRef(len(s.markOrder)-1, refMark)
 	case *events.Application:
 		s.apply(&appState{id: ev.ID, pos: pos, time: ev.Time, a: p})
 	}
+	if len(s.items) > n { // a fact brought item n
+		return eventRef(n, refItem)
+	}
+	return -1
 }
 
 // newItem appends an item, or returns nil when its id was already seen.
 func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events.Role) *itemState {
-	if _, added := s.byItem.insert(id, struct{}{}); !added {
+	if _, added := s.byItem.insert(id, len(s.items), s.itemID); !added {
 		s.duplicates++
 		return nil
 	}
@@ -506,7 +549,7 @@ func (s *Session) touchMarked(m *events.Mark) {
 // itemIndex returns the index of item id in s.items, and whether it is
 // there.
 func (s *Session) itemIndex(id string) (int, bool) {
-	i := s.byItem.find(id)
+	i := s.byItem.find(id, s.itemID)
 	return i, i >= 0
 }
 
@@ -524,7 +567,7 @@ func (s *Session) call(id string) *callRef {
 // with the marks and not consulted.
 func (s *Session) apply(app *appState) {
 	for _, id := range app.a.Marks {
-		ms, _ := s.seen.get(id)
+		ms := s.markNamed(id)
 		if ms == nil {
 			s.dangling++
 			continue
@@ -557,6 +600,15 @@ func (s *Session) apply(app *appState) {
 			}
 		}
 	}
+}
+
+// markNamed returns the state of the mark with event id id, nil when no
+// mark observed has it.
+func (s *Session) markNamed(id string) *markState {
+	if r := s.seen.find(id, s.eventID); r >= 0 && r&3 == refMark {
+		return s.markOrder[r>>2]
+	}
+	return nil
 }
 
 // target resolves the item a mark acts on: a mark on a tool result with

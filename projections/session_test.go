@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -310,5 +311,33 @@ func TestItemSlabFits(t *testing.T) {
 	size := unsafe.Sizeof(itemState{})
 	if n := uintptr(itemSlab); n*size+header > class || (n+1)*size+header <= class {
 		t.Fatalf("item states of %d bytes: %d per slab (%d bytes), want the most that fit in %d", size, n, n*size+header, class)
+	}
+}
+
+// TestObserveIgnoresRedelivery observes random sessions (every event
+// kind, repeated item ids, marks, applications) with earlier events of
+// every kind observed again along the way: the session's event-id index
+// refers to where each id is kept, and a redelivered event must be
+// ignored whichever list keeps its id. Every rendering (or its error),
+// the items and the decisions match the plain feed.
+func TestObserveIgnoresRedelivery(t *testing.T) {
+	for seed := range 8 {
+		blobs := store.NewMemBlobs()
+		evs := randomSession(t, uint64(seed), 120, blobs)
+		plain := NewSession("", "rand")
+		again := NewSession("", "rand")
+		for i, e := range evs {
+			plain.Observe(e)
+			again.Observe(e)
+			again.Observe(evs[(i*7+seed)%(i+1)])
+		}
+		for name, r := range renderers {
+			want := renderOrErr(r, plain.Bundle(), blobs, &wordCounter{})
+			got := renderOrErr(r, again.Bundle(), blobs, &wordCounter{})
+			testutil.True(t, got == want, "seed %d: redelivery changed %s", seed, name)
+		}
+		testutil.True(t, reflect.DeepEqual(plain.Items(), again.Items()), "seed %d: redelivery changed the items", seed)
+		testutil.True(t, reflect.DeepEqual(plain.Decisions(), again.Decisions()), "seed %d: redelivery changed the decisions", seed)
+		testutil.True(t, plain.pos == again.pos && plain.seen.len() == again.seen.len(), "seed %d: %d/%d events observed, %d/%d ids", seed, again.pos, plain.pos, again.seen.len(), plain.seen.len())
 	}
 }
