@@ -138,30 +138,75 @@ type callRef struct {
 	earlier []int
 }
 
-// itemState is one item with its payload and its rendering state.
+// itemState is one item with its payload and its rendering state. It
+// holds Item's fields but for the three a view computes (Pruned, Applied,
+// LatestMark; see itemView), so that a rebuild allocates and the GC scans
+// less per item (a projection holds one per fact; TestItemViewFields
+// keeps the two in step). Positions and counts of events fit in an int32:
+// a session's events are fewer than 2^30 (idxTable's references).
 type itemState struct {
-	Item
+	ID, Event   string
+	Kind        ItemKind
+	Role        events.Role
+	Tool        string
+	CallID      string
+	Hash        string
+	Index       int
+	Tokens      int
+	TokensExact int
 
-	text      string
-	signature string
-	input     json.RawMessage
-	output    *string
-	errInfo   *events.ToolError
-	source    *events.SourceIdentity
-	applied   *applied // last applied mark (PRUNE or KEEP) in effect
-	restoreAt int      // log position of the last restore, -1 when none
-	req       int      // model requests observed before the item entered
+	text   string
+	input  json.RawMessage
+	output *string
+	// rare holds what few items have (nil for the others).
+	rare    *itemRare
+	applied *applied // last applied mark (PRUNE or KEEP) in effect
 
 	// ph caches the placeholder last built for the item (see
 	// placeholderFor): only items pruned and rendered have one, so it
 	// lives apart from the item state.
 	ph *cachedPlaceholder
 
-	// dirty is true while the item is listed in Session.dirty.
-	dirty bool
 	// slot holds the item's rendered fragments (see render_cache.go).
 	slot itemSlot
+
+	restoreAt int32 // log position of the last restore, -1 when none
+	req       int32 // model requests observed before the item entered
+
+	IsError, Meta, Pinned, HostPruned, HostCompacted, Restored bool
+
+	// dirty is true while the item is listed in Session.dirty.
+	dirty bool
 }
+
+// itemRare is the part of an item's payload that few items have: a
+// thinking block's signature, a failed call's error, a result's source.
+type itemRare struct {
+	signature string
+	errInfo   *events.ToolError
+	source    *events.SourceIdentity
+}
+
+// rareOf returns it's rare part, the zero value when it has none.
+func (it *itemState) rareOf() itemRare {
+	if it.rare == nil {
+		return itemRare{}
+	}
+	return *it.rare
+}
+
+// setRare sets it's rare part, allocated only when not all zero (a
+// copy: &r would move r to the heap on every call).
+func (it *itemState) setRare(r itemRare) {
+	if r != (itemRare{}) {
+		it.rare = new(itemRare)
+		*it.rare = r
+	}
+}
+
+// PricedTokens is the count the economics price the item at, as
+// Item.PricedTokens.
+func (it *itemState) PricedTokens() int { return events.PricedTokens(it.Tokens, it.TokensExact) }
 
 // cachedPlaceholder is an item's placeholder with the key it was built
 // for.
@@ -344,7 +389,7 @@ func (s *Session) observe(ev events.Event, pos int) int {
 		if s.firstUser == "" && p.Role == events.RoleUser && !p.Meta {
 			s.firstUser = TitleLine(p.Text)
 		}
-		it.signature = p.Signature
+		it.setRare(itemRare{signature: p.Signature})
 	case *events.ToolCall:
 		it := s.newItem(ev, p.Item, ItemToolUse, events.RoleAssistant)
 		if it == nil {
@@ -386,8 +431,7 @@ func (s *Session) observe(ev events.Event, pos int) int {
 		it.CallID = p.CallID
 		it.IsError = p.IsError
 		it.HostPruned = p.HostPruned
-		it.errInfo = p.Error
-		it.source = p.Source
+		it.setRare(itemRare{errInfo: p.Error, source: p.Source})
 		it.output = p.Output
 		if p.OutputRef != nil {
 			it.Tokens, it.TokensExact = p.OutputRef.Tokens, p.OutputRef.TokensExact
@@ -431,7 +475,7 @@ func (s *Session) observe(ev events.Event, pos int) int {
 		}
 		it := s.items[i]
 		it.applied = nil
-		it.restoreAt = pos
+		it.restoreAt = int32(pos)
 		it.Restored = true
 		s.touchApplied(it)
 	case *events.Mark:
@@ -474,9 +518,9 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 		it = new(itemState)
 	}
 	*it = itemState{
-		Item:      Item{Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role},
+		Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role,
 		restoreAt: -1,
-		req:       s.requests,
+		req:       int32(s.requests),
 	}
 	s.items = append(s.items, it)
 	s.resolved(id)
@@ -490,10 +534,10 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 }
 
 // Item states are allocated itemSlab at a time once a session has
-// itemSlabFrom items: 26 of them (7,904 bytes and the allocator's 8-byte
+// itemSlabFrom items: 33 of them (8,184 bytes and the allocator's 8-byte
 // header) fill an 8 KiB size class (TestItemSlabFits).
 const (
-	itemSlab     = 26
+	itemSlab     = 33
 	itemSlabFrom = 8 * itemSlab
 )
 
@@ -585,7 +629,7 @@ func (s *Session) apply(app *appState) {
 		it := s.items[i]
 		switch ms.m.Decision {
 		case events.Prune:
-			if ms.pos < it.restoreAt || it.Kind == ItemThinking {
+			if ms.pos < int(it.restoreAt) || it.Kind == ItemThinking {
 				s.stale++
 				continue
 			}

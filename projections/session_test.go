@@ -341,3 +341,40 @@ func TestObserveIgnoresRedelivery(t *testing.T) {
 		testutil.True(t, plain.pos == again.pos && plain.seen.len() == again.seen.len(), "seed %d: %d/%d events observed, %d/%d ids", seed, again.pos, plain.pos, again.seen.len(), plain.seen.len())
 	}
 }
+
+// TestItemViewFields: an item state holds every field of Item but for
+// the three a view computes, with the same type, and itemView copies
+// each (set to a distinct non-zero value here).
+func TestItemViewFields(t *testing.T) {
+	computed := map[string]bool{"Pruned": true, "Applied": true, "LatestMark": true}
+	var it itemState
+	st := reflect.ValueOf(&it).Elem()
+	view := reflect.TypeFor[Item]()
+	for i := range view.NumField() {
+		f := view.Field(i)
+		if computed[f.Name] {
+			continue
+		}
+		sf, ok := st.Type().FieldByName(f.Name)
+		testutil.True(t, ok && sf.Type == f.Type, "itemState lacks Item.%s (%s)", f.Name, f.Type)
+		v := st.FieldByIndex(sf.Index)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("v" + f.Name)
+		case reflect.Int:
+			v.SetInt(int64(i + 1))
+		case reflect.Bool:
+			v.SetBool(true)
+		default:
+			t.Fatalf("Item.%s: kind %s not covered", f.Name, v.Kind())
+		}
+	}
+	got := reflect.ValueOf(NewSession("", "s").itemView(&it, nil))
+	for i := range view.NumField() {
+		f := view.Field(i)
+		if computed[f.Name] {
+			continue
+		}
+		testutil.True(t, got.Field(i).Equal(st.FieldByName(f.Name)), "itemView does not copy Item.%s", f.Name)
+	}
+}
