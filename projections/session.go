@@ -52,8 +52,6 @@ type Session struct {
 	otherIDs []string
 
 	items []*itemState
-	// slab holds item states allocated ahead of the items (see newItem).
-	slab []itemState
 	// byItem holds the item ids: an id's reference is its item's index.
 	byItem idxTable
 	byCall strTable[*callRef] // call id -> its input and output items
@@ -501,23 +499,11 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 		s.duplicates++
 		return nil
 	}
-	// Past itemSlabFrom items, item states are allocated itemSlab at a
-	// time: fewer allocations on the path every fact takes, at most an
-	// eighth of the items allocated ahead (a small session allocates
-	// them one by one, as before).
-	var it *itemState
-	switch {
-	case len(s.slab) > 0:
-		it = &s.slab[0]
-		s.slab = s.slab[1:]
-	case len(s.items) >= itemSlabFrom:
-		s.slab = make([]itemState, itemSlab)
-		it = &s.slab[0]
-		s.slab = s.slab[1:]
-	default:
-		it = new(itemState)
-	}
-	*it = itemState{
+	// One allocation per item, in the 256-byte size class
+	// (TestItemStateSize), not slabs of 33: the collector marks small
+	// objects a span at a time, and a live rebuild spent less in GC
+	// without the 8 KiB slabs (docs/performance.md, ninth round).
+	it := &itemState{
 		Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role,
 		restoreAt: -1,
 		req:       int32(s.requests),
@@ -532,14 +518,6 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	}
 	return it
 }
-
-// Item states are allocated itemSlab at a time once a session has
-// itemSlabFrom items: 33 of them (8,184 bytes and the allocator's 8-byte
-// header) fill an 8 KiB size class (TestItemSlabFits).
-const (
-	itemSlab     = 33
-	itemSlabFrom = 8 * itemSlab
-)
 
 // resolved notes that part "input" marks naming item id may file under
 // another key from now on.

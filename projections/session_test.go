@@ -303,14 +303,11 @@ func TestDecisionControl(t *testing.T) {
 	}
 }
 
-// TestItemSlabFits: itemSlab item states and the allocator's 8-byte
-// header fill the 8 KiB size class, and one more would not fit (keep
-// itemSlab in step with the item state's size).
-func TestItemSlabFits(t *testing.T) {
-	const class, header = 8192, 8
-	size := unsafe.Sizeof(itemState{})
-	if n := uintptr(itemSlab); n*size+header > class || (n+1)*size+header <= class {
-		t.Fatalf("item states of %d bytes: %d per slab (%d bytes), want the most that fit in %d", size, n, n*size+header, class)
+// TestItemStateSize: an item state fits the allocator's 256-byte size
+// class (one per item; the next class is 288 bytes).
+func TestItemStateSize(t *testing.T) {
+	if size := unsafe.Sizeof(itemState{}); size > 256 {
+		t.Fatalf("item states of %d bytes: over the 256-byte size class", size)
 	}
 }
 
