@@ -236,9 +236,10 @@ func (s *Session) snapshotLocked() Snapshot {
 
 // bundleItem is item it as rendered, with generation gen.
 func (s *Session) bundleItem(it *itemState, latest map[string]*markState, gen uint64) BundleItem {
+	rare := it.rareOf()
 	bi := BundleItem{
-		Item: s.itemView(it, latest), Text: it.text, Signature: it.signature,
-		Input: it.input, Output: it.output, Error: it.errInfo,
+		Item: s.itemView(it, latest), Text: it.text, Signature: rare.signature,
+		Input: it.input, Output: it.output, Error: rare.errInfo,
 		slot: &it.slot, gen: gen,
 	}
 	switch {

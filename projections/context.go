@@ -42,7 +42,7 @@ func (s *Session) ContextItems() []ContextItem {
 	for i, it := range s.items {
 		c := ContextItem{
 			Index: it.Index, ID: it.ID, Kind: it.Kind, Role: it.Role, Tool: it.Tool,
-			Source: s.sourceOf(it), Tokens: it.Tokens, Age: s.requests - it.req,
+			Source: s.sourceOf(it), Tokens: it.Tokens, Age: s.requests - int(it.req),
 			Pinned: it.Pinned, Pruned: it.pruned(), HostPruned: it.HostPruned, HostCompacted: it.HostCompacted,
 		}
 		if it.applied != nil {
@@ -69,10 +69,10 @@ func (s *Session) sourceOf(it *itemState) string {
 			src = placeholder.Source(s.items[c.input].input, s.cwd)
 		}
 	}
-	if src == "" && it.source != nil {
-		src = placeholder.Elide(placeholder.Rel(it.source.Path, s.cwd), placeholder.SourceBytes)
+	if source := it.rareOf().source; src == "" && source != nil {
+		src = placeholder.Elide(placeholder.Rel(source.Path, s.cwd), placeholder.SourceBytes)
 		if src == "" {
-			src = placeholder.Elide(it.source.URL, placeholder.SourceBytes)
+			src = placeholder.Elide(source.URL, placeholder.SourceBytes)
 		}
 	}
 	return src

@@ -95,7 +95,12 @@ func (s *Session) Items() []Item {
 }
 
 func (s *Session) itemView(it *itemState, latest map[string]*markState) Item {
-	v := it.Item
+	v := Item{
+		Index: it.Index, ID: it.ID, Event: it.Event, Kind: it.Kind, Role: it.Role,
+		Tool: it.Tool, CallID: it.CallID, Tokens: it.Tokens, TokensExact: it.TokensExact,
+		Hash: it.Hash, IsError: it.IsError, Meta: it.Meta, Pinned: it.Pinned,
+		HostPruned: it.HostPruned, HostCompacted: it.HostCompacted, Restored: it.Restored,
+	}
 	v.Pruned = it.pruned()
 	v.Applied = appliedRef(it.applied)
 	if ms := latest[it.ID]; ms != nil {

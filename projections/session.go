@@ -45,16 +45,15 @@ type Session struct {
 	session string
 
 	pos int // events observed (log position of the next one)
-	// seen holds the event ids observed; a mark's entry holds its state
-	// (nil for other events).
-	seen strTable[*markState]
+	// seen holds the event ids observed, each referring to where its id
+	// is kept (see eventRef): the item a fact brought, the mark, or
+	// otherIDs for the other events.
+	seen     idxTable
+	otherIDs []string
 
 	items []*itemState
-	// slab holds item states allocated ahead of the items (see newItem).
-	slab []itemState
-	// byItem holds the item ids in the order of items: an id's entry
-	// index is its item's.
-	byItem strTable[struct{}]
+	// byItem holds the item ids: an id's reference is its item's index.
+	byItem idxTable
 	byCall strTable[*callRef] // call id -> its input and output items
 
 	markOrder []*markState // marks in log order
@@ -137,30 +136,75 @@ type callRef struct {
 	earlier []int
 }
 
-// itemState is one item with its payload and its rendering state.
+// itemState is one item with its payload and its rendering state. It
+// holds Item's fields but for the three a view computes (Pruned, Applied,
+// LatestMark; see itemView), so that a rebuild allocates and the GC scans
+// less per item (a projection holds one per fact; TestItemViewFields
+// keeps the two in step). Positions and counts of events fit in an int32:
+// a session's events are fewer than 2^30 (idxTable's references).
 type itemState struct {
-	Item
+	ID, Event   string
+	Kind        ItemKind
+	Role        events.Role
+	Tool        string
+	CallID      string
+	Hash        string
+	Index       int
+	Tokens      int
+	TokensExact int
 
-	text      string
-	signature string
-	input     json.RawMessage
-	output    *string
-	errInfo   *events.ToolError
-	source    *events.SourceIdentity
-	applied   *applied // last applied mark (PRUNE or KEEP) in effect
-	restoreAt int      // log position of the last restore, -1 when none
-	req       int      // model requests observed before the item entered
+	text   string
+	input  json.RawMessage
+	output *string
+	// rare holds what few items have (nil for the others).
+	rare    *itemRare
+	applied *applied // last applied mark (PRUNE or KEEP) in effect
 
 	// ph caches the placeholder last built for the item (see
 	// placeholderFor): only items pruned and rendered have one, so it
 	// lives apart from the item state.
 	ph *cachedPlaceholder
 
-	// dirty is true while the item is listed in Session.dirty.
-	dirty bool
 	// slot holds the item's rendered fragments (see render_cache.go).
 	slot itemSlot
+
+	restoreAt int32 // log position of the last restore, -1 when none
+	req       int32 // model requests observed before the item entered
+
+	IsError, Meta, Pinned, HostPruned, HostCompacted, Restored bool
+
+	// dirty is true while the item is listed in Session.dirty.
+	dirty bool
 }
+
+// itemRare is the part of an item's payload that few items have: a
+// thinking block's signature, a failed call's error, a result's source.
+type itemRare struct {
+	signature string
+	errInfo   *events.ToolError
+	source    *events.SourceIdentity
+}
+
+// rareOf returns it's rare part, the zero value when it has none.
+func (it *itemState) rareOf() itemRare {
+	if it.rare == nil {
+		return itemRare{}
+	}
+	return *it.rare
+}
+
+// setRare sets it's rare part, allocated only when not all zero (a
+// copy: &r would move r to the heap on every call).
+func (it *itemState) setRare(r itemRare) {
+	if r != (itemRare{}) {
+		it.rare = new(itemRare)
+		*it.rare = r
+	}
+}
+
+// PricedTokens is the count the economics price the item at, as
+// Item.PricedTokens.
+func (it *itemState) PricedTokens() int { return events.PricedTokens(it.Tokens, it.TokensExact) }
 
 // cachedPlaceholder is an item's placeholder with the key it was built
 // for.
@@ -253,9 +297,10 @@ func (s *Session) Observe(ev events.Event) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// One operation, not a look-up then an insert.
-	seen, added := s.seen.insert(ev.ID, nil)
-	if !added {
+	// One look-up: the spot it found takes the id once observe has put
+	// the event where its id is kept (nothing enters seen meanwhile).
+	r, spot := s.seen.probe(ev.ID, s.eventID)
+	if r >= 0 {
 		return
 	}
 	pos := s.pos
@@ -263,7 +308,44 @@ func (s *Session) Observe(ev events.Event) {
 	if !ev.Time.IsZero() && (s.started.IsZero() || ev.Time.Before(s.started)) {
 		s.started = ev.Time
 	}
+	r = s.observe(ev, pos)
+	if r < 0 {
+		r = eventRef(len(s.otherIDs), refOther)
+		s.otherIDs = append(s.otherIDs, ev.ID)
+	}
+	s.seen.add(spot, r)
+}
 
+// An event's reference in Session.seen: the position of what keeps its
+// id (shifted left by 2) and which list that is.
+const (
+	refItem  = iota // s.items: a fact that brought an item (Item.Event)
+	refMark         // s.markOrder
+	refOther        // s.otherIDs
+)
+
+// eventRef returns the seen reference of position i in list kind.
+func eventRef(i, kind int) int { return i<<2 | kind }
+
+// eventID returns the id of the event with seen reference r.
+func (s *Session) eventID(r int) string {
+	switch i := r >> 2; r & 3 {
+	case refItem:
+		return s.items[i].Event
+	case refMark:
+		return s.markOrder[i].id
+	default:
+		return s.otherIDs[i]
+	}
+}
+
+// itemID returns the id of item i (the key of its byItem reference).
+func (s *Session) itemID(i int) string { return s.items[i].ID }
+
+// observe applies an event not observed before, at log position pos, and
+// returns its seen reference when an item or mark keeps its id, else -1.
+func (s *Session) observe(ev events.Event, pos int) int {
+	n := len(s.items)
 	switch p := ev.Data.(type) {
 	case *events.SessionStarted:
 		s.format = p.Format
@@ -297,7 +379,7 @@ func (s *Session) Observe(ev events.Event) {
 		}
 		it := s.newItem(ev, p.Item, kind, p.Role)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tokens, it.TokensExact = p.Tokens, p.TokensExact
 		it.Meta = p.Meta
@@ -305,11 +387,11 @@ func (s *Session) Observe(ev events.Event) {
 		if s.firstUser == "" && p.Role == events.RoleUser && !p.Meta {
 			s.firstUser = TitleLine(p.Text)
 		}
-		it.signature = p.Signature
+		it.setRare(itemRare{signature: p.Signature})
 	case *events.ToolCall:
 		it := s.newItem(ev, p.Item, ItemToolUse, events.RoleAssistant)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tool = p.Tool
 		it.CallID = p.CallID
@@ -341,14 +423,13 @@ func (s *Session) Observe(ev events.Event) {
 	case *events.ToolResult:
 		it := s.newItem(ev, p.Item, ItemToolResult, events.RoleUser)
 		if it == nil {
-			return
+			return -1
 		}
 		it.Tool = p.Tool
 		it.CallID = p.CallID
 		it.IsError = p.IsError
 		it.HostPruned = p.HostPruned
-		it.errInfo = p.Error
-		it.source = p.Source
+		it.setRare(itemRare{errInfo: p.Error, source: p.Source})
 		it.output = p.Output
 		if p.OutputRef != nil {
 			it.Tokens, it.TokensExact = p.OutputRef.Tokens, p.OutputRef.TokensExact
@@ -388,52 +469,44 @@ func (s *Session) Observe(ev events.Event) {
 		i, ok := s.itemIndex(p.Item)
 		if !ok {
 			s.unresolved++
-			return
+			return -1
 		}
 		it := s.items[i]
 		it.applied = nil
-		it.restoreAt = pos
+		it.restoreAt = int32(pos)
 		it.Restored = true
 		s.touchApplied(it)
 	case *events.Mark:
 		ms := &markState{id: ev.ID, pos: pos, time: ev.Time, m: p}
-		*s.seen.val(seen) = ms
 		s.markOrder = append(s.markOrder, ms)
 		if p.Part == partInput {
 			s.inputMarks[p.Item] = struct{}{}
 		}
 		s.touchMarked(p)
+		return eventRef(len(s.markOrder)-1, refMark)
 	case *events.Application:
 		s.apply(&appState{id: ev.ID, pos: pos, time: ev.Time, a: p})
 	}
+	if len(s.items) > n { // a fact brought item n
+		return eventRef(n, refItem)
+	}
+	return -1
 }
 
 // newItem appends an item, or returns nil when its id was already seen.
 func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events.Role) *itemState {
-	if _, added := s.byItem.insert(id, struct{}{}); !added {
+	if _, added := s.byItem.insert(id, len(s.items), s.itemID); !added {
 		s.duplicates++
 		return nil
 	}
-	// Past itemSlabFrom items, item states are allocated itemSlab at a
-	// time: fewer allocations on the path every fact takes, at most an
-	// eighth of the items allocated ahead (a small session allocates
-	// them one by one, as before).
-	var it *itemState
-	switch {
-	case len(s.slab) > 0:
-		it = &s.slab[0]
-		s.slab = s.slab[1:]
-	case len(s.items) >= itemSlabFrom:
-		s.slab = make([]itemState, itemSlab)
-		it = &s.slab[0]
-		s.slab = s.slab[1:]
-	default:
-		it = new(itemState)
-	}
-	*it = itemState{
-		Item:      Item{Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role},
+	// One allocation per item, in the 256-byte size class
+	// (TestItemStateSize), not slabs of 33: the collector marks small
+	// objects a span at a time, and a live rebuild spent less in GC
+	// without the 8 KiB slabs (docs/performance.md, ninth round).
+	it := &itemState{
+		Index: len(s.items), ID: id, Event: ev.ID, Kind: kind, Role: role,
 		restoreAt: -1,
-		req:       s.requests,
+		req:       int32(s.requests),
 	}
 	s.items = append(s.items, it)
 	s.resolved(id)
@@ -445,14 +518,6 @@ func (s *Session) newItem(ev events.Event, id string, kind ItemKind, role events
 	}
 	return it
 }
-
-// Item states are allocated itemSlab at a time once a session has
-// itemSlabFrom items: 26 of them (7,904 bytes and the allocator's 8-byte
-// header) fill an 8 KiB size class (TestItemSlabFits).
-const (
-	itemSlab     = 26
-	itemSlabFrom = 8 * itemSlab
-)
 
 // resolved notes that part "input" marks naming item id may file under
 // another key from now on.
@@ -506,7 +571,7 @@ func (s *Session) touchMarked(m *events.Mark) {
 // itemIndex returns the index of item id in s.items, and whether it is
 // there.
 func (s *Session) itemIndex(id string) (int, bool) {
-	i := s.byItem.find(id)
+	i := s.byItem.find(id, s.itemID)
 	return i, i >= 0
 }
 
@@ -524,7 +589,7 @@ func (s *Session) call(id string) *callRef {
 // with the marks and not consulted.
 func (s *Session) apply(app *appState) {
 	for _, id := range app.a.Marks {
-		ms, _ := s.seen.get(id)
+		ms := s.markNamed(id)
 		if ms == nil {
 			s.dangling++
 			continue
@@ -542,7 +607,7 @@ func (s *Session) apply(app *appState) {
 		it := s.items[i]
 		switch ms.m.Decision {
 		case events.Prune:
-			if ms.pos < it.restoreAt || it.Kind == ItemThinking {
+			if ms.pos < int(it.restoreAt) || it.Kind == ItemThinking {
 				s.stale++
 				continue
 			}
@@ -557,6 +622,15 @@ func (s *Session) apply(app *appState) {
 			}
 		}
 	}
+}
+
+// markNamed returns the state of the mark with event id id, nil when no
+// mark observed has it.
+func (s *Session) markNamed(id string) *markState {
+	if r := s.seen.find(id, s.eventID); r >= 0 && r&3 == refMark {
+		return s.markOrder[r>>2]
+	}
+	return nil
 }
 
 // target resolves the item a mark acts on: a mark on a tool result with

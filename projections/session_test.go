@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -302,13 +303,75 @@ func TestDecisionControl(t *testing.T) {
 	}
 }
 
-// TestItemSlabFits: itemSlab item states and the allocator's 8-byte
-// header fill the 8 KiB size class, and one more would not fit (keep
-// itemSlab in step with the item state's size).
-func TestItemSlabFits(t *testing.T) {
-	const class, header = 8192, 8
-	size := unsafe.Sizeof(itemState{})
-	if n := uintptr(itemSlab); n*size+header > class || (n+1)*size+header <= class {
-		t.Fatalf("item states of %d bytes: %d per slab (%d bytes), want the most that fit in %d", size, n, n*size+header, class)
+// TestItemStateSize: an item state fits the allocator's 256-byte size
+// class (one per item; the next class is 288 bytes).
+func TestItemStateSize(t *testing.T) {
+	if size := unsafe.Sizeof(itemState{}); size > 256 {
+		t.Fatalf("item states of %d bytes: over the 256-byte size class", size)
+	}
+}
+
+// TestObserveIgnoresRedelivery observes random sessions (every event
+// kind, repeated item ids, marks, applications) with earlier events of
+// every kind observed again along the way: the session's event-id index
+// refers to where each id is kept, and a redelivered event must be
+// ignored whichever list keeps its id. Every rendering (or its error),
+// the items and the decisions match the plain feed.
+func TestObserveIgnoresRedelivery(t *testing.T) {
+	for seed := range 8 {
+		blobs := store.NewMemBlobs()
+		evs := randomSession(t, uint64(seed), 120, blobs)
+		plain := NewSession("", "rand")
+		again := NewSession("", "rand")
+		for i, e := range evs {
+			plain.Observe(e)
+			again.Observe(e)
+			again.Observe(evs[(i*7+seed)%(i+1)])
+		}
+		for name, r := range renderers {
+			want := renderOrErr(r, plain.Bundle(), blobs, &wordCounter{})
+			got := renderOrErr(r, again.Bundle(), blobs, &wordCounter{})
+			testutil.True(t, got == want, "seed %d: redelivery changed %s", seed, name)
+		}
+		testutil.True(t, reflect.DeepEqual(plain.Items(), again.Items()), "seed %d: redelivery changed the items", seed)
+		testutil.True(t, reflect.DeepEqual(plain.Decisions(), again.Decisions()), "seed %d: redelivery changed the decisions", seed)
+		testutil.True(t, plain.pos == again.pos && plain.seen.len() == again.seen.len(), "seed %d: %d/%d events observed, %d/%d ids", seed, again.pos, plain.pos, again.seen.len(), plain.seen.len())
+	}
+}
+
+// TestItemViewFields: an item state holds every field of Item but for
+// the three a view computes, with the same type, and itemView copies
+// each (set to a distinct non-zero value here).
+func TestItemViewFields(t *testing.T) {
+	computed := map[string]bool{"Pruned": true, "Applied": true, "LatestMark": true}
+	var it itemState
+	st := reflect.ValueOf(&it).Elem()
+	view := reflect.TypeFor[Item]()
+	for i := range view.NumField() {
+		f := view.Field(i)
+		if computed[f.Name] {
+			continue
+		}
+		sf, ok := st.Type().FieldByName(f.Name)
+		testutil.True(t, ok && sf.Type == f.Type, "itemState lacks Item.%s (%s)", f.Name, f.Type)
+		v := st.FieldByIndex(sf.Index)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("v" + f.Name)
+		case reflect.Int:
+			v.SetInt(int64(i + 1))
+		case reflect.Bool:
+			v.SetBool(true)
+		default:
+			t.Fatalf("Item.%s: kind %s not covered", f.Name, v.Kind())
+		}
+	}
+	got := reflect.ValueOf(NewSession("", "s").itemView(&it, nil))
+	for i := range view.NumField() {
+		f := view.Field(i)
+		if computed[f.Name] {
+			continue
+		}
+		testutil.True(t, got.Field(i).Equal(st.FieldByName(f.Name)), "itemView does not copy Item.%s", f.Name)
 	}
 }
