@@ -22,8 +22,10 @@ import (
 // ConfigureServer makes srv, the server of p.Handler, start each request's
 // work after its response once the server has written the response whole
 // (the connection's state changes to idle, closed or hijacked). Without it
-// (or on HTTP/2, whose streams end without a state change) that work starts
-// when the handler returns. Hooks srv already has run first.
+// that work starts when the handler returns; so it does on HTTP/2, whose
+// connection turns idle only once all of its streams have ended, which
+// with other agents' answers streaming on it may be minutes later. Hooks
+// srv already has run first.
 func (p *Proxy) ConfigureServer(srv *http.Server) {
 	var conns sync.Map // net.Conn -> *sentHooks
 	prevCtx, prevState := srv.ConnContext, srv.ConnState

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prunesched/prunesched/internal/testutil"
@@ -73,28 +74,38 @@ func (l *wroteListener) serve(t *testing.T, h http.Handler, setup func(*http.Ser
 // TestAfterSentRunsOnceResponseWritten: work a handler leaves with
 // afterSent on a server set up by ConfigureServer runs once the server has
 // written the response whole (a chunked response's last chunk included),
-// on a kept-alive connection and on one the server closes; without
-// ConfigureServer it runs when the handler returns, before the last chunk.
+// after the handler returned, on a kept-alive connection and on one the
+// server closes; without ConfigureServer, and on HTTP/2 (whose connection
+// turns idle only once all its streams have ended), it runs as the handler
+// returns, before the last chunk.
 func TestAfterSentRunsOnceResponseWritten(t *testing.T) {
 	t.Parallel()
 	const lastChunk = "0\r\n\r\n"
 	for _, tc := range []struct {
 		name       string
 		configured bool
-		close      bool
+		close, h2  bool
 	}{
-		{"kept alive", true, false},
-		{"closed", true, true},
-		{"not configured", false, false},
+		{"kept alive", true, false, false},
+		{"closed", true, true, false},
+		{"not configured", false, false, false},
+		{"HTTP/2", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			wl := newWroteListener(t)
-			seen := make(chan string, 1)
+			type ran struct {
+				written  string
+				returned bool
+				proto    int
+			}
+			seen := make(chan ran, 1)
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var returned atomic.Bool
+				defer returned.Store(true) // after sent.done
 				sent := newAfterSent(r)
 				defer sent.done()
-				sent.later(func() { seen <- wl.written() })
+				sent.later(func() { seen <- ran{wl.written(), returned.Load(), r.ProtoMajor} })
 				w.Header().Set("Content-Type", "text/event-stream")
 				if tc.close {
 					w.Header().Set("Connection", "close")
@@ -102,19 +113,37 @@ func TestAfterSentRunsOnceResponseWritten(t *testing.T) {
 				_, _ = io.WriteString(w, "event: message_stop\ndata: {}\n\n")
 				w.(http.Flusher).Flush()
 			})
-			var setup func(*http.Server)
-			if tc.configured {
-				setup = (&Proxy{}).ConfigureServer
+			setup := func(srv *http.Server) {
+				if tc.configured {
+					(&Proxy{}).ConfigureServer(srv)
+				}
+				if tc.h2 {
+					srv.Protocols = new(http.Protocols)
+					srv.Protocols.SetHTTP1(true)
+					srv.Protocols.SetUnencryptedHTTP2(true)
+				}
 			}
-			resp, err := http.Post(wl.serve(t, h, setup)+"/", "application/json", strings.NewReader("{}"))
+			client := &http.Client{Transport: &http.Transport{}}
+			if tc.h2 {
+				p := new(http.Protocols)
+				p.SetUnencryptedHTTP2(true)
+				client.Transport = &http.Transport{Protocols: p}
+			}
+			t.Cleanup(client.CloseIdleConnections)
+			resp, err := client.Post(wl.serve(t, h, setup)+"/", "application/json", strings.NewReader("{}"))
 			testutil.NoError(t, err)
 			body, err := io.ReadAll(resp.Body)
 			testutil.NoError(t, err)
 			resp.Body.Close()
 			testutil.True(t, strings.Contains(string(body), "message_stop"), "body %q", body)
 			got := <-seen
-			testutil.True(t, strings.HasSuffix(got, lastChunk) == tc.configured,
-				"configured %v: when the work ran, the server had written %q", tc.configured, got)
+			afterSent := tc.configured && !tc.h2
+			testutil.True(t, got.proto == map[bool]int{false: 1, true: 2}[tc.h2], "served over HTTP/%d", got.proto)
+			testutil.True(t, got.returned == afterSent, "the work ran after the handler returned: %v", got.returned)
+			if !tc.h2 {
+				testutil.True(t, strings.HasSuffix(got.written, lastChunk) == afterSent,
+					"configured %v: when the work ran, the server had written %q", tc.configured, got.written)
+			}
 		})
 	}
 }
