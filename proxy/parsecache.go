@@ -139,12 +139,13 @@ func (pc *parseCache) put(e, from *parsed, keep int) {
 		keep = 0
 	}
 	e.arr = ownArr(buf, e.arr, keep)
-	if e.pre != nil {
-		if from != nil && bytes.Equal(from.pre, e.pre) {
-			e.pre = from.pre
-		} else {
-			e.pre = bytes.Clone(e.pre)
-		}
+	switch {
+	case from != nil:
+		// A parse reuses from only after the same instructions
+		// (arrScan.start): from's own copy serves.
+		e.pre = from.pre
+	case e.pre != nil:
+		e.pre = bytes.Clone(e.pre)
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
